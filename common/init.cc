@@ -1,0 +1,25 @@
+#include "common/init.h"
+
+#include <malloc.h>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "glog/logging.h"
+
+namespace bertps {
+
+std::vector<std::string> InitProcess(int argc, char** argv,
+                                     const char* usage) {
+  absl::SetProgramUsageMessage(usage);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  google::InitGoogleLogging(argv[0]);
+  FLAGS_logtostderr = true;
+  google::InstallFailureSignalHandler();
+  // Large tensors are reused across steps and RPCs: keep freed pages instead
+  // of handing them back to the kernel each time (see docs/performance.md).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  return std::vector<std::string>(rest.begin(), rest.end());
+}
+
+}  // namespace bertps

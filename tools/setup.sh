@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every system package bertps needs on Debian 12. Idempotent: when
+# everything is present it only checks and returns in well under a second.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  bazel-bootstrap clang-14 libclang-rt-14-dev
+  # libraries
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libeigen3-dev libdnnl-dev libabsl-dev libgoogle-glog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libutf8proc-dev prometheus-cpp-dev libsqlite3-dev
+  # reference peer for parity tests and benchmarks
+  python3 python3-torch python3-numpy
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+  $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
