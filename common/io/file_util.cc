@@ -1,0 +1,111 @@
+#include "common/io/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace bertps {
+namespace io {
+
+absl::Status ErrnoStatus(int err, absl::string_view what,
+                         absl::string_view path) {
+  const std::string msg = absl::StrCat(what, " ", path, ": ", strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoStatus(err, "fstat", path);
+  }
+  std::string data;
+  data.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = pread(fd, &data[done], data.size() - done, done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, "read", path);
+    }
+    if (n == 0) break;  // The file shrank under us.
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  data.resize(done);
+  return data;
+}
+
+absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "write", path);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncParentDir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos
+                              ? "."
+                              : (slash == 0 ? "/" : path.substr(0, slash));
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open directory", dir);
+  const int rc = fsync(fd);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) return ErrnoStatus(err, "fsync directory", dir);
+  return absl::OkStatus();
+}
+
+absl::Status CommitTempFile(const std::string& tmp_path,
+                            const std::string& path) {
+  if (rename(tmp_path.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp_path.c_str());
+    return ErrnoStatus(err, absl::StrCat("rename ", tmp_path, " to"), path);
+  }
+  return SyncParentDir(path);
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view data) {
+  const std::string tmp = path + ".tmp";
+  const int fd =
+      open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, "create", tmp);
+  absl::Status status = WriteAll(fd, data, tmp);
+  if (status.ok() && fsync(fd) != 0) status = ErrnoStatus(errno, "fsync", tmp);
+  if (close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "close", tmp);
+  if (!status.ok()) {
+    unlink(tmp.c_str());
+    return status;
+  }
+  return CommitTempFile(tmp, path);
+}
+
+}  // namespace io
+}  // namespace bertps

@@ -1,0 +1,48 @@
+// Small POSIX file helpers shared by the file formats in common/io.
+//
+// Atomic replacement: data goes to `path + ".tmp"`, is fsync'ed, renamed over
+// `path`, and the directory is fsync'ed, so after a crash `path` holds either
+// the old or the new complete file, never a partial one.
+//
+// Thread-safety: the functions are thread-safe, but two writers of the same
+// path at once race on the same temporary file.
+#ifndef BERTPS_COMMON_IO_FILE_UTIL_H_
+#define BERTPS_COMMON_IO_FILE_UTIL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace bertps {
+namespace io {
+
+// A status for a failed system call: NotFound for ENOENT, PermissionDenied
+// for EACCES/EPERM, otherwise Internal; the message is
+// "<what> <path>: <strerror>".
+absl::Status ErrnoStatus(int err, absl::string_view what,
+                         absl::string_view path);
+
+// Reads the whole file.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// Writes all of `data` to fd (retrying short writes and EINTR).
+absl::Status WriteAll(int fd, absl::string_view data, const std::string& path);
+
+// fsyncs the directory that contains `path`.
+absl::Status SyncParentDir(const std::string& path);
+
+// Renames tmp_path over path (after the caller fsync'ed and closed it), then
+// fsyncs the directory.
+absl::Status CommitTempFile(const std::string& tmp_path,
+                            const std::string& path);
+
+// Writes `data` to path atomically (see above).
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view data);
+
+}  // namespace io
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_IO_FILE_UTIL_H_
