@@ -1,0 +1,211 @@
+#include "common/io/tfrecord.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/crc32c.h"
+#include "common/io/file_util.h"
+#include "common/status.h"
+
+namespace bertps {
+namespace io {
+namespace {
+
+constexpr size_t kBufferSize = 1 << 20;
+constexpr size_t kHeaderSize = 12;  // u64 length + u32 masked CRC.
+constexpr size_t kFooterSize = 4;   // u32 masked CRC of the data.
+
+void PutLe32(char* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void PutLe64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint32_t GetLe32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t GetLe64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Writer
+
+TFRecordWriter::TFRecordWriter(std::string path, int fd)
+    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), fd_(fd) {
+  buffer_.reserve(kBufferSize);
+}
+
+absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Open(
+    const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  const int fd =
+      open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, "create", tmp);
+  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(path, fd));
+}
+
+TFRecordWriter::~TFRecordWriter() {
+  if (!closed_) {
+    if (fd_ >= 0) close(fd_);
+    unlink(tmp_path_.c_str());
+  }
+}
+
+absl::Status TFRecordWriter::Flush() {
+  if (buffer_.empty()) return absl::OkStatus();
+  absl::Status s = WriteAll(fd_, buffer_, tmp_path_);
+  buffer_.clear();
+  return s;
+}
+
+absl::Status TFRecordWriter::Write(absl::string_view record) {
+  RETURN_IF_ERROR(error_);
+  if (closed_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("TFRecord ", path_, ": Write after Close"));
+  }
+  if (record.size() > kMaxTFRecordLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TFRecord ", path_, ": record of ", record.size(),
+                     " bytes exceeds the limit of ", kMaxTFRecordLength));
+  }
+  char header[kHeaderSize];
+  PutLe64(header, record.size());
+  PutLe32(header + 8, MaskCrc(Crc32c(header, 8)));
+  char footer[kFooterSize];
+  PutLe32(footer, MaskCrc(Crc32c(record.data(), record.size())));
+
+  buffer_.append(header, kHeaderSize);
+  if (buffer_.size() + record.size() > kBufferSize) {
+    // Large record: write it straight through.
+    error_ = Flush();
+    if (error_.ok()) error_ = WriteAll(fd_, record, tmp_path_);
+  } else {
+    buffer_.append(record.data(), record.size());
+  }
+  buffer_.append(footer, kFooterSize);
+  if (error_.ok() && buffer_.size() >= kBufferSize) error_ = Flush();
+  RETURN_IF_ERROR(error_);
+  ++num_records_;
+  num_bytes_ += kHeaderSize + record.size() + kFooterSize;
+  return absl::OkStatus();
+}
+
+absl::Status TFRecordWriter::Close() {
+  if (closed_) return error_;
+  if (error_.ok()) error_ = Flush();
+  if (error_.ok() && fsync(fd_) != 0) {
+    error_ = ErrnoStatus(errno, "fsync", tmp_path_);
+  }
+  if (close(fd_) != 0 && error_.ok()) {
+    error_ = ErrnoStatus(errno, "close", tmp_path_);
+  }
+  fd_ = -1;
+  closed_ = true;
+  if (!error_.ok()) {
+    unlink(tmp_path_.c_str());
+    return error_;
+  }
+  error_ = CommitTempFile(tmp_path_, path_);
+  return error_;
+}
+
+// ---------------------------------------------------------------------------
+// Reader
+
+TFRecordReader::TFRecordReader(std::string path, int fd)
+    : path_(std::move(path)), fd_(fd), buffer_(new char[kBufferSize]) {}
+
+absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::Open(
+    const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  return std::unique_ptr<TFRecordReader>(new TFRecordReader(path, fd));
+}
+
+TFRecordReader::~TFRecordReader() { close(fd_); }
+
+absl::StatusOr<size_t> TFRecordReader::Read(char* dst, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    if (buf_pos_ < buf_end_) {
+      const size_t k = std::min(n - done, buf_end_ - buf_pos_);
+      std::memcpy(dst + done, buffer_.get() + buf_pos_, k);
+      buf_pos_ += k;
+      done += k;
+      continue;
+    }
+    // Buffer empty: read big remainders directly, refill for small ones.
+    const bool direct = n - done >= kBufferSize;
+    char* target = direct ? dst + done : buffer_.get();
+    const size_t want = direct ? n - done : kBufferSize;
+    const ssize_t got = read(fd_, target, want);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "read", path_);
+    }
+    if (got == 0) break;  // End of file.
+    if (direct) {
+      done += static_cast<size_t>(got);
+    } else {
+      buf_pos_ = 0;
+      buf_end_ = static_cast<size_t>(got);
+    }
+  }
+  return done;
+}
+
+absl::Status TFRecordReader::Corrupt(absl::string_view what) {
+  error_ = absl::DataLossError(absl::StrCat("TFRecord ", path_, ": ", what,
+                                            " in the record at byte offset ",
+                                            offset_));
+  return error_;
+}
+
+absl::StatusOr<bool> TFRecordReader::Next(std::string* record) {
+  RETURN_IF_ERROR(error_);
+  char header[kHeaderSize];
+  absl::StatusOr<size_t> got = Read(header, kHeaderSize);
+  if (!got.ok()) return error_ = got.status();
+  if (*got == 0) return false;
+  if (*got < kHeaderSize) {
+    return Corrupt(absl::StrCat("truncated header (", *got, " of ", kHeaderSize,
+                                " bytes)"));
+  }
+  const uint64_t length = GetLe64(header);
+  if (UnmaskCrc(GetLe32(header + 8)) != Crc32c(header, 8)) {
+    return Corrupt("length CRC mismatch");
+  }
+  if (length > kMaxTFRecordLength) {
+    return Corrupt(absl::StrCat("length ", length, " exceeds the limit of ",
+                                kMaxTFRecordLength));
+  }
+  record->resize(length);
+  got = Read(&(*record)[0], length);
+  if (!got.ok()) return error_ = got.status();
+  if (*got < length) {
+    return Corrupt(
+        absl::StrCat("truncated data (", *got, " of ", length, " bytes)"));
+  }
+  char footer[kFooterSize];
+  got = Read(footer, kFooterSize);
+  if (!got.ok()) return error_ = got.status();
+  if (*got < kFooterSize) return Corrupt("truncated data CRC");
+  if (UnmaskCrc(GetLe32(footer)) != Crc32c(record->data(), length)) {
+    return Corrupt("data CRC mismatch");
+  }
+  offset_ += kHeaderSize + length + kFooterSize;
+  return true;
+}
+
+}  // namespace io
+}  // namespace bertps

@@ -1,0 +1,106 @@
+// TFRecord files: a sequence of records, each framed as
+//   u64 length (little-endian)
+//   u32 MaskCrc(Crc32c(the 8 length bytes))
+//   `length` bytes of data
+//   u32 MaskCrc(Crc32c(data))
+// (all little-endian), the format TensorFlow's TFRecordWriter produces
+// without compression.
+//
+// TFRecordWriter writes to `path + ".tmp"` and renames it to `path` only in a
+// successful Close(), after an fsync, so a crash never leaves a partial file
+// under the final name. A writer destroyed without Close() deletes its
+// temporary file.
+//
+// TFRecordReader reads through a 1 MB buffer and checks both CRCs of every
+// record. A corrupt length CRC, a corrupt data CRC, a record cut short or a
+// length over 256 MB is a DataLossError naming the file and the byte offset
+// at which the bad record starts; once an error is returned, Next() keeps
+// returning it.
+//
+// Thread-safety: neither class is thread-safe; use one per thread.
+#ifndef BERTPS_COMMON_IO_TFRECORD_H_
+#define BERTPS_COMMON_IO_TFRECORD_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace bertps {
+namespace io {
+
+// Records longer than this are treated as corruption.
+inline constexpr uint64_t kMaxTFRecordLength = 256u << 20;
+
+class TFRecordWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<TFRecordWriter>> Open(
+      const std::string& path);
+  ~TFRecordWriter();
+
+  TFRecordWriter(const TFRecordWriter&) = delete;
+  TFRecordWriter& operator=(const TFRecordWriter&) = delete;
+
+  // Appends one record (may be empty). InvalidArgument if it is longer than
+  // kMaxTFRecordLength; after an I/O error every call returns that error.
+  absl::Status Write(absl::string_view record);
+  // Flushes, fsyncs and renames the file into place. Idempotent.
+  absl::Status Close();
+
+  // Records and framed bytes written so far.
+  int64_t num_records() const { return num_records_; }
+  int64_t num_bytes() const { return num_bytes_; }
+
+ private:
+  TFRecordWriter(std::string path, int fd);
+  absl::Status Flush();
+
+  const std::string path_;
+  const std::string tmp_path_;
+  int fd_;  // -1 once closed.
+  std::string buffer_;
+  absl::Status error_;
+  bool closed_ = false;
+  int64_t num_records_ = 0;
+  int64_t num_bytes_ = 0;
+};
+
+class TFRecordReader {
+ public:
+  static absl::StatusOr<std::unique_ptr<TFRecordReader>> Open(
+      const std::string& path);
+  ~TFRecordReader();
+
+  TFRecordReader(const TFRecordReader&) = delete;
+  TFRecordReader& operator=(const TFRecordReader&) = delete;
+
+  // Reads the next record into *record. Returns false at a clean end of file
+  // (no bytes after the last complete record).
+  absl::StatusOr<bool> Next(std::string* record);
+
+  // Byte offset in the file of the next record to read.
+  int64_t offset() const { return offset_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  TFRecordReader(std::string path, int fd);
+  // Reads up to n bytes; fewer only at end of file.
+  absl::StatusOr<size_t> Read(char* dst, size_t n);
+  absl::Status Corrupt(absl::string_view what);
+
+  const std::string path_;
+  int fd_;
+  std::unique_ptr<char[]> buffer_;  // (kBufferSize)
+  size_t buf_pos_ = 0;
+  size_t buf_end_ = 0;
+  int64_t offset_ = 0;
+  absl::Status error_;
+};
+
+}  // namespace io
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_IO_TFRECORD_H_
