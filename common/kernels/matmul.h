@@ -1,0 +1,78 @@
+// Matrix products for the BERT model: every GEMM goes through oneDNN.
+//
+//   C (batch, M, N) = alpha * op(A) (batch, M, K) · op(B) (batch, K, N) [+ C]
+//
+// Row-major storage. A is stored (batch, M, K), or (batch, K, M) when
+// trans_a; B is stored (batch, K, N), or (batch, N, K) when trans_b. Batches
+// are contiguous. `accumulate` adds into C instead of overwriting it.
+//
+// MatmulNaive is the reference: plain loops in any precision (the double
+// instantiation backs the finite-difference checks of the model).
+//
+// Thread-safety: MatmulEngine is thread-safe (its primitive cache is guarded);
+// products use the oneDNN/OpenMP threads set by SetNumThreads (threads.h).
+#ifndef BERTPS_COMMON_KERNELS_MATMUL_H_
+#define BERTPS_COMMON_KERNELS_MATMUL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace bertps {
+namespace kernels {
+
+struct GemmDims {
+  int64_t batch = 1;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false;
+  bool trans_b = false;
+  double flops() const { return 2.0 * batch * m * n * k; }
+};
+
+class MatmulEngine {
+ public:
+  MatmulEngine();
+  ~MatmulEngine();
+  MatmulEngine(const MatmulEngine&) = delete;
+  MatmulEngine& operator=(const MatmulEngine&) = delete;
+
+  void Run(const GemmDims& d, const float* a, const float* b, float* c,
+           float alpha = 1.0f, bool accumulate = false);
+
+ private:
+  struct Impl;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool,
+                         float>;
+  Impl* GetBatched(const GemmDims& d, float alpha, bool accumulate);
+
+  struct Context;
+  std::unique_ptr<Context> ctx_;
+  absl::Mutex mu_;
+  std::map<Key, std::unique_ptr<Impl>> cache_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename T>
+void MatmulNaive(const GemmDims& d, const T* a, const T* b, T* c, T alpha = 1,
+                 bool accumulate = false);
+
+// The model is written once for float (oneDNN) and double (naive reference,
+// used by gradient checks); these overloads pick the kernel.
+inline void Gemm(MatmulEngine* e, const GemmDims& d, const float* a,
+                 const float* b, float* c, float alpha = 1.0f,
+                 bool accumulate = false) {
+  e->Run(d, a, b, c, alpha, accumulate);
+}
+inline void Gemm(MatmulEngine*, const GemmDims& d, const double* a,
+                 const double* b, double* c, double alpha = 1.0,
+                 bool accumulate = false) {
+  MatmulNaive<double>(d, a, b, c, alpha, accumulate);
+}
+
+}  // namespace kernels
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_KERNELS_MATMUL_H_

@@ -1,0 +1,586 @@
+#include "common/model/bert.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "Eigen/Core"
+#include "absl/strings/str_cat.h"
+#include "common/model/activations.h"
+#include "common/model/attention.h"
+#include "common/model/dropout.h"
+#include "common/model/embedding.h"
+#include "common/model/layernorm.h"
+#include "common/model/linear.h"
+#include "common/status.h"
+
+namespace bertps {
+namespace {
+
+// Dropout sites: each location in the model has its own stream.
+constexpr uint32_t kSiteEmbedding = 1;
+constexpr uint32_t kSiteClassifier = 2;
+uint32_t SiteAttentionProbs(int64_t l) { return 16 + 4 * l; }
+uint32_t SiteAttentionOutput(int64_t l) { return 17 + 4 * l; }
+uint32_t SiteFfnOutput(int64_t l) { return 18 + 4 * l; }
+
+// Carves views out of one allocation.
+template <typename T>
+class Arena {
+ public:
+  T* Take(int64_t n) {
+    T* p = reinterpret_cast<T*>(offset_);
+    // 64-byte alignment for every buffer.
+    offset_ += ((n * sizeof(T) + 63) / 64) * 64;
+    return p;
+  }
+  int64_t bytes() const { return offset_; }
+  void Rebase(T* base) { base_ = base; }
+  T* Fix(T* p) const {
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(base_) +
+                                reinterpret_cast<intptr_t>(p));
+  }
+
+ private:
+  intptr_t offset_ = 0;
+  T* base_ = nullptr;
+};
+
+template <typename T>
+using RowMat = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic,
+                                       Eigen::RowMajor>>;
+template <typename T>
+using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+}  // namespace
+
+// Activations kept for the backward pass, per encoder layer.
+template <typename T>
+struct BertModel<T>::Layer {
+  T* qkvt;      // (3, B, NH, S, D)
+  T* probs;     // (B, NH, S, S)
+  T* ctx;       // (B*S, H) attention context, input of the output dense
+  T* attn_sum;  // (B*S, H) input of the first LayerNorm
+  T* ln1_mean;  // (B*S)
+  T* ln1_rstd;  // (B*S)
+  T* a;         // (B*S, H) first LayerNorm output
+  T* h1;        // (B*S, I) pre-activation
+  T* g;         // (B*S, I) activation output
+  T* ffn_sum;   // (B*S, H) input of the second LayerNorm
+  T* ln2_mean;  // (B*S)
+  T* ln2_rstd;  // (B*S)
+  T* out;       // (B*S, H) layer output
+};
+
+template <typename T>
+struct BertModel<T>::Buffers {
+  std::vector<T> arena;
+  // Embeddings.
+  T* emb_sum;   // (B*S, H) LayerNorm input
+  T* emb_mean;  // (B*S)
+  T* emb_rstd;  // (B*S)
+  T* x0;        // (B*S, H) embedding output after dropout
+  std::vector<Layer> layers;
+  // Shared scratch.
+  T* qkv;        // (B*S, 3H)
+  T* probs_a;    // (B, NH, S, S)
+  T* probs_b;    // (B, NH, S, S)
+  T* headsa;     // (B, NH, S, D)
+  T* headsb;     // (3, B, NH, S, D)
+  T* dqkv;       // (B*S, 3H)
+  T* d_a;        // (B*S, H)
+  T* d_b;        // (B*S, H)
+  T* d_c;        // (B*S, H)
+  T* d_i;        // (B*S, I)
+  // Pooler (both tasks).
+  T* h0;         // (B, H) first token of the last layer
+  T* pooled;     // (B, H) tanh(dense(h0))
+  T* d_pooled;   // (B, H)
+  T* d_h0;       // (B, H)
+  // Classification head.
+  T* pooled_drop;  // (B, H)
+  T* cls_logits;   // (B, NL)
+  // Pretraining heads.
+  T* xm;          // (B*P, H) gathered masked positions
+  T* t1;          // (B*P, H) transform dense output
+  T* t2;          // (B*P, H) activation output
+  T* t3;          // (B*P, H) LayerNorm output
+  T* t_mean;      // (B*P)
+  T* t_rstd;      // (B*P)
+  T* logits;      // (B*P, V)
+  T* d_t;         // (B*P, H)
+  T* d_t2;        // (B*P, H)
+  T* mlm_w;       // (B*P) weights in T
+  T* nsp_logits;  // (B, 2)
+  std::vector<int32_t> mlm_labels;  // (B*P)
+  std::vector<int32_t> argmax;      // (max(B*P, B))
+};
+
+template <typename T>
+BertModel<T>::BertModel(const BertConfig& config, BertTask task,
+                        int64_t max_batch, int64_t max_seq, int64_t max_preds,
+                        kernels::MatmulEngine* mm)
+    : config_(config),
+      task_(task),
+      max_batch_(max_batch),
+      max_seq_(max_seq),
+      max_preds_(max_preds),
+      mm_(mm),
+      layout_(ParamLayout::ForBert(config, task)),
+      params_(layout_.total_size()),
+      grads_(layout_.total_size()),
+      buf_(std::make_unique<Buffers>()) {
+  const int64_t b = max_batch, s = max_seq, h = config.hidden_size;
+  const int64_t nh = config.num_attention_heads, inter = config.intermediate_size;
+  const int64_t bs = b * s, bp = b * std::max<int64_t>(max_preds, 1);
+  Arena<T> ar;
+  Buffers& f = *buf_;
+  f.emb_sum = ar.Take(bs * h);
+  f.emb_mean = ar.Take(bs);
+  f.emb_rstd = ar.Take(bs);
+  f.x0 = ar.Take(bs * h);
+  f.layers.resize(config.num_hidden_layers);
+  for (Layer& l : f.layers) {
+    l.qkvt = ar.Take(3 * bs * h);
+    l.probs = ar.Take(b * nh * s * s);
+    l.ctx = ar.Take(bs * h);
+    l.attn_sum = ar.Take(bs * h);
+    l.ln1_mean = ar.Take(bs);
+    l.ln1_rstd = ar.Take(bs);
+    l.a = ar.Take(bs * h);
+    l.h1 = ar.Take(bs * inter);
+    l.g = ar.Take(bs * inter);
+    l.ffn_sum = ar.Take(bs * h);
+    l.ln2_mean = ar.Take(bs);
+    l.ln2_rstd = ar.Take(bs);
+    l.out = ar.Take(bs * h);
+  }
+  f.qkv = ar.Take(bs * 3 * h);
+  f.probs_a = ar.Take(b * nh * s * s);
+  f.probs_b = ar.Take(b * nh * s * s);
+  f.headsa = ar.Take(bs * h);
+  f.headsb = ar.Take(3 * bs * h);
+  f.dqkv = ar.Take(bs * 3 * h);
+  f.d_a = ar.Take(bs * h);
+  f.d_b = ar.Take(bs * h);
+  f.d_c = ar.Take(bs * h);
+  f.d_i = ar.Take(bs * inter);
+  f.h0 = ar.Take(b * h);
+  f.pooled = ar.Take(b * h);
+  f.d_pooled = ar.Take(b * h);
+  f.d_h0 = ar.Take(b * h);
+  if (task == BertTask::kClassify) {
+    f.pooled_drop = ar.Take(b * h);
+    f.cls_logits = ar.Take(b * config.num_labels);
+  } else {
+    f.xm = ar.Take(bp * h);
+    f.t1 = ar.Take(bp * h);
+    f.t2 = ar.Take(bp * h);
+    f.t3 = ar.Take(bp * h);
+    f.t_mean = ar.Take(bp);
+    f.t_rstd = ar.Take(bp);
+    f.logits = ar.Take(bp * config.vocab_size);
+    f.d_t = ar.Take(bp * h);
+    f.d_t2 = ar.Take(bp * h);
+    f.mlm_w = ar.Take(bp);
+    f.nsp_logits = ar.Take(b * 2);
+  }
+  f.arena.resize(ar.bytes() / sizeof(T) + 1);
+  ar.Rebase(f.arena.data());
+  // Turn the offsets handed out above into pointers.
+  T** fixed[] = {&f.emb_sum, &f.emb_mean, &f.emb_rstd, &f.x0, &f.qkv,
+                 &f.probs_a, &f.probs_b, &f.headsa, &f.headsb, &f.dqkv,
+                 &f.d_a, &f.d_b, &f.d_c, &f.d_i, &f.h0, &f.pooled,
+                 &f.d_pooled, &f.d_h0};
+  for (T** p : fixed) *p = ar.Fix(*p);
+  for (Layer& l : f.layers) {
+    T** lp[] = {&l.qkvt, &l.probs, &l.ctx, &l.attn_sum, &l.ln1_mean,
+                &l.ln1_rstd, &l.a, &l.h1, &l.g, &l.ffn_sum, &l.ln2_mean,
+                &l.ln2_rstd, &l.out};
+    for (T** p : lp) *p = ar.Fix(*p);
+  }
+  if (task == BertTask::kClassify) {
+    f.pooled_drop = ar.Fix(f.pooled_drop);
+    f.cls_logits = ar.Fix(f.cls_logits);
+  } else {
+    T** hp[] = {&f.xm, &f.t1, &f.t2, &f.t3, &f.t_mean, &f.t_rstd,
+                &f.logits, &f.d_t, &f.d_t2, &f.mlm_w, &f.nsp_logits};
+    for (T** p : hp) *p = ar.Fix(*p);
+  }
+  f.mlm_labels.resize(bp);
+  f.argmax.resize(std::max(bp, b));
+}
+
+template <typename T>
+BertModel<T>::~BertModel() = default;
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<BertModel<T>>> BertModel<T>::Create(
+    const BertConfig& config, BertTask task, int64_t max_batch,
+    int64_t max_seq, int64_t max_preds, kernels::MatmulEngine* mm) {
+  RETURN_IF_ERROR(config.Validate());
+  if (max_batch <= 0 || max_seq <= 0 || max_preds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model capacity must be positive: batch ", max_batch,
+                     " seq ", max_seq, " preds ", max_preds));
+  }
+  if (max_seq > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence length ", max_seq, " exceeds max_position_embeddings ",
+        config.max_position_embeddings));
+  }
+  if (task == BertTask::kPretrain && max_preds == 0) {
+    return absl::InvalidArgumentError(
+        "pretraining needs at least one masked position per sequence");
+  }
+  return std::unique_ptr<BertModel<T>>(
+      new BertModel<T>(config, task, max_batch, max_seq, max_preds, mm));
+}
+
+template <typename T>
+int64_t BertModel<T>::activation_bytes() const {
+  return static_cast<int64_t>(buf_->arena.size() * sizeof(T));
+}
+
+template <typename T>
+absl::Status BertModel<T>::ValidateBatch(const BertBatchView& b) const {
+  if (b.batch <= 0 || b.batch > max_batch_ || b.seq <= 0 || b.seq > max_seq_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch shape (", b.batch, ", ", b.seq, ") outside model capacity (",
+        max_batch_, ", ", max_seq_, ")"));
+  }
+  if (!b.input_ids || !b.input_mask || !b.segment_ids) {
+    return absl::InvalidArgumentError(
+        "batch lacks input_ids, input_mask or segment_ids");
+  }
+  const int64_t bs = b.batch * b.seq;
+  for (int64_t i = 0; i < bs; ++i) {
+    if (b.input_ids[i] < 0 || b.input_ids[i] >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input_ids[", i / b.seq, "][", i % b.seq, "] = ",
+                       b.input_ids[i], " outside vocabulary of ",
+                       config_.vocab_size));
+    }
+    if (b.segment_ids[i] < 0 || b.segment_ids[i] >= config_.type_vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment_ids[", i / b.seq, "][", i % b.seq, "] = ",
+                       b.segment_ids[i], " outside [0, ",
+                       config_.type_vocab_size, ")"));
+    }
+    if (b.input_mask[i] != 0 && b.input_mask[i] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input_mask[", i / b.seq, "][", i % b.seq, "] must be 0 or 1"));
+    }
+  }
+  if (task_ == BertTask::kPretrain) {
+    if (b.preds <= 0 || b.preds > max_preds_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("masked positions per sequence ", b.preds,
+                       " outside model capacity ", max_preds_));
+    }
+    if (!b.masked_lm_positions || !b.masked_lm_ids || !b.masked_lm_weights ||
+        !b.next_sentence_labels) {
+      return absl::InvalidArgumentError(
+          "pretraining batch lacks masked_lm_* or next_sentence_labels");
+    }
+    for (int64_t i = 0; i < b.batch * b.preds; ++i) {
+      if (b.masked_lm_positions[i] < 0 || b.masked_lm_positions[i] >= b.seq) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("masked_lm_positions[", i / b.preds, "][",
+                         i % b.preds, "] = ", b.masked_lm_positions[i],
+                         " outside the sequence"));
+      }
+      if (b.masked_lm_ids[i] < 0 || b.masked_lm_ids[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("masked_lm_ids[", i / b.preds, "][", i % b.preds,
+                         "] = ", b.masked_lm_ids[i], " outside vocabulary"));
+      }
+      if (!std::isfinite(b.masked_lm_weights[i]) ||
+          b.masked_lm_weights[i] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("masked_lm_weights[", i / b.preds, "][", i % b.preds,
+                         "] must be finite and >= 0"));
+      }
+    }
+    for (int64_t i = 0; i < b.batch; ++i) {
+      if (b.next_sentence_labels[i] != 0 && b.next_sentence_labels[i] != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "next_sentence_labels[", i, "] = ", b.next_sentence_labels[i],
+            " must be 0 or 1"));
+      }
+    }
+  } else {
+    if (!b.label_ids) {
+      return absl::InvalidArgumentError("classification batch lacks label_ids");
+    }
+    for (int64_t i = 0; i < b.batch; ++i) {
+      if (b.label_ids[i] < 0 || b.label_ids[i] >= config_.num_labels) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("label_ids[", i, "] = ", b.label_ids[i],
+                         " outside [0, ", config_.num_labels, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<StepResult> BertModel<T>::Step(const BertBatchView& batch,
+                                              const StepOptions& options) {
+  RETURN_IF_ERROR(ValidateBatch(batch));
+  StepResult result;
+  Forward(batch, options, &result);
+  if (options.backward) Backward(batch, options);
+  return result;
+}
+
+template <typename T>
+void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
+                           StepResult* r) {
+  Buffers& f = *buf_;
+  const BertConfig& c = config_;
+  const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size;
+  const int64_t inter = c.intermediate_size, bs = b * s;
+  const double eps = c.layer_norm_eps;
+  const double hp = o.train ? c.hidden_dropout_prob : 0.0;
+  const double ap = o.train ? c.attention_probs_dropout_prob : 0.0;
+  const T* w = params_.data();
+  auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
+  auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
+
+  // Embeddings: sum, LayerNorm, dropout.
+  EmbeddingForward(bt.input_ids, bt.segment_ids, b, s, h,
+                   P("bert.embeddings.word_embeddings.weight"),
+                   P("bert.embeddings.position_embeddings.weight"),
+                   P("bert.embeddings.token_type_embeddings.weight"),
+                   f.emb_sum);
+  LayerNormForward(f.emb_sum, P("bert.embeddings.LayerNorm.weight"),
+                   P("bert.embeddings.LayerNorm.bias"), bs, h, eps, f.x0,
+                   f.emb_mean, f.emb_rstd);
+  DropoutForward(key(kSiteEmbedding), hp, bs, h, s, o.example_offset, f.x0,
+                 f.x0);
+
+  const AttentionDims adims{b, s, c.num_attention_heads, c.head_size()};
+  const T* x = f.x0;
+  for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
+    Layer& l = f.layers[li];
+    const std::string p = absl::StrCat("bert.encoder.layer.", li, ".");
+    // Fused q/k/v projection: the three weights are contiguous (3H, H).
+    LinearForward(mm_, x, P(p + "attention.self.query.weight"),
+                  P(p + "attention.self.query.bias"), bs, h, 3 * h, f.qkv);
+    AttentionForward(mm_, adims,
+                     AttentionDropout{key(SiteAttentionProbs(li)), ap,
+                                      o.example_offset},
+                     f.qkv, bt.input_mask, l.qkvt, l.probs, f.probs_a,
+                     f.headsa, l.ctx);
+    LinearForward(mm_, l.ctx, P(p + "attention.output.dense.weight"),
+                  P(p + "attention.output.dense.bias"), bs, h, h, l.attn_sum);
+    DropoutForward(key(SiteAttentionOutput(li)), hp, bs, h, s,
+                   o.example_offset, l.attn_sum, l.attn_sum);
+    Vec<T>(l.attn_sum, bs * h) += CVec<T>(x, bs * h);
+    LayerNormForward(l.attn_sum, P(p + "attention.output.LayerNorm.weight"),
+                     P(p + "attention.output.LayerNorm.bias"), bs, h, eps,
+                     l.a, l.ln1_mean, l.ln1_rstd);
+    LinearForward(mm_, l.a, P(p + "intermediate.dense.weight"),
+                  P(p + "intermediate.dense.bias"), bs, h, inter, l.h1);
+    GeluForward(c.hidden_act, l.h1, bs * inter, l.g);
+    LinearForward(mm_, l.g, P(p + "output.dense.weight"),
+                  P(p + "output.dense.bias"), bs, inter, h, l.ffn_sum);
+    DropoutForward(key(SiteFfnOutput(li)), hp, bs, h, s, o.example_offset,
+                   l.ffn_sum, l.ffn_sum);
+    Vec<T>(l.ffn_sum, bs * h) += CVec<T>(l.a, bs * h);
+    LayerNormForward(l.ffn_sum, P(p + "output.LayerNorm.weight"),
+                     P(p + "output.LayerNorm.bias"), bs, h, eps, l.out,
+                     l.ln2_mean, l.ln2_rstd);
+    x = l.out;
+  }
+
+  // Pooler: tanh(dense(first token)).
+  for (int64_t i = 0; i < b; ++i) {
+    std::memcpy(f.h0 + i * h, x + i * s * h, sizeof(T) * h);
+  }
+  LinearForward(mm_, f.h0, P("bert.pooler.dense.weight"),
+                P("bert.pooler.dense.bias"), b, h, h, f.pooled);
+  TanhForward(f.pooled, b * h, f.pooled);
+
+  const double grad = o.backward ? 1.0 : 0.0;
+  if (task_ == BertTask::kClassify) {
+    const int64_t nl = c.num_labels;
+    DropoutForward(key(kSiteClassifier), hp, b, h, 1, o.example_offset,
+                   f.pooled, f.pooled_drop);
+    LinearForward(mm_, f.pooled_drop, P("classifier.weight"),
+                  P("classifier.bias"), b, h, nl, f.cls_logits);
+    r->logits.assign(f.cls_logits, f.cls_logits + b * nl);
+    const double denom =
+        o.example_denominator > 0 ? o.example_denominator : double(b);
+    r->cls = SoftmaxCrossEntropy<T>(f.cls_logits, bt.label_ids, nullptr, b,
+                                    nl, grad / denom, f.argmax.data());
+    r->loss = r->cls.weighted_nll / denom;
+    return;
+  }
+
+  // MLM head: gather masked positions, transform, tied decoder.
+  const int64_t np = b * bt.preds, v = c.vocab_size;
+  for (int64_t i = 0; i < np; ++i) {
+    const int64_t row = (i / bt.preds) * s + bt.masked_lm_positions[i];
+    std::memcpy(f.xm + i * h, x + row * h, sizeof(T) * h);
+    f.mlm_w[i] = static_cast<T>(bt.masked_lm_weights[i]);
+    f.mlm_labels[i] = bt.masked_lm_ids[i];
+  }
+  LinearForward(mm_, f.xm, P("cls.predictions.transform.dense.weight"),
+                P("cls.predictions.transform.dense.bias"), np, h, h, f.t1);
+  GeluForward(c.hidden_act, f.t1, np * h, f.t2);
+  LayerNormForward(f.t2, P("cls.predictions.transform.LayerNorm.weight"),
+                   P("cls.predictions.transform.LayerNorm.bias"), np, h, eps,
+                   f.t3, f.t_mean, f.t_rstd);
+  LinearForward(mm_, f.t3, P("bert.embeddings.word_embeddings.weight"),
+                P("cls.predictions.bias"), np, h, v, f.logits);
+  double wsum = 0;
+  for (int64_t i = 0; i < np; ++i) wsum += bt.masked_lm_weights[i];
+  const double mlm_denom =
+      o.mlm_denominator > 0 ? o.mlm_denominator : wsum + 1e-5;
+  r->mlm = SoftmaxCrossEntropy<T>(f.logits, f.mlm_labels.data(), f.mlm_w, np,
+                                  v, grad / mlm_denom, f.argmax.data());
+  r->mlm_loss = r->mlm.weighted_nll / mlm_denom;
+
+  // NSP head.
+  LinearForward(mm_, f.pooled, P("cls.seq_relationship.weight"),
+                P("cls.seq_relationship.bias"), b, h, 2, f.nsp_logits);
+  const double nsp_denom =
+      o.example_denominator > 0 ? o.example_denominator : double(b);
+  r->nsp = SoftmaxCrossEntropy<T>(f.nsp_logits, bt.next_sentence_labels,
+                                  nullptr, b, 2, grad / nsp_denom,
+                                  f.argmax.data());
+  r->nsp_loss = r->nsp.weighted_nll / nsp_denom;
+  r->loss = r->mlm_loss + r->nsp_loss;
+}
+
+template <typename T>
+void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
+  Buffers& f = *buf_;
+  const BertConfig& c = config_;
+  const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size;
+  const int64_t inter = c.intermediate_size, bs = b * s;
+  const double hp = o.train ? c.hidden_dropout_prob : 0.0;
+  const double ap = o.train ? c.attention_probs_dropout_prob : 0.0;
+  const T* w = params_.data();
+  T* gr = grads_.data();
+  auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
+  auto G = [&](const std::string& name) { return gr + layout_.Offset(name); };
+  auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
+  const T* x_last = c.num_hidden_layers > 0 ? f.layers.back().out : f.x0;
+
+  std::fill(grads_.begin(), grads_.end(), T(0));
+  // d of the last layer output (B*S, H).
+  T* dout = f.d_a;
+  std::fill(dout, dout + bs * h, T(0));
+
+  if (task_ == BertTask::kClassify) {
+    const int64_t nl = c.num_labels;
+    // f.cls_logits holds dlogits.
+    LinearBackward(mm_, f.cls_logits, f.pooled_drop, P("classifier.weight"), b,
+                   h, nl, f.d_pooled, false, G("classifier.weight"),
+                   G("classifier.bias"));
+    DropoutBackward(key(kSiteClassifier), hp, b, h, 1, o.example_offset,
+                    f.d_pooled, f.d_pooled);
+  } else {
+    const int64_t np = b * bt.preds, v = c.vocab_size;
+    // f.logits holds dlogits (B*P, V).
+    Vec<T>(G("cls.predictions.bias"), v) +=
+        RowMat<T>(f.logits, np, v).colwise().sum().transpose();
+    T* dword = G("bert.embeddings.word_embeddings.weight");
+    kernels::Gemm(mm_, kernels::GemmDims{1, v, h, np, true, false}, f.logits,
+                  f.t3, dword, T(1), /*accumulate=*/true);
+    kernels::Gemm(mm_, kernels::GemmDims{1, np, h, v, false, false}, f.logits,
+                  P("bert.embeddings.word_embeddings.weight"), f.d_t);
+    LayerNormBackward(f.d_t, f.t2,
+                      P("cls.predictions.transform.LayerNorm.weight"),
+                      f.t_mean, f.t_rstd, np, h, f.d_t,
+                      G("cls.predictions.transform.LayerNorm.weight"),
+                      G("cls.predictions.transform.LayerNorm.bias"));
+    GeluBackward(c.hidden_act, f.d_t, f.t1, np * h, f.d_t);
+    LinearBackward(mm_, f.d_t, f.xm, P("cls.predictions.transform.dense.weight"),
+                   np, h, h, f.d_t2, false,
+                   G("cls.predictions.transform.dense.weight"),
+                   G("cls.predictions.transform.dense.bias"));
+    for (int64_t i = 0; i < np; ++i) {
+      const int64_t row = (i / bt.preds) * s + bt.masked_lm_positions[i];
+      Vec<T>(dout + row * h, h) += CVec<T>(f.d_t2 + i * h, h);
+    }
+    // NSP: f.nsp_logits holds dlogits (B, 2).
+    LinearBackward(mm_, f.nsp_logits, f.pooled, P("cls.seq_relationship.weight"),
+                   b, h, 2, f.d_pooled, false,
+                   G("cls.seq_relationship.weight"),
+                   G("cls.seq_relationship.bias"));
+  }
+  // Pooler.
+  TanhBackward(f.d_pooled, f.pooled, b * h, f.d_pooled);
+  LinearBackward(mm_, f.d_pooled, f.h0, P("bert.pooler.dense.weight"), b, h, h,
+                 f.d_h0, false, G("bert.pooler.dense.weight"),
+                 G("bert.pooler.dense.bias"));
+  for (int64_t i = 0; i < b; ++i) {
+    Vec<T>(dout + i * s * h, h) += CVec<T>(f.d_h0 + i * h, h);
+  }
+
+  const AttentionDims adims{b, s, c.num_attention_heads, c.head_size()};
+  // Invariant at the top of each layer: f.d_a = d(layer output).
+  for (int64_t li = c.num_hidden_layers - 1; li >= 0; --li) {
+    Layer& l = f.layers[li];
+    const T* x = li == 0 ? f.x0 : f.layers[li - 1].out;
+    const std::string p = absl::StrCat("bert.encoder.layer.", li, ".");
+    // out = LN2(dropout(dense2(gelu(dense1(a)))) + a)
+    LayerNormBackward(f.d_a, l.ffn_sum, P(p + "output.LayerNorm.weight"),
+                      l.ln2_mean, l.ln2_rstd, bs, h, f.d_b,
+                      G(p + "output.LayerNorm.weight"),
+                      G(p + "output.LayerNorm.bias"));
+    DropoutBackward(key(SiteFfnOutput(li)), hp, bs, h, s, o.example_offset,
+                    f.d_b, f.d_c);
+    LinearBackward(mm_, f.d_c, l.g, P(p + "output.dense.weight"), bs, inter, h,
+                   f.d_i, false, G(p + "output.dense.weight"),
+                   G(p + "output.dense.bias"));
+    GeluBackward(c.hidden_act, f.d_i, l.h1, bs * inter, f.d_i);
+    // d_b (residual into a) += d_i W1
+    LinearBackward(mm_, f.d_i, l.a, P(p + "intermediate.dense.weight"), bs, h,
+                   inter, f.d_b, true, G(p + "intermediate.dense.weight"),
+                   G(p + "intermediate.dense.bias"));
+    // a = LN1(dropout(dense_o(ctx)) + x)
+    LayerNormBackward(f.d_b, l.attn_sum,
+                      P(p + "attention.output.LayerNorm.weight"), l.ln1_mean,
+                      l.ln1_rstd, bs, h, f.d_a,
+                      G(p + "attention.output.LayerNorm.weight"),
+                      G(p + "attention.output.LayerNorm.bias"));
+    DropoutBackward(key(SiteAttentionOutput(li)), hp, bs, h, s,
+                    o.example_offset, f.d_a, f.d_c);
+    LinearBackward(mm_, f.d_c, l.ctx, P(p + "attention.output.dense.weight"),
+                   bs, h, h, f.d_b, false,
+                   G(p + "attention.output.dense.weight"),
+                   G(p + "attention.output.dense.bias"));
+    AttentionBackward(mm_, adims,
+                      AttentionDropout{key(SiteAttentionProbs(li)), ap,
+                                       o.example_offset},
+                      f.d_b, l.qkvt, l.probs, f.probs_a, f.probs_b, f.headsa,
+                      f.headsb, f.dqkv);
+    // d_a (residual into x) += dqkv Wqkv
+    LinearBackward(mm_, f.dqkv, x, P(p + "attention.self.query.weight"), bs, h,
+                   3 * h, f.d_a, true, G(p + "attention.self.query.weight"),
+                   G(p + "attention.self.query.bias"));
+  }
+  (void)x_last;
+  // Embeddings.
+  DropoutBackward(key(kSiteEmbedding), hp, bs, h, s, o.example_offset, f.d_a,
+                  f.d_b);
+  LayerNormBackward(f.d_b, f.emb_sum, P("bert.embeddings.LayerNorm.weight"),
+                    f.emb_mean, f.emb_rstd, bs, h, f.d_c,
+                    G("bert.embeddings.LayerNorm.weight"),
+                    G("bert.embeddings.LayerNorm.bias"));
+  EmbeddingBackward(f.d_c, bt.input_ids, bt.segment_ids, b, s, h,
+                    G("bert.embeddings.word_embeddings.weight"),
+                    G("bert.embeddings.position_embeddings.weight"),
+                    G("bert.embeddings.token_type_embeddings.weight"));
+}
+
+template class BertModel<float>;
+template class BertModel<double>;
+
+}  // namespace bertps

@@ -1,0 +1,121 @@
+// BertModel: BERT forward and hand-written backward over flat buffers.
+//
+// One allocation each for parameters, gradients and activations, sized at
+// Create() for (max_batch, max_seq, max_preds); a step allocates nothing.
+// Parameters and gradients share ParamLayout (Hugging Face names). The MLM
+// decoder is tied to the word embeddings: its gradient is added into the word
+// embedding gradient.
+//
+// T = float runs the oneDNN kernels; T = double runs the naive reference
+// kernels (used by the finite-difference checks).
+//
+// Dimensions used in shape comments: B batch, S sequence, P masked positions
+// per sequence, H hidden, NH heads, D = H / NH, I intermediate, V vocabulary,
+// L layers, NL labels.
+//
+// Thread-safety: thread-compatible (one step at a time per instance). The
+// caller owns the MatmulEngine, which must outlive the model.
+#ifndef BERTPS_COMMON_MODEL_BERT_H_
+#define BERTPS_COMMON_MODEL_BERT_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/kernels/matmul.h"
+#include "common/model/bert_config.h"
+#include "common/model/params.h"
+#include "common/model/softmax.h"
+
+namespace bertps {
+
+// A batch in BERT's feature layout (read-only views, row-major).
+struct BertBatchView {
+  int64_t batch = 0, seq = 0, preds = 0;
+  const int32_t* input_ids = nullptr;            // (B, S)
+  const int32_t* input_mask = nullptr;           // (B, S)
+  const int32_t* segment_ids = nullptr;          // (B, S)
+  const int32_t* masked_lm_positions = nullptr;  // (B, P)  pretrain
+  const int32_t* masked_lm_ids = nullptr;        // (B, P)  pretrain
+  const float* masked_lm_weights = nullptr;      // (B, P)  pretrain
+  const int32_t* next_sentence_labels = nullptr; // (B)     pretrain
+  const int32_t* label_ids = nullptr;            // (B)     classify
+};
+
+struct StepOptions {
+  bool train = false;     // dropout on
+  bool backward = true;   // compute gradients (else forward and loss only)
+  uint64_t seed = 0;      // dropout stream
+  int64_t step = 0;       // dropout stream
+  int64_t example_offset = 0;  // global index of this batch's first example
+  // Loss denominators. 0 = this batch's own (sum of MLM weights + 1e-5; B).
+  // Data-parallel workers pass the global batch's so that gradients add up
+  // exactly to the single-process gradient of the whole batch.
+  double mlm_denominator = 0;
+  double example_denominator = 0;
+};
+
+struct StepResult {
+  double loss = 0;      // mlm_loss + nsp_loss, or the classification loss
+  double mlm_loss = 0;  // pretrain
+  double nsp_loss = 0;  // pretrain
+  XentResult mlm;       // sufficient statistics (pretrain)
+  XentResult nsp;       // (pretrain)
+  XentResult cls;       // (classify)
+  std::vector<float> logits;  // (B, NL) classify, else empty
+};
+
+template <typename T>
+class BertModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<BertModel>> Create(
+      const BertConfig& config, BertTask task, int64_t max_batch,
+      int64_t max_seq, int64_t max_preds, kernels::MatmulEngine* mm);
+  ~BertModel();
+
+  const BertConfig& config() const { return config_; }
+  BertTask task() const { return task_; }
+  const ParamLayout& layout() const { return layout_; }
+  T* params() { return params_.data(); }
+  const T* params() const { return params_.data(); }
+  T* grads() { return grads_.data(); }
+  int64_t num_params() const { return layout_.total_size(); }
+  T* param(absl::string_view name) { return params_.data() + layout_.Offset(name); }
+  T* grad(absl::string_view name) { return grads_.data() + layout_.Offset(name); }
+
+  // Validates the batch (shapes within capacity, ids/labels in range, mask
+  // 0/1), then runs forward and, if requested, backward: the gradients are
+  // overwritten (not accumulated across calls).
+  absl::StatusOr<StepResult> Step(const BertBatchView& batch,
+                                  const StepOptions& options);
+
+  // Bytes of the activation arena (for memory reports).
+  int64_t activation_bytes() const;
+
+ private:
+  struct Layer;
+  struct Buffers;
+  BertModel(const BertConfig& config, BertTask task, int64_t max_batch,
+            int64_t max_seq, int64_t max_preds, kernels::MatmulEngine* mm);
+  absl::Status ValidateBatch(const BertBatchView& b) const;
+  void Forward(const BertBatchView& b, const StepOptions& o, StepResult* r);
+  void Backward(const BertBatchView& b, const StepOptions& o);
+
+  const BertConfig config_;
+  const BertTask task_;
+  const int64_t max_batch_, max_seq_, max_preds_;
+  kernels::MatmulEngine* const mm_;
+  const ParamLayout layout_;
+  std::vector<T> params_;
+  std::vector<T> grads_;
+  std::unique_ptr<Buffers> buf_;
+};
+
+extern template class BertModel<float>;
+extern template class BertModel<double>;
+
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_MODEL_BERT_H_

@@ -1,0 +1,95 @@
+#include "common/model/softmax.h"
+
+#include <cmath>
+#include <vector>
+
+#include "Eigen/Core"
+
+namespace bertps {
+namespace {
+
+template <typename T>
+using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using CArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+}  // namespace
+
+template <typename T>
+void MaskedSoftmaxForward(const int32_t* mask, int64_t b, int64_t nh,
+                          int64_t s, T* scores) {
+  const int64_t rows = b * nh * s;
+#pragma omp parallel
+  {
+    Eigen::Array<T, Eigen::Dynamic, 1> bias(s);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t bi = r / (nh * s);
+      const int32_t* m = mask + bi * s;
+      for (int64_t j = 0; j < s; ++j) bias[j] = m[j] ? T(0) : T(-10000);
+      Arr<T> row(scores + r * s, s);
+      row += bias;
+      row = (row - row.maxCoeff()).exp();
+      row /= row.sum();
+    }
+  }
+}
+
+template <typename T>
+void SoftmaxBackward(const T* p, int64_t rows, int64_t c, const T* dp, T* ds) {
+#pragma omp parallel for schedule(static) if (rows * c > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    CArr<T> pr(p + r * c, c), dpr(dp + r * c, c);
+    const T dot = (pr * dpr).sum();
+    Arr<T>(ds + r * c, c) = pr * (dpr - dot);
+  }
+}
+
+template <typename T>
+XentResult SoftmaxCrossEntropy(T* logits, const int32_t* labels,
+                               const T* weights, int64_t n, int64_t c,
+                               double grad_scale, int32_t* argmax) {
+  std::vector<double> nll(n), wts(n);
+  std::vector<char> hit(n);
+#pragma omp parallel for schedule(static) if (n * c > 65536)
+  for (int64_t r = 0; r < n; ++r) {
+    Arr<T> row(logits + r * c, c);
+    const int32_t label = labels[r];
+    const double w = weights ? static_cast<double>(weights[r]) : 1.0;
+    Eigen::Index best;
+    const T mx = row.maxCoeff(&best);
+    if (argmax) argmax[r] = static_cast<int32_t>(best);
+    const T at_label = row[label];
+    row = (row - mx).exp();
+    const double sum = row.template cast<double>().sum();
+    const double logp = static_cast<double>(at_label - mx) - std::log(sum);
+    nll[r] = -logp * w;
+    wts[r] = w;
+    hit[r] = (best == label) && w > 0;
+    if (grad_scale != 0.0) {
+      const T scale = static_cast<T>(w * grad_scale / sum);
+      row *= scale;
+      row[label] -= static_cast<T>(w * grad_scale);
+    }
+  }
+  XentResult res;
+  for (int64_t r = 0; r < n; ++r) {
+    res.weighted_nll += nll[r];
+    res.weight += wts[r];
+    res.correct += hit[r];
+  }
+  return res;
+}
+
+#define BERTPS_INSTANTIATE(T)                                                 \
+  template void MaskedSoftmaxForward<T>(const int32_t*, int64_t, int64_t,    \
+                                        int64_t, T*);                        \
+  template void SoftmaxBackward<T>(const T*, int64_t, int64_t, const T*, T*); \
+  template XentResult SoftmaxCrossEntropy<T>(T*, const int32_t*, const T*,   \
+                                             int64_t, int64_t, double,       \
+                                             int32_t*);
+BERTPS_INSTANTIATE(float)
+BERTPS_INSTANTIATE(double)
+#undef BERTPS_INSTANTIATE
+
+}  // namespace bertps

@@ -1,0 +1,41 @@
+// Softmax kernels, forward and backward side by side:
+//  - the attention softmax over the last axis with BERT's additive padding
+//    mask, (1 - mask) * -10000;
+//  - softmax cross-entropy over class logits, fused with its gradient.
+// Thread-safety: pure functions over caller buffers; rows run in parallel.
+#ifndef BERTPS_COMMON_MODEL_SOFTMAX_H_
+#define BERTPS_COMMON_MODEL_SOFTMAX_H_
+
+#include <cstdint>
+
+namespace bertps {
+
+// scores (B, NH, S, S) in place -> probabilities. mask (B, S): 1 = token,
+// 0 = padding; key position j of batch b gets (1 - mask[b][j]) * -10000.
+template <typename T>
+void MaskedSoftmaxForward(const int32_t* mask, int64_t b, int64_t nh,
+                          int64_t s, T* scores);
+
+// Given probabilities p and dp (rows, C), writes dscores (may alias dp):
+//   ds = p * (dp - sum_j dp_j p_j)
+template <typename T>
+void SoftmaxBackward(const T* p, int64_t rows, int64_t c, const T* dp, T* ds);
+
+struct XentResult {
+  double weighted_nll = 0;  // sum over rows of weight * -log p(label)
+  double weight = 0;        // sum of weights
+  int64_t correct = 0;      // rows (weight > 0) whose argmax is the label
+};
+
+// logits (N, C); labels (N) in [0, C); weights (N) or nullptr for all ones.
+// When `grad_scale` != 0 the logits are overwritten by their gradient
+//   (softmax - onehot(label)) * weight * grad_scale,
+// i.e. grad_scale = 1 / denominator of the loss. argmax (N) optional.
+template <typename T>
+XentResult SoftmaxCrossEntropy(T* logits, const int32_t* labels,
+                               const T* weights, int64_t n, int64_t c,
+                               double grad_scale, int32_t* argmax);
+
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_MODEL_SOFTMAX_H_
