@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 
 namespace bertps {
 namespace io {
