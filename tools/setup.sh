@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libutf8proc-dev prometheus-cpp-dev libsqlite3-dev
   # reference peer for parity tests and benchmarks
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy libopenblas0
 )
 
 missing=()

@@ -67,6 +67,7 @@ MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
 void MatmulEngine::Run(const GemmDims& d, const float* a, const float* b,
                        float* c, float alpha, bool accumulate) {
   if (d.m == 0 || d.n == 0) return;
+  flops_.fetch_add(static_cast<int64_t>(d.flops()), std::memory_order_relaxed);
   if (d.batch == 1) {
     // Row-major BLAS-style GEMM: the fastest oneDNN path for plain 2-D
     // products (handles the transposes without copies).

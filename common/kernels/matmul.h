@@ -14,6 +14,7 @@
 #ifndef BERTPS_COMMON_KERNELS_MATMUL_H_
 #define BERTPS_COMMON_KERNELS_MATMUL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,6 +44,9 @@ class MatmulEngine {
   void Run(const GemmDims& d, const float* a, const float* b, float* c,
            float alpha = 1.0f, bool accumulate = false);
 
+  // Floating-point operations of every product run so far (2*M*N*K each).
+  int64_t flops() const { return flops_.load(std::memory_order_relaxed); }
+
  private:
   struct Impl;
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool,
@@ -51,6 +55,7 @@ class MatmulEngine {
 
   struct Context;
   std::unique_ptr<Context> ctx_;
+  std::atomic<int64_t> flops_{0};
   absl::Mutex mu_;
   std::map<Key, std::unique_ptr<Impl>> cache_ ABSL_GUARDED_BY(mu_);
 };

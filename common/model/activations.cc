@@ -1,8 +1,10 @@
 #include "common/model/activations.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "Eigen/Core"
+#include "unsupported/Eigen/SpecialFunctions"
 
 namespace bertps {
 namespace {
@@ -29,6 +31,9 @@ void GeluForward(Activation kind, const T* x, int64_t n, T* y) {
     if (kind == Activation::kGeluTanh) {
       const T a = static_cast<T>(kSqrt2OverPi);
       yv = T(0.5) * xv * (T(1) + (a * (xv + T(0.044715) * xv.cube())).tanh());
+    } else if constexpr (std::is_same_v<T, float>) {
+      // Eigen's vectorised erf (a few ulp in float).
+      yv = T(0.5) * xv * (T(1) + (xv * static_cast<T>(kInvSqrt2)).erf());
     } else {
       for (int64_t i = 0; i < len; ++i) {
         yv[i] = T(0.5) * xv[i] *
@@ -49,11 +54,19 @@ void GeluBackward(Activation kind, const T* dy, const T* x, int64_t n, T* dx) {
       const T a = static_cast<T>(kSqrt2OverPi);
       // u = a (x + 0.044715 x^3); d/dx gelu = 0.5 (1 + tanh u)
       //   + 0.5 x (1 - tanh^2 u) a (1 + 3 * 0.044715 x^2)
-      Eigen::Array<T, Eigen::Dynamic, 1> t =
-          (a * (xv + T(0.044715) * xv.cube())).tanh();
-      dxv = dyv * (T(0.5) * (T(1) + t) +
-                   T(0.5) * xv * (T(1) - t.square()) * a *
-                       (T(1) + T(3 * 0.044715) * xv.square()));
+      // dx holds tanh(u) first (dx may alias dy, so dy is read per element
+      // before dx[i] is written).
+      for (int64_t i = 0; i < len; ++i) {
+        const T xi = xv[i];
+        const T t = std::tanh(a * (xi + T(0.044715) * xi * xi * xi));
+        dxv[i] = dyv[i] * (T(0.5) * (T(1) + t) +
+                           T(0.5) * xi * (T(1) - t * t) * a *
+                               (T(1) + T(3 * 0.044715) * xi * xi));
+      }
+    } else if constexpr (std::is_same_v<T, float>) {
+      dxv = dyv * (T(0.5) * (T(1) + (xv * static_cast<T>(kInvSqrt2)).erf()) +
+                   xv * static_cast<T>(kInvSqrt2Pi) *
+                       (T(-0.5) * xv.square()).exp());
     } else {
       for (int64_t i = 0; i < len; ++i) {
         const T xi = xv[i];

@@ -56,12 +56,13 @@ XentResult SoftmaxCrossEntropy(T* logits, const int32_t* labels,
     Arr<T> row(logits + r * c, c);
     const int32_t label = labels[r];
     const double w = weights ? static_cast<double>(weights[r]) : 1.0;
-    Eigen::Index best;
-    const T mx = row.maxCoeff(&best);
+    const T mx = row.maxCoeff();
+    int64_t best = 0;
+    while (row[best] != mx) ++best;  // first maximum
     if (argmax) argmax[r] = static_cast<int32_t>(best);
     const T at_label = row[label];
     row = (row - mx).exp();
-    const double sum = row.template cast<double>().sum();
+    const double sum = static_cast<double>(row.sum());
     const double logp = static_cast<double>(at_label - mx) - std::log(sum);
     nll[r] = -logp * w;
     wts[r] = w;
