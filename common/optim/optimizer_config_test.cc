@@ -1,5 +1,6 @@
 #include "common/optim/optimizer_config.h"
 
+#include <cmath>
 #include <string>
 
 #include "common/optim/optimizer.h"
