@@ -414,8 +414,9 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
     r->logits.assign(f.cls_logits, f.cls_logits + b * nl);
     const double denom =
         o.example_denominator > 0 ? o.example_denominator : double(b);
-    r->cls = SoftmaxCrossEntropy<T>(f.cls_logits, bt.label_ids, nullptr, b,
-                                    nl, grad / denom, f.argmax.data());
+    r->cls = SoftmaxCrossEntropy<T>(f.cls_logits, nullptr, bt.label_ids,
+                                    nullptr, b, nl, grad / denom,
+                                    f.argmax.data());
     r->loss = r->cls.weighted_nll / denom;
     return;
   }
@@ -434,14 +435,19 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
   LayerNormForward(f.t2, P("cls.predictions.transform.LayerNorm.weight"),
                    P("cls.predictions.transform.LayerNorm.bias"), np, h, eps,
                    f.t3, f.t_mean, f.t_rstd);
+  // Tied decoder; its bias is added inside the softmax pass below.
   LinearForward(mm_, f.t3, P("bert.embeddings.word_embeddings.weight"),
-                P("cls.predictions.bias"), np, h, v, f.logits);
+                static_cast<const T*>(nullptr), np, h, v, f.logits);
   double wsum = 0;
   for (int64_t i = 0; i < np; ++i) wsum += bt.masked_lm_weights[i];
   const double mlm_denom =
       o.mlm_denominator > 0 ? o.mlm_denominator : wsum + 1e-5;
-  r->mlm = SoftmaxCrossEntropy<T>(f.logits, f.mlm_labels.data(), f.mlm_w, np,
-                                  v, grad / mlm_denom, f.argmax.data());
+  // Accuracy statistics only when evaluating: the argmax scan is a serial
+  // pass over the (B*P, V) logits.
+  r->mlm = SoftmaxCrossEntropy<T>(f.logits, P("cls.predictions.bias"),
+                                  f.mlm_labels.data(), f.mlm_w, np, v,
+                                  grad / mlm_denom,
+                                  o.backward ? nullptr : f.argmax.data());
   r->mlm_loss = r->mlm.weighted_nll / mlm_denom;
 
   // NSP head.
@@ -449,9 +455,9 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
                 P("cls.seq_relationship.bias"), b, h, 2, f.nsp_logits);
   const double nsp_denom =
       o.example_denominator > 0 ? o.example_denominator : double(b);
-  r->nsp = SoftmaxCrossEntropy<T>(f.nsp_logits, bt.next_sentence_labels,
-                                  nullptr, b, 2, grad / nsp_denom,
-                                  f.argmax.data());
+  r->nsp = SoftmaxCrossEntropy<T>(f.nsp_logits, nullptr,
+                                  bt.next_sentence_labels, nullptr, b, 2,
+                                  grad / nsp_denom, f.argmax.data());
   r->nsp_loss = r->nsp.weighted_nll / nsp_denom;
   r->loss = r->mlm_loss + r->nsp_loss;
 }

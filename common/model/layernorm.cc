@@ -20,13 +20,13 @@ void LayerNormForward(const T* x, const T* gamma, const T* beta, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     ConstRow<T> xi(x + i * c, c);
     Row<T> yi(y + i * c, c);
-    // Two-pass statistics (in double for the float path) for accuracy.
-    double m = xi.template cast<double>().sum() / c;
-    double var = (xi.template cast<double>() - m).square().sum() / c;
-    double r = 1.0 / std::sqrt(var + eps);
-    mean[i] = static_cast<T>(m);
-    rstd[i] = static_cast<T>(r);
-    yi = (xi - static_cast<T>(m)) * static_cast<T>(r) * g + b;
+    // Two-pass statistics (vectorised pairwise sums) for accuracy.
+    const T m = xi.sum() / static_cast<T>(c);
+    const T var = (xi - m).square().sum() / static_cast<T>(c);
+    const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
+    mean[i] = m;
+    rstd[i] = r;
+    yi = (xi - m) * r * g + b;
   }
 }
 

@@ -46,27 +46,33 @@ void SoftmaxBackward(const T* p, int64_t rows, int64_t c, const T* dp, T* ds) {
 }
 
 template <typename T>
-XentResult SoftmaxCrossEntropy(T* logits, const int32_t* labels,
-                               const T* weights, int64_t n, int64_t c,
-                               double grad_scale, int32_t* argmax) {
+XentResult SoftmaxCrossEntropy(T* logits, const T* bias,
+                               const int32_t* labels, const T* weights,
+                               int64_t n, int64_t c, double grad_scale,
+                               int32_t* argmax) {
   std::vector<double> nll(n), wts(n);
   std::vector<char> hit(n);
 #pragma omp parallel for schedule(static) if (n * c > 65536)
   for (int64_t r = 0; r < n; ++r) {
     Arr<T> row(logits + r * c, c);
+    if (bias != nullptr) row += CArr<T>(bias, c);
     const int32_t label = labels[r];
     const double w = weights ? static_cast<double>(weights[r]) : 1.0;
     const T mx = row.maxCoeff();
-    int64_t best = 0;
-    while (row[best] != mx) ++best;  // first maximum
-    if (argmax) argmax[r] = static_cast<int32_t>(best);
+    if (argmax != nullptr) {
+      int64_t best = 0;
+      while (row[best] != mx) ++best;  // first maximum, as argmax does
+      argmax[r] = static_cast<int32_t>(best);
+      hit[r] = best == label && w > 0;
+    } else {
+      hit[r] = 0;
+    }
     const T at_label = row[label];
     row = (row - mx).exp();
     const double sum = static_cast<double>(row.sum());
     const double logp = static_cast<double>(at_label - mx) - std::log(sum);
     nll[r] = -logp * w;
     wts[r] = w;
-    hit[r] = (best == label) && w > 0;
     if (grad_scale != 0.0) {
       const T scale = static_cast<T>(w * grad_scale / sum);
       row *= scale;
@@ -86,9 +92,9 @@ XentResult SoftmaxCrossEntropy(T* logits, const int32_t* labels,
   template void MaskedSoftmaxForward<T>(const int32_t*, int64_t, int64_t,    \
                                         int64_t, T*);                        \
   template void SoftmaxBackward<T>(const T*, int64_t, int64_t, const T*, T*); \
-  template XentResult SoftmaxCrossEntropy<T>(T*, const int32_t*, const T*,   \
-                                             int64_t, int64_t, double,       \
-                                             int32_t*);
+  template XentResult SoftmaxCrossEntropy<T>(T*, const T*, const int32_t*,   \
+                                             const T*, int64_t, int64_t,     \
+                                             double, int32_t*);
 BERTPS_INSTANTIATE(float)
 BERTPS_INSTANTIATE(double)
 #undef BERTPS_INSTANTIATE

@@ -27,14 +27,18 @@ struct XentResult {
   int64_t correct = 0;      // rows (weight > 0) whose argmax is the label
 };
 
-// logits (N, C); labels (N) in [0, C); weights (N) or nullptr for all ones.
-// When `grad_scale` != 0 the logits are overwritten by their gradient
+// logits (N, C), plus bias (C) when not null (fused: the caller's product
+// need not add it); labels (N) in [0, C); weights (N) or nullptr for all ones.
+// The logits buffer is consumed. When `grad_scale` != 0 it is overwritten by
+// the gradient of the logits
 //   (softmax - onehot(label)) * weight * grad_scale,
-// i.e. grad_scale = 1 / denominator of the loss. argmax (N) optional.
+// i.e. grad_scale = 1 / denominator of the loss. When `argmax` (N) is given,
+// the first maximum of each row is written there and counted in `correct`.
 template <typename T>
-XentResult SoftmaxCrossEntropy(T* logits, const int32_t* labels,
-                               const T* weights, int64_t n, int64_t c,
-                               double grad_scale, int32_t* argmax);
+XentResult SoftmaxCrossEntropy(T* logits, const T* bias,
+                               const int32_t* labels, const T* weights,
+                               int64_t n, int64_t c, double grad_scale,
+                               int32_t* argmax);
 
 }  // namespace bertps
 
