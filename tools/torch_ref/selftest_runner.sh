@@ -1,0 +1,4 @@
+#!/usr/bin/env bash
+# Runs the PyTorch reference's own checks (finite differences, numpy forward).
+set -euo pipefail
+exec /usr/bin/python3 "$(dirname "$0")/selftest.py"
