@@ -58,6 +58,10 @@ void GeluBackward(Activation kind, const T* dy, const T* x, int64_t n, T* dx) {
       // before dx[i] is written).
       for (int64_t i = 0; i < len; ++i) {
         const T xi = xv[i];
+        if (std::abs(xi) > T(30)) {  // the derivative is exactly 0 or 1 here
+          dxv[i] = xi > 0 ? dyv[i] : T(0);
+          continue;
+        }
         const T t = std::tanh(a * (xi + T(0.044715) * xi * xi * xi));
         dxv[i] = dyv[i] * (T(0.5) * (T(1) + t) +
                            T(0.5) * xi * (T(1) - t * t) * a *

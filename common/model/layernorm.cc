@@ -20,8 +20,11 @@ void LayerNormForward(const T* x, const T* gamma, const T* beta, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     ConstRow<T> xi(x + i * c, c);
     Row<T> yi(y + i * c, c);
-    // Two-pass statistics (vectorised pairwise sums) for accuracy.
-    const T m = xi.sum() / static_cast<T>(c);
+    // Two-pass statistics (vectorised pairwise sums) with the mean corrected
+    // by the residual mean, so that a constant row has exactly zero variance
+    // (eps is as small as 1e-12).
+    const T m0 = xi.sum() / static_cast<T>(c);
+    const T m = m0 + (xi - m0).sum() / static_cast<T>(c);
     const T var = (xi - m).square().sum() / static_cast<T>(c);
     const T r = static_cast<T>(1.0 / std::sqrt(static_cast<double>(var) + eps));
     mean[i] = m;

@@ -217,7 +217,7 @@ TEST(LayerNormEdge, ConstantRowDoubleLargeEps) {
 // amplified by rstd ~ 1e6: y differs from beta by ~0.03, rstd from
 // 1/sqrt(eps) by 4e-4 and dx by up to 3% (with eps = 1e-5, y is off by
 // ~1e-5). Enable once a constant row normalises to exactly beta again.
-TEST(LayerNormEdge, DISABLED_ConstantRowFloatExact) {
+TEST(LayerNormEdge, ConstantRowFloatExact) {
   CheckConstantRow<float>(1e-12, true);
   CheckConstantRow<float>(1e-5, true);
 }
