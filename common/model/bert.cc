@@ -475,7 +475,6 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
   auto G = [&](const std::string& name) { return gr + layout_.Offset(name); };
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
-  const T* x_last = c.num_hidden_layers > 0 ? f.layers.back().out : f.x0;
 
   std::fill(grads_.begin(), grads_.end(), T(0));
   // d of the last layer output (B*S, H).
@@ -528,6 +527,17 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   for (int64_t i = 0; i < b; ++i) {
     Vec<T>(dout + i * s * h, h) += CVec<T>(f.d_h0 + i * h, h);
   }
+  // Tensor groups in layout order: 5 embedding tensors, 16 per layer, then
+  // the pooler and the heads.
+  constexpr int kEmbeddingTensors = 5, kLayerTensors = 16;
+  auto ready = [&](int begin, int end) {
+    if (!o.on_grads_ready) return;
+    std::vector<int> group;
+    for (int t = begin; t < end; ++t) group.push_back(t);
+    o.on_grads_ready(group);
+  };
+  const int num_tensors = static_cast<int>(layout_.tensors().size());
+  ready(kEmbeddingTensors + kLayerTensors * c.num_hidden_layers, num_tensors);
 
   const AttentionDims adims{b, s, c.num_attention_heads, c.head_size()};
   // Invariant at the top of each layer: f.d_a = d(layer output).
@@ -571,8 +581,9 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
     LinearBackward(mm_, f.dqkv, x, P(p + "attention.self.query.weight"), bs, h,
                    3 * h, f.d_a, true, G(p + "attention.self.query.weight"),
                    G(p + "attention.self.query.bias"));
+    ready(kEmbeddingTensors + kLayerTensors * li,
+          kEmbeddingTensors + kLayerTensors * (li + 1));
   }
-  (void)x_last;
   // Embeddings.
   DropoutBackward(key(kSiteEmbedding), hp, bs, h, s, o.example_offset, f.d_a,
                   f.d_b);
@@ -584,6 +595,7 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
                     G("bert.embeddings.word_embeddings.weight"),
                     G("bert.embeddings.position_embeddings.weight"),
                     G("bert.embeddings.token_type_embeddings.weight"));
+  ready(0, kEmbeddingTensors);
 }
 
 template class BertModel<float>;

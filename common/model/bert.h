@@ -19,6 +19,7 @@
 #define BERTPS_COMMON_MODEL_BERT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -55,6 +56,11 @@ struct StepOptions {
   // exactly to the single-process gradient of the whole batch.
   double mlm_denominator = 0;
   double example_denominator = 0;
+  // Called during backward each time a group of parameter gradients is
+  // final (indices into ParamLayout::tensors()): the heads and pooler, then
+  // each encoder layer from the last, then the embeddings. Lets a worker
+  // push gradients while backward goes on.
+  std::function<void(const std::vector<int>& tensors)> on_grads_ready;
 };
 
 struct StepResult {

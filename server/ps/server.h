@@ -1,0 +1,51 @@
+// ShardServer: a ShardCore behind a started gRPC server (the daemon and the
+// in-process tests use the same code). Message-size limits are set
+// explicitly; the listening port may be 0 (chosen by the system).
+// Thread-safety: thread-safe.
+#ifndef BERTPS_SERVER_PS_SERVER_H_
+#define BERTPS_SERVER_PS_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "server/ps/service.h"
+#include "server/ps/shard.h"
+
+namespace bertps {
+namespace ps {
+
+class ShardServer {
+ public:
+  // Listens on `address` (host:port, port 0 = any free one). `peers` are
+  // all shards' addresses (may be set later with SetPeers).
+  static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
+      const ShardOptions& options, const std::string& address,
+      std::vector<std::string> peers);
+  ~ShardServer();
+
+  int port() const { return port_; }
+  std::string address() const;
+  void SetPeers(std::vector<std::string> peers) {
+    link_.SetAddresses(std::move(peers));
+  }
+  ShardCore* core() { return core_.get(); }
+  void Shutdown();
+  void Wait() { server_->Wait(); }
+
+ private:
+  ShardServer(std::vector<std::string> peers) : link_(std::move(peers)) {}
+  GrpcPeerLink link_;
+  std::unique_ptr<ShardCore> core_;
+  std::unique_ptr<ShardService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string host_;
+  int port_ = 0;
+};
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_PS_SERVER_H_

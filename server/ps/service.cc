@@ -1,0 +1,194 @@
+#include "server/ps/service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
+  return absl::FromChrono(ctx->deadline());
+}
+
+}  // namespace
+
+grpc::ChannelArguments ClientChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return args;
+}
+
+grpc::Status ShardService::Describe(grpc::ServerContext*,
+                                    const DescribeRequest*,
+                                    DescribeResponse* resp) {
+  *resp = core_->Describe();
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
+                                const PullRequest* req,
+                                grpc::ServerWriter<PullResponse>* writer) {
+  absl::StatusOr<std::shared_ptr<const Snapshot>> snap = core_->AcquireSnapshot(
+      req->worker(), req->min_version(), req->step(), DeadlineOf(ctx));
+  if (!snap.ok()) return ToGrpcStatus(snap.status());
+  const Snapshot& s = **snap;
+  PullResponse head;
+  head.set_version(s.version);
+  if (!writer->Write(head)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  std::vector<std::string> names(req->names().begin(), req->names().end());
+  const PartitionPlan& plan = core_->plan();
+  PullResponse msg;
+  for (int i : core_->local_slices()) {
+    const SliceSpec& sl = plan.slices()[i];
+    if (!names.empty() &&
+        std::find(names.begin(), names.end(), sl.name) == names.end()) {
+      continue;
+    }
+    for (int64_t off = sl.begin; off < sl.end; off += kChunkElements) {
+      const int64_t n = std::min(kChunkElements, sl.end - off);
+      TensorChunk* c = msg.mutable_chunk();
+      c->set_name(sl.name);
+      c->set_dtype(F32);
+      c->set_offset(off);
+      c->set_data(s.params.data() + sl.shard_offset + (off - sl.begin),
+                  sizeof(float) * n);
+      if (!writer->Write(msg)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+      }
+      if (ctx->IsCancelled()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
+      }
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Push(grpc::ServerContext* ctx,
+                                grpc::ServerReader<PushRequest>* reader,
+                                PushResponse* resp) {
+  PushRequest msg;
+  if (!reader->Read(&msg) || !msg.has_header()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a push must start with its header");
+  }
+  absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> session =
+      core_->BeginPush(msg.header());
+  if (!session.ok()) return ToGrpcStatus(session.status());
+  absl::Status bad;
+  while (reader->Read(&msg)) {
+    if (!bad.ok()) continue;  // drain, nothing more is taken
+    if (!msg.has_chunk()) {
+      bad = absl::InvalidArgumentError("a push carries one header only");
+      continue;
+    }
+    bad = core_->AddChunk(session->get(), msg.chunk());
+  }
+  if (ctx->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        "push stream cancelled; nothing applied");
+  }
+  if (!bad.ok()) return ToGrpcStatus(bad);
+  absl::StatusOr<PushResponse> r =
+      core_->FinishPush(std::move(*session), DeadlineOf(ctx));
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *r;
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Announce(grpc::ServerContext* ctx,
+                                    const AnnounceRequest* req,
+                                    AnnounceResponse* resp) {
+  absl::StatusOr<AnnounceResponse> r = core_->Announce(*req, DeadlineOf(ctx));
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *r;
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Exchange(grpc::ServerContext*,
+                                    const ExchangeRequest* req,
+                                    ExchangeResponse*) {
+  return ToGrpcStatus(core_->ReceiveExchange(*req));
+}
+
+grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
+                                      const CheckpointRequest* req,
+                                      CheckpointResponse* resp) {
+  if (req->dir().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "checkpoint needs a directory");
+  }
+  absl::StatusOr<CheckpointResponse> r =
+      core_->Checkpoint(req->dir(), req->version(), DeadlineOf(ctx));
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *r;
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Restore(grpc::ServerContext*,
+                                   const RestoreRequest* req,
+                                   RestoreResponse* resp) {
+  absl::StatusOr<int64_t> v = core_->Restore(req->manifest());
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  resp->set_version(*v);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShardService::Stats(grpc::ServerContext*, const StatsRequest*,
+                                 StatsResponse* resp) {
+  *resp = core_->Stats();
+  return grpc::Status::OK;
+}
+
+GrpcPeerLink::GrpcPeerLink(std::vector<std::string> addresses) {
+  SetAddresses(std::move(addresses));
+}
+
+void GrpcPeerLink::SetAddresses(std::vector<std::string> addresses) {
+  absl::MutexLock l(&mu_);
+  addresses_ = std::move(addresses);
+  stubs_.clear();
+  stubs_.resize(addresses_.size());
+}
+
+absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
+                                absl::Time deadline) {
+  ParameterServer::Stub* stub;
+  std::string address;
+  {
+    absl::MutexLock l(&mu_);
+    if (to_shard < 0 || to_shard >= static_cast<int>(addresses_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("no shard ", to_shard));
+    }
+    address = addresses_[to_shard];
+    if (!stubs_[to_shard]) {
+      stubs_[to_shard] = ParameterServer::NewStub(grpc::CreateCustomChannel(
+          addresses_[to_shard], grpc::InsecureChannelCredentials(),
+          ClientChannelArguments()));
+    }
+    stub = stubs_[to_shard].get();
+  }
+  // Retry while the peer is starting or briefly unreachable.
+  absl::Status last;
+  for (int attempt = 0; absl::Now() < deadline; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(std::min(
+        deadline, absl::Now() + absl::Seconds(10))));
+    ctx.set_wait_for_ready(true);
+    ExchangeResponse resp;
+    last = FromGrpcStatus(stub->Exchange(&ctx, request, &resp));
+    if (last.ok() || last.code() == absl::StatusCode::kInvalidArgument) {
+      return last;
+    }
+    absl::SleepFor(absl::Milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "shard ", to_shard, " at ", address, " unreachable: ", last.message()));
+}
+
+}  // namespace ps
+}  // namespace bertps

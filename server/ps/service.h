@@ -1,0 +1,72 @@
+// The gRPC adapter of a parameter-server shard: a thin layer over ShardCore
+// (all logic lives there). Also the gRPC PeerLink used between shards.
+//
+// Thread-safety: thread-safe (gRPC calls handlers concurrently).
+#ifndef BERTPS_SERVER_PS_SERVICE_H_
+#define BERTPS_SERVER_PS_SERVICE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/ps/shard.h"
+
+namespace bertps {
+namespace ps {
+
+// Largest gRPC message either side accepts (chunks are ~2 MB).
+constexpr int kMaxMessageBytes = 16 << 20;
+// Elements per TensorChunk on the wire (2 MB of F32).
+constexpr int64_t kChunkElements = 512 * 1024;
+
+class ShardService final : public ParameterServer::Service {
+ public:
+  explicit ShardService(ShardCore* core) : core_(core) {}
+
+  grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
+                        DescribeResponse*) override;
+  grpc::Status Pull(grpc::ServerContext*, const PullRequest*,
+                    grpc::ServerWriter<PullResponse>*) override;
+  grpc::Status Push(grpc::ServerContext*, grpc::ServerReader<PushRequest>*,
+                    PushResponse*) override;
+  grpc::Status Announce(grpc::ServerContext*, const AnnounceRequest*,
+                        AnnounceResponse*) override;
+  grpc::Status Exchange(grpc::ServerContext*, const ExchangeRequest*,
+                        ExchangeResponse*) override;
+  grpc::Status Checkpoint(grpc::ServerContext*, const CheckpointRequest*,
+                          CheckpointResponse*) override;
+  grpc::Status Restore(grpc::ServerContext*, const RestoreRequest*,
+                       RestoreResponse*) override;
+  grpc::Status Stats(grpc::ServerContext*, const StatsRequest*,
+                     StatsResponse*) override;
+
+ private:
+  ShardCore* const core_;
+};
+
+// Sends partial sums to peer shards over gRPC (lazy channels).
+class GrpcPeerLink : public PeerLink {
+ public:
+  explicit GrpcPeerLink(std::vector<std::string> addresses);
+  // Replaces the addresses (e.g. once ephemeral ports are known).
+  void SetAddresses(std::vector<std::string> addresses);
+  absl::Status Send(int to_shard, const ExchangeRequest& request,
+                    absl::Time deadline) override;
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// Channel arguments shared by every bertps client (message size limits).
+grpc::ChannelArguments ClientChannelArguments();
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_PS_SERVICE_H_

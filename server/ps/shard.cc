@@ -1,0 +1,747 @@
+#include "server/ps/shard.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/half.h"
+#include "common/status.h"
+#include "server/ps/checkpoint.h"
+
+namespace bertps {
+namespace ps {
+
+namespace {
+
+constexpr int kPhaseNorm = 0;
+constexpr int kPhaseLamb = 1;
+
+absl::string_view ModeName(ConsistencyMode m) {
+  switch (m) {
+    case BSP:
+      return "BSP";
+    case ASP:
+      return "ASP";
+    case SSP:
+      return "SSP";
+    default:
+      return "?";
+  }
+}
+
+}  // namespace
+
+ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
+                     ParamLayout layout, PartitionPlan plan)
+    : options_(options),
+      peers_(peers),
+      layout_(std::move(layout)),
+      plan_(std::move(plan)),
+      state_slots_(optim::StateSlots(options.optimizer)) {}
+
+ShardCore::~ShardCore() = default;
+
+absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
+    const ShardOptions& o, PeerLink* peers) {
+  RETURN_IF_ERROR(o.config.Validate());
+  RETURN_IF_ERROR(optim::ValidateConfig(o.optimizer));
+  if (o.num_shards < 1 || o.shard < 0 || o.shard >= o.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard index ", o.shard, " outside [0, ", o.num_shards, ")"));
+  }
+  if (o.num_workers < 1) {
+    return absl::InvalidArgumentError("num_workers must be >= 1");
+  }
+  if (o.backup_workers < 0 || o.backup_workers >= o.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backup_workers must be in [0, num_workers), got ",
+                     o.backup_workers));
+  }
+  if (o.staleness < 0) return absl::InvalidArgumentError("staleness < 0");
+  if (o.num_shards > 1 && peers == nullptr) {
+    return absl::InvalidArgumentError("several shards need a PeerLink");
+  }
+  ParamLayout layout = ParamLayout::ForBert(o.config, o.task);
+  ASSIGN_OR_RETURN(PartitionPlan plan, PartitionPlan::Make(layout, o.num_shards));
+  std::unique_ptr<ShardCore> core(
+      new ShardCore(o, peers, std::move(layout), std::move(plan)));
+  ShardCore& c = *core;
+  const int64_t n = c.shard_size();
+  // The same initial values as a single process with this seed: initialise
+  // the whole model, keep this shard's slices.
+  std::vector<float> full(c.layout_.total_size());
+  InitBertParams(c.layout_, o.config, o.init_seed, full.data());
+  absl::MutexLock ul(&c.update_mu_);
+  absl::MutexLock l(&c.mu_);
+  c.params_.resize(n);
+  for (int i : c.local_slices()) {
+    const SliceSpec& s = c.plan_.slices()[i];
+    const int64_t base = c.layout_.tensors()[s.tensor].offset;
+    std::memcpy(c.params_.data() + s.shard_offset, full.data() + base + s.begin,
+                sizeof(float) * s.size());
+    c.by_name_[s.name].push_back(i);
+  }
+  c.state_.assign(static_cast<size_t>(c.state_slots_) * n, 0.0f);
+  if (optim::NeedsTrustRatio(o.optimizer.kind)) c.update_scratch_.resize(n);
+  c.aggregate_.resize(n);
+  for (size_t t = 0; t < c.layout_.tensors().size(); ++t) {
+    if (c.plan_.pieces(static_cast<int>(t)) > 1) {
+      c.split_tensors_.push_back(static_cast<int>(t));
+    }
+  }
+  c.last_step_.assign(o.num_workers, -1);
+  c.clock_.assign(o.num_workers, 0);
+  c.PublishLocked();
+  return core;
+}
+
+void ShardCore::PublishLocked() {
+  // Reuse a snapshot buffer no pull holds any more.
+  std::shared_ptr<Snapshot> snap;
+  for (auto& s : snapshot_pool_) {
+    if (s.use_count() == 1 && s != published_) {
+      snap = s;
+      break;
+    }
+  }
+  if (!snap) {
+    snap = std::make_shared<Snapshot>();
+    snapshot_pool_.push_back(snap);
+  }
+  snap->params.assign(params_.begin(), params_.end());
+  snap->version = version_;
+  published_ = snap;
+}
+
+int64_t ShardCore::version() const {
+  absl::MutexLock l(&mu_);
+  return version_;
+}
+
+absl::Status ShardCore::CheckAlive() const { return broken_; }
+
+DescribeResponse ShardCore::Describe() const {
+  DescribeResponse r;
+  r.set_shard_index(options_.shard);
+  r.set_num_shards(options_.num_shards);
+  r.set_model_config_json(options_.config.ToJson());
+  r.set_task(std::string(BertTaskName(options_.task)));
+  for (int i : local_slices()) {
+    const SliceSpec& s = plan_.slices()[i];
+    SliceInfo* si = r.add_slices();
+    si->set_name(s.name);
+    si->set_begin(s.begin);
+    si->set_end(s.end);
+    for (int64_t d : layout_.tensors()[s.tensor].shape) si->add_tensor_shape(d);
+  }
+  r.set_mode(options_.mode);
+  r.set_num_workers(options_.num_workers);
+  r.set_optimizer(std::string(optim::OptimizerKindName(options_.optimizer.kind)));
+  r.set_staleness(options_.staleness);
+  r.set_backup_workers(options_.backup_workers);
+  r.set_state_slots(state_slots_);
+  absl::MutexLock l(&mu_);
+  r.set_version(version_);
+  return r;
+}
+
+absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
+    int worker, int64_t min_version, int64_t step, absl::Time deadline) {
+  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
+  absl::MutexLock l(&mu_);
+  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    if (!broken_.ok()) return true;
+    switch (options_.mode) {
+      case BSP:
+        return version_ >= min_version;
+      case SSP: {
+        const int64_t slowest =
+            *std::min_element(clock_.begin(), clock_.end());
+        return slowest >= step - options_.staleness;
+      }
+      default:
+        return true;
+    }
+  };
+  auto cond = absl::Condition(&ready);
+  if (!mu_.AwaitWithDeadline(cond, deadline)) {
+    if (options_.mode == SSP) {
+      int slow = static_cast<int>(std::min_element(clock_.begin(), clock_.end()) -
+                                  clock_.begin());
+      return absl::DeadlineExceededError(absl::StrCat(
+          "shard ", options_.shard, ": worker ", worker, " at step ", step,
+          " waited for the slowest worker (", slow, ", at step ", clock_[slow],
+          ") beyond staleness ", options_.staleness));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "shard ", options_.shard, ": version ", min_version,
+        " not reached (at ", version_, "; ", staged_.size(), " of ",
+        options_.num_workers - options_.backup_workers,
+        " pushes of the current step arrived)"));
+  }
+  RETURN_IF_ERROR(CheckAlive());
+  return std::shared_ptr<const Snapshot>(published_);
+}
+
+absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
+    const PushHeader& header) {
+  if (header.worker() < 0 || header.worker() >= options_.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("push from worker ", header.worker(), " outside [0, ",
+                     options_.num_workers, ")"));
+  }
+  if (header.step() < 0) {
+    return absl::InvalidArgumentError("push with a negative step");
+  }
+  if (!std::isfinite(header.grad_sq_sum()) || header.grad_sq_sum() < 0) {
+    return absl::InvalidArgumentError(
+        "push header grad_sq_sum is not finite (NaN/Inf gradient)");
+  }
+  auto session = std::make_unique<PushSession>();
+  session->header = header;
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(CheckAlive());
+    if (header.step() <= last_step_[header.worker()]) {
+      session->duplicate = true;
+    } else if (options_.mode == BSP && header.step() > version_) {
+      ++pushes_rejected_;
+      return absl::OutOfRangeError(
+          absl::StrCat("push for step ", header.step(), " from worker ",
+                       header.worker(), " is ahead of version ", version_));
+    } else if (options_.mode == BSP && header.step() < version_) {
+      ++pushes_rejected_;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "push for step ", header.step(), " from worker ", header.worker(),
+          " is stale: step already applied (version ", version_, ")"));
+    }
+  }
+  session->grad = TakeBuffer();
+  session->next.resize(local_slices().size());
+  for (size_t i = 0; i < local_slices().size(); ++i) {
+    session->next[i] = plan_.slices()[local_slices()[i]].begin;
+  }
+  return session;
+}
+
+std::vector<float> ShardCore::TakeBuffer() {
+  {
+    absl::MutexLock l(&mu_);
+    if (!free_buffers_.empty()) {
+      std::vector<float> b = std::move(free_buffers_.back());
+      free_buffers_.pop_back();
+      return b;
+    }
+  }
+  return std::vector<float>(shard_size());
+}
+
+void ShardCore::ReturnBuffer(std::vector<float> buffer) {
+  if (buffer.size() != static_cast<size_t>(shard_size())) return;
+  absl::MutexLock l(&mu_);
+  free_buffers_.push_back(std::move(buffer));
+}
+
+absl::Status ShardCore::AddChunk(PushSession* s, const TensorChunk& chunk) {
+  auto it = by_name_.find(chunk.name());
+  if (it == by_name_.end()) {
+    const bool known = layout_.Find(chunk.name()) != nullptr;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", options_.shard, ": ",
+        known ? "tensor has no slice on this shard: " : "unknown tensor: ",
+        chunk.name()));
+  }
+  const ParamSpec& spec = *layout_.Find(chunk.name());
+  if (chunk.shape_size() > 0 &&
+      std::vector<int64_t>(chunk.shape().begin(), chunk.shape().end()) !=
+          spec.shape) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("wrong shape for ", chunk.name()));
+  }
+  int elem = 0;
+  if (chunk.dtype() == F32) {
+    elem = 4;
+  } else if (chunk.dtype() == BF16) {
+    elem = 2;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gradient chunk of ", chunk.name(), " must be F32 or BF16"));
+  }
+  if (chunk.data().size() % elem != 0 || chunk.data().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk of ", chunk.name(), " has ", chunk.data().size(),
+        " bytes, not a positive multiple of ", elem));
+  }
+  const int64_t n = static_cast<int64_t>(chunk.data().size()) / elem;
+  const int64_t off = chunk.offset();
+  // Find the local slice containing [off, off + n).
+  for (int idx : it->second) {
+    const SliceSpec& sl = plan_.slices()[idx];
+    if (off < sl.begin || off >= sl.end) continue;
+    if (off + n > sl.end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunk of ", chunk.name(), " [", off, ", ", off + n,
+          ") crosses the slice end ", sl.end));
+    }
+    const size_t local = std::find(local_slices().begin(),
+                                   local_slices().end(), idx) -
+                         local_slices().begin();
+    if (off != s->next[local]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "chunk of ", chunk.name(), " at element ", off,
+          " is out of order or overlapping (expected ", s->next[local], ")"));
+    }
+    float* dst = s->grad.data() + sl.shard_offset + (off - sl.begin);
+    if (elem == 4) {
+      std::memcpy(dst, chunk.data().data(), 4 * n);
+    } else {
+      const uint16_t* src =
+          reinterpret_cast<const uint16_t*>(chunk.data().data());
+      for (int64_t i = 0; i < n; ++i) dst[i] = io::Bf16ToF32(src[i]);
+    }
+    if (!optim::AllFinite(dst, n)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient of ", chunk.name(), " has NaN or Inf in elements [", off,
+          ", ", off + n, ")"));
+    }
+    s->next[local] = off + n;
+    s->bytes += static_cast<int64_t>(chunk.data().size());
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("chunk of ", chunk.name(), " at element ", off,
+                   " is outside this shard's slices of the tensor"));
+}
+
+absl::StatusOr<PushResponse> ShardCore::FinishPush(
+    std::unique_ptr<PushSession> s, absl::Time deadline) {
+  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
+  for (size_t i = 0; i < local_slices().size(); ++i) {
+    const SliceSpec& sl = plan_.slices()[local_slices()[i]];
+    if (s->next[i] != sl.end) {
+      ReturnBuffer(std::move(s->grad));
+      absl::MutexLock l(&mu_);
+      ++pushes_rejected_;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "incomplete push from worker ", s->header.worker(), ": ", sl.name,
+          " received ", s->next[i] - sl.begin, " of ", sl.size(),
+          " elements"));
+    }
+  }
+  const int w = s->header.worker();
+  const int64_t step = s->header.step();
+  PushResponse resp;
+  if (options_.mode == BSP) {
+    absl::MutexLock l(&mu_);
+    bytes_in_ += s->bytes;
+    if (step <= last_step_[w] || s->duplicate) {
+      ++pushes_duplicate_;
+      resp.set_duplicate(true);
+      resp.set_version(version_);
+      free_buffers_.push_back(std::move(s->grad));
+      return resp;
+    }
+    if (step != version_ || updating_) {
+      ++pushes_rejected_;
+      free_buffers_.push_back(std::move(s->grad));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "push for step ", step, " from worker ", w,
+          " arrived after the step completed (version ", version_, ")"));
+    }
+    last_step_[w] = step;
+    staged_[w] = std::move(s->grad);
+    ++pushes_applied_;
+    const int needed = options_.num_workers - options_.backup_workers;
+    if (static_cast<int>(staged_.size()) >= needed) {
+      RETURN_IF_ERROR(ApplyBspLocked(deadline));
+    }
+    resp.set_version(version_);
+    return resp;
+  }
+  // ASP / SSP: apply this push now.
+  {
+    absl::MutexLock l(&mu_);
+    bytes_in_ += s->bytes;
+    if (step <= last_step_[w] || s->duplicate) {
+      ++pushes_duplicate_;
+      resp.set_duplicate(true);
+      resp.set_version(version_);
+      free_buffers_.push_back(std::move(s->grad));
+      return resp;
+    }
+    last_step_[w] = step;
+  }
+  absl::Status st;
+  {
+    absl::MutexLock ul(&update_mu_);
+    int64_t v;
+    {
+      absl::MutexLock l(&mu_);
+      v = version_;
+    }
+    st = ApplyStep(v, s->grad.data(), 1.0f, s->header.grad_sq_sum(), deadline);
+    absl::MutexLock l(&mu_);
+    if (st.ok()) {
+      ++version_;
+      ++clock_[w];
+      ++pushes_applied_;
+      PublishLocked();
+    } else {
+      broken_ = st;
+    }
+    resp.set_version(version_);
+  }
+  ReturnBuffer(std::move(s->grad));
+  RETURN_IF_ERROR(st);
+  return resp;
+}
+
+absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
+  // Sum the staged gradients in worker order; one thread runs the update
+  // with mu_ released (pulls keep reading the published snapshot).
+  updating_ = true;
+  std::map<int, std::vector<float>> staged = std::move(staged_);
+  staged_.clear();
+  const int64_t v = version_;
+  const int contributors = static_cast<int>(staged.size());
+  mu_.Unlock();
+  absl::Status st;
+  {
+    absl::MutexLock ul(&update_mu_);
+    float* agg = aggregate_.data();
+    const int64_t n = shard_size();
+    bool first = true;
+    for (auto& [worker, g] : staged) {
+      if (first) {
+        std::memcpy(agg, g.data(), sizeof(float) * n);
+        first = false;
+      } else {
+        for (int64_t i = 0; i < n; ++i) agg[i] += g[i];
+      }
+    }
+    // With backup workers each push used its own batch's denominators: the
+    // step averages them. Without, the workers used the global batch's
+    // denominators (Announce) and the sum is the big batch's gradient.
+    const float scale =
+        options_.backup_workers > 0 ? 1.0f / contributors : 1.0f;
+    st = ApplyStep(v, agg, scale, std::nullopt, deadline);
+    mu_.Lock();
+    if (st.ok()) {
+      ++version_;
+      for (auto& [worker, g] : staged) ++clock_[worker];
+      PublishLocked();
+    } else {
+      broken_ = Annotate(st, absl::StrCat("shard ", options_.shard,
+                                          ": applying step ", v));
+    }
+    updating_ = false;
+    for (auto& [worker, g] : staged) free_buffers_.push_back(std::move(g));
+  }
+  return broken_;
+}
+
+absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
+                                  float grad_scale,
+                                  std::optional<double> grad_sq_sum,
+                                  absl::Time deadline) {
+  const optim::OptimizerConfig& oc = options_.optimizer;
+  const int64_t n = shard_size();
+  // Global gradient norm (of the scaled gradient).
+  double sq;
+  if (grad_sq_sum.has_value()) {
+    sq = *grad_sq_sum;
+  } else {
+    const double local = optim::GradSquaredSum(grad, n) *
+                         static_cast<double>(grad_scale) * grad_scale;
+    ASSIGN_OR_RETURN(std::vector<double> total,
+                     AllReduce(step_index, kPhaseNorm, {local}, deadline));
+    sq = total[0];
+  }
+  if (!std::isfinite(sq)) {
+    return absl::InvalidArgumentError("gradient norm is not finite");
+  }
+  const double norm = std::sqrt(sq);
+  const float clip = optim::ClipScale(oc, norm);
+  const float scale = grad_scale * clip;
+  auto slice_of = [&](const SliceSpec& sl) {
+    optim::Slice s;
+    s.param = params_.data() + sl.shard_offset;
+    s.grad = grad + sl.shard_offset;
+    s.state = state_.data() + static_cast<int64_t>(state_slots_) * sl.shard_offset;
+    s.n = sl.size();
+    s.decay = sl.decay;
+    return s;
+  };
+  if (!optim::NeedsTrustRatio(oc.kind)) {
+    for (int i : local_slices()) {
+      RETURN_IF_ERROR(
+          optim::StepSlice(oc, step_index, slice_of(plan_.slices()[i]), scale));
+    }
+  } else {
+    // LAMB: per-slice update directions and partial norms, whole-tensor
+    // totals (exchanged for tensors split over slices), then the update.
+    std::map<int, optim::PartialNorms> per_tensor;
+    for (int i : local_slices()) {
+      const SliceSpec& sl = plan_.slices()[i];
+      per_tensor[sl.tensor] += optim::ComputeUpdate(
+          oc, step_index, slice_of(sl), scale,
+          update_scratch_.data() + sl.shard_offset);
+    }
+    if (!split_tensors_.empty() && options_.mode == BSP) {
+      std::vector<double> local;
+      for (int t : split_tensors_) {
+        auto it = per_tensor.find(t);
+        local.push_back(it == per_tensor.end() ? 0 : it->second.param_sq);
+        local.push_back(it == per_tensor.end() ? 0 : it->second.update_sq);
+      }
+      ASSIGN_OR_RETURN(std::vector<double> total,
+                       AllReduce(step_index, kPhaseLamb, local, deadline));
+      for (size_t j = 0; j < split_tensors_.size(); ++j) {
+        if (per_tensor.count(split_tensors_[j])) {
+          per_tensor[split_tensors_[j]] = {total[2 * j], total[2 * j + 1]};
+        }
+      }
+    }
+    for (int i : local_slices()) {
+      const SliceSpec& sl = plan_.slices()[i];
+      const float ratio = optim::TrustRatio(oc, sl.decay, per_tensor[sl.tensor]);
+      optim::ApplyUpdate(oc, step_index, slice_of(sl),
+                         update_scratch_.data() + sl.shard_offset, ratio);
+    }
+  }
+  absl::MutexLock l(&mu_);
+  last_grad_norm_ = norm;
+  last_lr_ = optim::LearningRate(oc, step_index);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
+    int64_t version, int phase, std::vector<double> local,
+    absl::Time deadline) {
+  const int S = options_.num_shards;
+  if (S == 1) return local;
+  ExchangeRequest req;
+  req.set_from_shard(options_.shard);
+  req.set_version(version);
+  req.set_phase(phase);
+  for (double x : local) req.add_values(x);
+  RETURN_IF_ERROR(ReceiveExchange(req));
+  for (int peer = 0; peer < S; ++peer) {
+    if (peer == options_.shard) continue;
+    absl::Status st = peers_->Send(peer, req, deadline);
+    if (!st.ok()) {
+      return Annotate(st, absl::StrCat("sending partial sums of step ",
+                                       version, " to shard ", peer));
+    }
+  }
+  const auto key = std::make_pair(version, phase);
+  absl::MutexLock l(&ex_mu_);
+  auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex_mu_) {
+    auto it = exchange_.find(key);
+    if (it == exchange_.end()) return false;
+    for (const auto& v : it->second) {
+      if (!v.has_value()) return false;
+    }
+    return true;
+  };
+  if (!ex_mu_.AwaitWithDeadline(absl::Condition(&complete), deadline)) {
+    std::string missing;
+    for (int s = 0; s < S; ++s) {
+      if (!exchange_[key][s].has_value()) absl::StrAppend(&missing, " ", s);
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("shard ", options_.shard, ": no partial sums of step ",
+                     version, " from shard(s)", missing));
+  }
+  std::vector<double> total(local.size(), 0.0);
+  for (const auto& v : exchange_[key]) {  // shard order: identical everywhere
+    for (size_t i = 0; i < total.size(); ++i) total[i] += (*v)[i];
+  }
+  exchange_.erase(key);
+  return total;
+}
+
+absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r) {
+  if (r.from_shard() < 0 || r.from_shard() >= options_.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange from unknown shard ", r.from_shard()));
+  }
+  absl::MutexLock l(&ex_mu_);
+  auto& slot = exchange_[{r.version(), r.phase()}];
+  if (slot.empty()) slot.resize(options_.num_shards);
+  auto& entry = slot[r.from_shard()];
+  std::vector<double> values(r.values().begin(), r.values().end());
+  if (entry.has_value() && *entry != values) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "conflicting partial sums from shard ", r.from_shard(), " for step ",
+        r.version()));
+  }
+  entry = std::move(values);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
+                                                     absl::Time deadline) {
+  if (options_.shard != 0) {
+    return absl::FailedPreconditionError("batch totals are served by shard 0");
+  }
+  if (r.worker() < 0 || r.worker() >= options_.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("announce from worker ", r.worker(), " outside [0, ",
+                     options_.num_workers, ")"));
+  }
+  if (!std::isfinite(r.mlm_weight()) || r.mlm_weight() < 0 ||
+      r.examples() < 0) {
+    return absl::InvalidArgumentError("announce with invalid batch totals");
+  }
+  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
+  absl::MutexLock l(&mu_);
+  // Forget steps long gone.
+  while (!announces_.empty() && announces_.begin()->first < r.step() - 16) {
+    announces_.erase(announces_.begin());
+  }
+  announces_[r.step()].by_worker[r.worker()] = {r.mlm_weight(), r.examples()};
+  const int64_t step = r.step();
+  auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    auto it = announces_.find(step);
+    return it != announces_.end() &&
+           static_cast<int>(it->second.by_worker.size()) ==
+               options_.num_workers;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&all), deadline)) {
+    std::string missing;
+    for (int w = 0; w < options_.num_workers; ++w) {
+      if (!announces_[step].by_worker.count(w)) absl::StrAppend(&missing, " ", w);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "step ", step, ": no batch from worker(s)", missing));
+  }
+  AnnounceResponse resp;
+  double wsum = 0;
+  int64_t ex = 0;
+  for (const auto& [w, v] : announces_[step].by_worker) {  // worker order
+    wsum += v.first;
+    ex += v.second;
+  }
+  resp.set_mlm_weight_total(wsum);
+  resp.set_examples_total(ex);
+  return resp;
+}
+
+namespace {
+
+// Per-slice [slot0 | slot1] layout <-> slot-major (checkpoint files).
+void ToSlotMajor(const PartitionPlan& plan, int shard, int slots,
+                 const float* per_slice, float* slot_major) {
+  const int64_t n = plan.shard_size(shard);
+  for (int i : plan.shard_slices(shard)) {
+    const SliceSpec& s = plan.slices()[i];
+    for (int k = 0; k < slots; ++k) {
+      std::memcpy(slot_major + k * n + s.shard_offset,
+                  per_slice + slots * s.shard_offset + k * s.size(),
+                  sizeof(float) * s.size());
+    }
+  }
+}
+
+void FromSlotMajor(const PartitionPlan& plan, int shard, int slots,
+                   const float* slot_major, float* per_slice) {
+  const int64_t n = plan.shard_size(shard);
+  for (int i : plan.shard_slices(shard)) {
+    const SliceSpec& s = plan.slices()[i];
+    for (int k = 0; k < slots; ++k) {
+      std::memcpy(per_slice + slots * s.shard_offset + k * s.size(),
+                  slot_major + k * n + s.shard_offset,
+                  sizeof(float) * s.size());
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
+    const std::string& dir, int64_t version, absl::Time deadline) {
+  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
+  {
+    absl::MutexLock l(&mu_);
+    auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return !broken_.ok() || (version_ >= version && !updating_);
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&reached), deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "checkpoint: version ", version, " not reached (at ", version_, ")"));
+    }
+    RETURN_IF_ERROR(CheckAlive());
+  }
+  absl::MutexLock ul(&update_mu_);
+  int64_t v;
+  {
+    absl::MutexLock l(&mu_);
+    v = version_;
+  }
+  if (v != version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint of version ", version, " asked, shard is at ", v));
+  }
+  std::vector<float> slot_major(state_.size());
+  ToSlotMajor(plan_, options_.shard, state_slots_, state_.data(),
+              slot_major.data());
+  ShardSnapshot snap;
+  snap.shard = options_.shard;
+  snap.num_shards = options_.num_shards;
+  snap.version = v;
+  snap.plan = &plan_;
+  snap.params = params_.data();
+  snap.state = slot_major.data();
+  snap.state_slots = state_slots_;
+  ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap));
+  CheckpointResponse r;
+  r.set_file(f.file);
+  r.set_version(v);
+  r.set_crc32c(f.crc32c);
+  r.set_bytes(f.bytes);
+  return r;
+}
+
+absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
+  const int64_t n = shard_size();
+  std::vector<float> params(n), slot_major(static_cast<size_t>(state_slots_) * n);
+  ASSIGN_OR_RETURN(int64_t v, RestoreShard(manifest, layout_, plan_,
+                                           options_.shard, state_slots_,
+                                           params.data(), slot_major.data()));
+  absl::MutexLock ul(&update_mu_);
+  absl::MutexLock l(&mu_);
+  if (updating_ || !staged_.empty()) {
+    return absl::FailedPreconditionError(
+        "restore while a step is in progress");
+  }
+  params_ = std::move(params);
+  FromSlotMajor(plan_, options_.shard, state_slots_, slot_major.data(),
+                state_.data());
+  version_ = v;
+  broken_ = absl::OkStatus();
+  std::fill(clock_.begin(), clock_.end(), v);
+  std::fill(last_step_.begin(), last_step_.end(), v - 1);
+  announces_.clear();
+  PublishLocked();
+  return v;
+}
+
+StatsResponse ShardCore::Stats() const {
+  StatsResponse r;
+  absl::MutexLock l(&mu_);
+  r.set_version(version_);
+  r.set_pushes_applied(pushes_applied_);
+  r.set_pushes_duplicate(pushes_duplicate_);
+  r.set_pushes_rejected(pushes_rejected_);
+  r.set_bytes_in(bytes_in_);
+  for (int64_t c : clock_) r.add_worker_clock(c);
+  r.set_last_grad_norm(last_grad_norm_);
+  r.set_last_learning_rate(last_lr_);
+  (void)ModeName;
+  return r;
+}
+
+}  // namespace ps
+}  // namespace bertps

@@ -1,0 +1,207 @@
+// ShardCore: the transport-free logic of one parameter-server shard.
+//
+// Holds this shard's slices of the model (PartitionPlan) and their optimizer
+// state, takes gradient pushes from workers and applies the server-side
+// optimizer under one of three consistency modes:
+//   BSP  a step's update is applied once the pushes of all expected workers
+//        for that step arrived (or the first N - backup of them); gradients
+//        are summed in worker order, so the result does not depend on arrival
+//        order. Workers compute their gradients with the global batch's loss
+//        denominators (Announce), so the sum equals one big batch's gradient.
+//   ASP  every push is applied as it comes.
+//   SSP  ASP, but a worker's pull for step t waits until every worker has
+//        pushed step t - staleness - 1.
+// Every push carries (worker, step); a retried push is recognised and not
+// applied again. A push is validated completely (names, ranges, dtype,
+// coverage, finiteness) in a staging buffer before it touches any state.
+//
+// Global-norm clipping and LAMB's per-tensor norms need sums over all
+// shards: under BSP the shards exchange their partial sums for each step
+// through a PeerLink (summed in shard order, so every shard computes the
+// same value bit for bit); ASP/SSP pushes carry their own gradient's squared
+// norm and LAMB uses per-slice norms there (documented in docs/ps.md).
+//
+// Pulls read immutable snapshots: each applied step publishes a copy of the
+// parameters, so a pull streams one consistent version without blocking
+// updates.
+//
+// Thread-safety: all methods are thread-safe. Updates are serialised.
+#ifndef BERTPS_SERVER_PS_SHARD_H_
+#define BERTPS_SERVER_PS_SHARD_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/model/bert_config.h"
+#include "common/model/params.h"
+#include "common/optim/optimizer.h"
+#include "proto/ps.pb.h"
+#include "server/ps/partition.h"
+
+namespace bertps {
+namespace ps {
+
+struct ShardOptions {
+  int shard = 0;
+  int num_shards = 1;
+  BertConfig config;
+  BertTask task = BertTask::kPretrain;
+  optim::OptimizerConfig optimizer;
+  ConsistencyMode mode = BSP;
+  int num_workers = 1;
+  int backup_workers = 0;  // BSP: a step completes with N - backup pushes
+  int64_t staleness = 0;   // SSP bound
+  uint64_t init_seed = 12345;
+  absl::Duration wait_timeout = absl::Seconds(120);  // longest server wait
+};
+
+// Delivers this shard's partial sums to a peer shard (its Exchange RPC).
+class PeerLink {
+ public:
+  virtual ~PeerLink() = default;
+  virtual absl::Status Send(int to_shard, const ExchangeRequest& request,
+                            absl::Time deadline) = 0;
+};
+
+// One published version of this shard's parameters.
+struct Snapshot {
+  int64_t version = 0;
+  std::vector<float> params;  // (shard_size)
+};
+
+class ShardCore {
+ public:
+  // One in-flight push: its staging buffer and per-slice coverage.
+  class PushSession {
+   public:
+    PushHeader header;
+    bool duplicate = false;
+    std::vector<float> grad;    // (shard_size) staged gradient
+    std::vector<int64_t> next;  // per local slice: next element expected
+    int64_t bytes = 0;
+  };
+
+  // `peers` may be null when num_shards == 1; it must outlive the core.
+  static absl::StatusOr<std::unique_ptr<ShardCore>> Create(
+      const ShardOptions& options, PeerLink* peers);
+  ~ShardCore();
+
+  const ShardOptions& options() const { return options_; }
+  const ParamLayout& layout() const { return layout_; }
+  const PartitionPlan& plan() const { return plan_; }
+  int64_t shard_size() const { return plan_.shard_size(options_.shard); }
+  // Indices into plan().slices() of this shard's slices.
+  const std::vector<int>& local_slices() const {
+    return plan_.shard_slices(options_.shard);
+  }
+  int64_t version() const;
+  DescribeResponse Describe() const;
+
+  // Waits (until `deadline`) for the parameters a pull may read: BSP
+  // version >= min_version; SSP every worker's clock >= step - staleness;
+  // ASP the latest. Fails fast if the shard is broken.
+  absl::StatusOr<std::shared_ptr<const Snapshot>> AcquireSnapshot(
+      int worker, int64_t min_version, int64_t step, absl::Time deadline);
+
+  // Push protocol: BeginPush(header), AddChunk()*, FinishPush(). A session
+  // for a duplicate push validates but applies nothing.
+  absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
+      const PushHeader& header);
+  absl::Status AddChunk(PushSession* session, const TensorChunk& chunk);
+  absl::StatusOr<PushResponse> FinishPush(std::unique_ptr<PushSession> session,
+                                          absl::Time deadline);
+
+  // BSP batch totals (shard 0 serves them).
+  absl::StatusOr<AnnounceResponse> Announce(const AnnounceRequest& request,
+                                            absl::Time deadline);
+  // A peer's partial sums for (version, phase).
+  absl::Status ReceiveExchange(const ExchangeRequest& request);
+
+  // Writes this shard's slices and optimizer state after exactly `version`
+  // steps (waits for it; FailedPrecondition when already past).
+  absl::StatusOr<CheckpointResponse> Checkpoint(const std::string& dir,
+                                                int64_t version,
+                                                absl::Time deadline);
+  // Restores from a checkpoint manifest (any number of shards).
+  absl::StatusOr<int64_t> Restore(const std::string& manifest);
+
+  StatsResponse Stats() const;
+
+ private:
+  explicit ShardCore(const ShardOptions& options, PeerLink* peers,
+                     ParamLayout layout, PartitionPlan plan);
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, update_mu_);
+  absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Runs one optimizer step over `grad` (shard_size). Holds update_mu_.
+  absl::Status ApplyStep(int64_t step_index, const float* grad,
+                         float grad_scale, std::optional<double> grad_sq_sum,
+                         absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
+  absl::StatusOr<std::vector<double>> AllReduce(int64_t version, int phase,
+                                                std::vector<double> local,
+                                                absl::Time deadline);
+  std::vector<float> TakeBuffer() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReturnBuffer(std::vector<float> buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ApplyBspLocked(absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ShardOptions options_;
+  PeerLink* const peers_;
+  const ParamLayout layout_;
+  const PartitionPlan plan_;
+  const int state_slots_;
+  // name -> this shard's slice indices (into plan_.slices()) of that tensor.
+  absl::flat_hash_map<std::string, std::vector<int>> by_name_;
+  // Tensors split across several slices: index into the LAMB exchange.
+  std::vector<int> split_tensors_;  // tensor indices
+
+  // Serialises optimizer steps, checkpoints and restores. Taken before mu_.
+  absl::Mutex update_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<float> params_ ABSL_GUARDED_BY(update_mu_);   // (shard_size)
+  // Per slice [slot 0 (n) | slot 1 (n)], at state_slots * shard_offset.
+  std::vector<float> state_ ABSL_GUARDED_BY(update_mu_);
+  std::vector<float> update_scratch_ ABSL_GUARDED_BY(update_mu_);  // LAMB
+  std::vector<float> aggregate_ ABSL_GUARDED_BY(update_mu_);       // BSP sum
+
+  mutable absl::Mutex mu_;
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool updating_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<Snapshot> published_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Snapshot>> snapshot_pool_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);  // per worker
+  std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);      // pushes applied
+  // BSP: staged gradients of the current step, by worker.
+  std::map<int, std::vector<float>> staged_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<float>> free_buffers_ ABSL_GUARDED_BY(mu_);
+  struct AnnounceEntry {
+    std::map<int, std::pair<double, int64_t>> by_worker;
+  };
+  std::map<int64_t, AnnounceEntry> announces_ ABSL_GUARDED_BY(mu_);
+  int64_t pushes_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pushes_duplicate_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pushes_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_in_ ABSL_GUARDED_BY(mu_) = 0;
+  double last_grad_norm_ ABSL_GUARDED_BY(mu_) = 0;
+  double last_lr_ ABSL_GUARDED_BY(mu_) = 0;
+
+  absl::Mutex ex_mu_;
+  // (version, phase) -> per shard values.
+  std::map<std::pair<int64_t, int>, std::vector<std::optional<std::vector<double>>>>
+      exchange_ ABSL_GUARDED_BY(ex_mu_);
+};
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_PS_SHARD_H_

@@ -1,0 +1,269 @@
+#include "server/ps/shard.h"
+
+#include <cmath>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+BertConfig Small() {
+  BertConfig c;
+  c.vocab_size = 30;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 16;
+  c.max_position_embeddings = 8;
+  return c;
+}
+
+// In-process PeerLink: delivers straight to the other cores.
+class LocalLink : public PeerLink {
+ public:
+  void Add(ShardCore* c) {
+    absl::MutexLock l(&mu_);
+    cores_.push_back(c);
+  }
+  absl::Status Send(int to, const ExchangeRequest& r, absl::Time) override {
+    ShardCore* c;
+    {
+      absl::MutexLock l(&mu_);
+      c = cores_[to];
+    }
+    return c->ReceiveExchange(r);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<ShardCore*> cores_ ABSL_GUARDED_BY(mu_);
+};
+
+ShardOptions Opts(ConsistencyMode mode, int workers, int shards = 1,
+                  int shard = 0) {
+  ShardOptions o;
+  o.config = Small();
+  o.mode = mode;
+  o.num_workers = workers;
+  o.num_shards = shards;
+  o.shard = shard;
+  o.optimizer.learning_rate = 0.01;
+  o.wait_timeout = absl::Seconds(5);
+  return o;
+}
+
+// Pushes a full gradient of constant value to one core.
+absl::StatusOr<PushResponse> PushConst(ShardCore* core, int worker,
+                                       int64_t step, float value,
+                                       double grad_sq = -1) {
+  PushHeader h;
+  h.set_worker(worker);
+  h.set_step(step);
+  const int64_t n = core->shard_size();
+  h.set_grad_sq_sum(grad_sq >= 0 ? grad_sq : double(value) * value * n);
+  absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> s =
+      core->BeginPush(h);
+  if (!s.ok()) return s.status();
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    std::vector<float> g(sl.size(), value);
+    TensorChunk c;
+    c.set_name(sl.name);
+    c.set_dtype(F32);
+    c.set_offset(sl.begin);
+    c.set_data(g.data(), 4 * g.size());
+    absl::Status st = core->AddChunk(s->get(), c);
+    if (!st.ok()) return st;
+  }
+  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
+}
+
+std::vector<float> Params(ShardCore* core) {
+  auto snap = core->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
+  return (*snap)->params;
+}
+
+TEST(ShardCore, AspAppliesEveryPushExactlyOnce) {
+  auto core = *ShardCore::Create(Opts(ASP, 2), nullptr);
+  for (int step = 0; step < 5; ++step) {
+    for (int w = 0; w < 2; ++w) ASSERT_TRUE(PushConst(core.get(), w, step, 0.1f).ok());
+  }
+  EXPECT_EQ(core->version(), 10);
+  StatsResponse s = core->Stats();
+  EXPECT_EQ(s.pushes_applied(), 10);
+  EXPECT_EQ(s.worker_clock(0), 5);
+  EXPECT_EQ(s.worker_clock(1), 5);
+}
+
+TEST(ShardCore, RetriedPushIsNotAppliedTwice) {
+  for (ConsistencyMode mode : {BSP, ASP}) {
+    auto core = *ShardCore::Create(Opts(mode, 1), nullptr);
+    ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.5f).ok());
+    std::vector<float> after = Params(core.get());
+    auto again = PushConst(core.get(), 0, 0, 0.5f);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE(again->duplicate());
+    EXPECT_EQ(core->version(), 1);
+    EXPECT_EQ(Params(core.get()), after);
+    EXPECT_EQ(core->Stats().pushes_duplicate(), 1);
+  }
+}
+
+TEST(ShardCore, BspWaitsForAllWorkersAndSumsInWorkerOrder) {
+  auto core = *ShardCore::Create(Opts(BSP, 2), nullptr);
+  std::vector<float> before = Params(core.get());
+  ASSERT_TRUE(PushConst(core.get(), 1, 0, 0.25f).ok());
+  EXPECT_EQ(core->version(), 0);  // worker 0 missing
+  auto early = core->AcquireSnapshot(0, 1, 1, absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(early.status().message().find("1 of 2 pushes"), std::string::npos)
+      << early.status();
+  ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.25f).ok());
+  EXPECT_EQ(core->version(), 1);
+  EXPECT_NE(Params(core.get()), before);
+  // A push for a step already applied, and one from the future.
+  EXPECT_EQ(PushConst(core.get(), 0, 5, 0.1f).status().code(),
+            absl::StatusCode::kOutOfRange);
+}
+
+TEST(ShardCore, SspBoundsTheFastestWorker) {
+  ShardOptions o = Opts(SSP, 2);
+  o.staleness = 1;
+  auto core = *ShardCore::Create(o, nullptr);
+  // Worker 0 runs ahead: steps 0 and 1 pushed; worker 1 has pushed nothing.
+  auto ok0 = core->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
+  ASSERT_TRUE(ok0.ok());
+  ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.1f).ok());
+  ASSERT_TRUE(core->AcquireSnapshot(0, 0, 1, absl::Now() + absl::Seconds(1)).ok());
+  ASSERT_TRUE(PushConst(core.get(), 0, 1, 0.1f).ok());
+  // Step 2 is 2 ahead of the slowest (clock 0): blocked.
+  auto blocked = core->AcquireSnapshot(0, 0, 2, absl::Now() + absl::Milliseconds(100));
+  EXPECT_EQ(blocked.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(blocked.status().message().find("slowest worker (1"), std::string::npos)
+      << blocked.status();
+  // A pull that waits is released as soon as the slow worker pushes.
+  std::thread slow([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    ASSERT_TRUE(PushConst(core.get(), 1, 0, 0.1f).ok());
+  });
+  auto released = core->AcquireSnapshot(0, 0, 2, absl::Now() + absl::Seconds(5));
+  slow.join();
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ((*released)->version, 3);
+}
+
+// Each bad push is rejected with a clear error and changes nothing.
+TEST(ShardCore, BadPushesChangeNothing) {
+  auto core = *ShardCore::Create(Opts(BSP, 1), nullptr);
+  std::vector<float> before = Params(core.get());
+  const SliceSpec& first = core->plan().slices()[core->local_slices()[0]];
+  auto try_chunk = [&](TensorChunk c, const char* what) {
+    PushHeader h;
+    h.set_worker(0);
+    h.set_step(0);
+    auto s = core->BeginPush(h);
+    ASSERT_TRUE(s.ok());
+    absl::Status st = core->AddChunk(s->get(), c);
+    ASSERT_FALSE(st.ok()) << what;
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(what), std::string::npos) << st;
+  };
+  std::vector<float> g(first.size(), 1.0f);
+  TensorChunk c;
+  c.set_name(first.name);
+  c.set_dtype(F32);
+  c.set_offset(first.begin);
+  c.set_data(g.data(), 4 * g.size());
+  TensorChunk unknown = c;
+  unknown.set_name("bert.nope");
+  try_chunk(unknown, "unknown tensor");
+  TensorChunk dtype = c;
+  dtype.set_dtype(I32);
+  try_chunk(dtype, "F32 or BF16");
+  TensorChunk nan = c;
+  g[3] = std::nanf("");
+  nan.set_data(g.data(), 4 * g.size());
+  try_chunk(nan, "NaN or Inf");
+  g[3] = 1.0f;
+  TensorChunk shape = c;
+  shape.add_shape(7);
+  try_chunk(shape, "wrong shape");
+  TensorChunk ragged = c;
+  ragged.set_data(std::string(5, 'x'));
+  try_chunk(ragged, "multiple of 4");
+  TensorChunk later = c;
+  later.set_offset(first.begin + 1);
+  later.set_data(g.data(), 4);
+  try_chunk(later, "out of order");
+  // Incomplete push.
+  PushHeader h;
+  h.set_worker(0);
+  h.set_step(0);
+  auto s = core->BeginPush(h);
+  ASSERT_TRUE(core->AddChunk(s->get(), c).ok());
+  auto fin = core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(fin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fin.status().message().find("incomplete"), std::string::npos);
+  // Bad workers and a NaN norm.
+  h.set_worker(3);
+  EXPECT_FALSE(core->BeginPush(h).ok());
+  h.set_worker(0);
+  h.set_grad_sq_sum(std::nan(""));
+  EXPECT_FALSE(core->BeginPush(h).ok());
+  EXPECT_EQ(core->version(), 0);
+  EXPECT_EQ(Params(core.get()), before);
+  // A good push still works afterwards.
+  ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.5f).ok());
+  EXPECT_EQ(core->version(), 1);
+}
+
+// LAMB and clipping over 3 shards equal 1 shard: the shards agree on the
+// global norm and on per-tensor norms of the word embeddings split by rows.
+TEST(ShardCore, ShardsAgreeOnNormsLikeOneShard) {
+  for (auto kind : {optim::OptimizerKind::kLamb,
+                    optim::OptimizerKind::kAdamWeightDecay}) {
+    ShardOptions one = Opts(BSP, 1);
+    one.optimizer.kind = kind;
+    one.optimizer.clip_norm = 0.5;  // the constant gradient is clipped
+    auto single = *ShardCore::Create(one, nullptr);
+    LocalLink link;
+    std::vector<std::unique_ptr<ShardCore>> cores;
+    for (int s = 0; s < 3; ++s) {
+      ShardOptions o = one;
+      o.num_shards = 3;
+      o.shard = s;
+      cores.push_back(*ShardCore::Create(o, &link));
+      link.Add(cores.back().get());
+    }
+    ASSERT_GT(cores[0]->plan().pieces(0), 1);  // word embeddings are split
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE(PushConst(single.get(), 0, step, 0.3f).ok());
+      std::vector<std::thread> ts;
+      for (auto& c : cores) {
+        ts.emplace_back([&, step] { ASSERT_TRUE(PushConst(c.get(), 0, step, 0.3f).ok()); });
+      }
+      for (auto& t : ts) t.join();
+    }
+    // Compare every slice with the single shard's buffer.
+    std::vector<float> whole = Params(single.get());
+    for (auto& c : cores) {
+      std::vector<float> part = Params(c.get());
+      for (int i : c->local_slices()) {
+        const SliceSpec& sl = c->plan().slices()[i];
+        const int64_t base =
+            single->plan().slices()[single->plan().shard_slices(0)[sl.tensor]].shard_offset;
+        for (int64_t k = 0; k < sl.size(); ++k) {
+          ASSERT_NEAR(part[sl.shard_offset + k], whole[base + sl.begin + k], 1e-6)
+              << sl.name << " " << k;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace bertps

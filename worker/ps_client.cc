@@ -1,0 +1,404 @@
+#include "worker/ps_client.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/io/half.h"
+#include "common/model/weights.h"
+#include "common/status.h"
+#include "grpcpp/grpcpp.h"
+#include "server/ps/checkpoint.h"
+#include "server/ps/service.h"
+
+namespace bertps {
+
+using ps::SliceSpec;
+
+PsClient::PsClient(const PsClientOptions& options, const BertConfig& config,
+                   BertTask task, ParamLayout layout, ps::PartitionPlan plan)
+    : options_(options),
+      config_(config),
+      task_(task),
+      layout_(std::move(layout)),
+      plan_(std::move(plan)) {}
+
+PsClient::~PsClient() = default;
+
+grpc::ClientContext* PsClient::NewContext(grpc::ClientContext* ctx) const {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  return ctx;
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
+    const PsClientOptions& options, const BertConfig& config, BertTask task) {
+  if (options.addresses.empty()) {
+    return absl::InvalidArgumentError("no parameter-server addresses");
+  }
+  ParamLayout layout = ParamLayout::ForBert(config, task);
+  ASSIGN_OR_RETURN(ps::PartitionPlan plan,
+                   ps::PartitionPlan::Make(
+                       layout, static_cast<int>(options.addresses.size())));
+  std::unique_ptr<PsClient> c(new PsClient(options, config, task,
+                                           std::move(layout), std::move(plan)));
+  for (size_t i = 0; i < options.addresses.size(); ++i) {
+    auto channel = grpc::CreateCustomChannel(options.addresses[i],
+                                             grpc::InsecureChannelCredentials(),
+                                             ps::ClientChannelArguments());
+    c->stubs_.push_back(ParameterServer::NewStub(channel));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.connect_timeout));
+    ctx.set_wait_for_ready(true);
+    DescribeResponse d;
+    absl::Status st = FromGrpcStatus(
+        c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
+    if (!st.ok()) {
+      return Annotate(st, absl::StrCat("parameter-server shard ", i, " at ",
+                                       options.addresses[i]));
+    }
+    if (d.shard_index() != static_cast<int>(i) ||
+        d.num_shards() != static_cast<int>(options.addresses.size())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.addresses[i], " is shard ", d.shard_index(), " of ",
+          d.num_shards(), ", expected shard ", i, " of ",
+          options.addresses.size()));
+    }
+    if (d.task() != BertTaskName(task)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options.addresses[i], " serves task ", d.task()));
+    }
+    ASSIGN_OR_RETURN(BertConfig sc, ParseBertConfig(d.model_config_json()));
+    if (sc.ToJson() != config.ToJson()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options.addresses[i], " serves a different model config"));
+    }
+    // The slices must be exactly our plan's.
+    const auto& mine = c->plan_.shard_slices(static_cast<int>(i));
+    if (static_cast<size_t>(d.slices_size()) != mine.size()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options.addresses[i], " has a different partition"));
+    }
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const SliceSpec& s = c->plan_.slices()[mine[k]];
+      if (d.slices(k).name() != s.name || d.slices(k).begin() != s.begin ||
+          d.slices(k).end() != s.end) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(options.addresses[i], " has a different partition"));
+      }
+    }
+    c->described_.push_back(d);
+  }
+  if (options.compress_bf16) c->residual_.assign(c->layout_.total_size(), 0.f);
+  return c;
+}
+
+absl::Status PsClient::PullShard(int shard, int worker, int64_t min_version,
+                                 int64_t step, float* params,
+                                 int64_t* version) {
+  grpc::ClientContext ctx;
+  NewContext(&ctx);
+  PullRequest req;
+  req.set_worker(worker);
+  req.set_min_version(min_version);
+  req.set_step(step);
+  auto reader = stubs_[shard]->Pull(&ctx, req);
+  PullResponse msg;
+  bool have_version = false;
+  int64_t received = 0;
+  while (reader->Read(&msg)) {
+    if (msg.has_chunk()) {
+      const TensorChunk& c = msg.chunk();
+      const ParamSpec* spec = layout_.Find(c.name());
+      const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
+      if (spec == nullptr || c.dtype() != F32 || c.offset() < 0 ||
+          c.offset() + n > spec->size) {
+        ctx.TryCancel();
+        reader->Finish();
+        return absl::DataLossError(absl::StrCat(
+            "shard ", shard, " sent a malformed chunk of ", c.name()));
+      }
+      std::memcpy(params + spec->offset + c.offset(), c.data().data(),
+                  sizeof(float) * n);
+      received += n;
+    } else {
+      *version = msg.version();
+      have_version = true;
+    }
+  }
+  absl::Status st = FromGrpcStatus(reader->Finish());
+  if (!st.ok()) {
+    return Annotate(st, absl::StrCat("pull from shard ", shard, " (",
+                                     options_.addresses[shard], ")"));
+  }
+  if (!have_version || received != plan_.shard_size(shard)) {
+    return absl::DataLossError(absl::StrCat(
+        "pull from shard ", shard, " returned ", received, " of ",
+        plan_.shard_size(shard), " elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> PsClient::Pull(int worker, int64_t min_version,
+                                       int64_t step, float* params) {
+  const int s = num_shards();
+  std::vector<absl::Status> st(s);
+  std::vector<int64_t> versions(s, 0);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < s; ++i) {
+    threads.emplace_back([&, i] {
+      st[i] = PullShard(i, worker, min_version, step, params, &versions[i]);
+    });
+  }
+  st[0] = PullShard(0, worker, min_version, step, params, &versions[0]);
+  for (auto& t : threads) t.join();
+  for (const absl::Status& x : st) RETURN_IF_ERROR(x);
+  return *std::min_element(versions.begin(), versions.end());
+}
+
+std::future<absl::StatusOr<int64_t>> PsClient::PullAsync(int worker,
+                                                         int64_t min_version,
+                                                         int64_t step,
+                                                         float* params) {
+  return std::async(std::launch::async, [=] {
+    return Pull(worker, min_version, step, params);
+  });
+}
+
+// One shard's half of a push: its stream and a sender thread.
+struct PsClient::PushStream::Shard {
+  int index = 0;
+  grpc::ClientContext ctx;
+  PushResponse resp;
+  std::unique_ptr<grpc::ClientWriter<PushRequest>> writer;
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::pair<int, const float*>> queue;  // (tensor, grad)
+  bool closed = false;
+  bool broken = false;
+};
+
+absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
+    const PushHeader& header) {
+  auto ps = std::unique_ptr<PushStream>(new PushStream());
+  ps->client_ = this;
+  ps->header_ = header;
+  for (int i = 0; i < num_shards(); ++i) {
+    auto sh = std::make_unique<PushStream::Shard>();
+    sh->index = i;
+    NewContext(&sh->ctx);
+    sh->writer = stubs_[i]->Push(&sh->ctx, &sh->resp);
+    PushRequest first;
+    *first.mutable_header() = header;
+    if (!sh->writer->Write(first)) sh->broken = true;
+    PushStream::Shard* raw = sh.get();
+    sh->thread = std::thread([this, raw] {
+      PushRequest msg;
+      std::vector<uint16_t> bf16;
+      for (;;) {
+        std::pair<int, const float*> item;
+        {
+          std::unique_lock<std::mutex> l(raw->mu);
+          raw->cv.wait(l, [&] { return raw->closed || !raw->queue.empty(); });
+          if (raw->queue.empty()) return;
+          item = raw->queue.front();
+          raw->queue.pop_front();
+        }
+        if (raw->broken) continue;
+        const ParamSpec& spec = layout_.tensors()[item.first];
+        for (int si : plan_.shard_slices(raw->index)) {
+          const SliceSpec& sl = plan_.slices()[si];
+          if (sl.tensor != item.first) continue;
+          for (int64_t off = sl.begin; off < sl.end; off += ps::kChunkElements) {
+            const int64_t n = std::min(ps::kChunkElements, sl.end - off);
+            TensorChunk* c = msg.mutable_chunk();
+            c->set_name(spec.name);
+            c->set_offset(off);
+            const float* g = item.second + off;
+            if (options_.compress_bf16) {
+              // Error feedback: send bf16(g + r), keep the rounding error.
+              float* r = residual_.data() + spec.offset + off;
+              bf16.resize(n);
+              for (int64_t k = 0; k < n; ++k) {
+                const float v = g[k] + r[k];
+                bf16[k] = io::F32ToBf16(v);
+                r[k] = v - io::Bf16ToF32(bf16[k]);
+              }
+              c->set_dtype(BF16);
+              c->set_data(bf16.data(), 2 * n);
+            } else {
+              c->set_dtype(F32);
+              c->set_data(g, sizeof(float) * n);
+            }
+            if (!raw->writer->Write(msg)) {
+              raw->broken = true;
+              break;
+            }
+          }
+        }
+      }
+    });
+    ps->shards_.push_back(std::move(sh));
+  }
+  return ps;
+}
+
+void PsClient::PushStream::Send(int tensor, const float* grad) {
+  for (auto& sh : shards_) {
+    bool has = false;
+    for (int si : client_->plan_.shard_slices(sh->index)) {
+      if (client_->plan_.slices()[si].tensor == tensor) has = true;
+    }
+    if (!has) continue;
+    std::lock_guard<std::mutex> l(sh->mu);
+    sh->queue.emplace_back(tensor, grad);
+    sh->cv.notify_one();
+  }
+}
+
+absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
+  int64_t version = -1;
+  absl::Status first_error;
+  for (auto& sh : shards_) {
+    {
+      std::lock_guard<std::mutex> l(sh->mu);
+      sh->closed = true;
+      sh->cv.notify_one();
+    }
+    sh->thread.join();
+    sh->writer->WritesDone();
+    absl::Status st = FromGrpcStatus(sh->writer->Finish());
+    if (!st.ok() && first_error.ok()) {
+      first_error = Annotate(
+          st, absl::StrCat("push to shard ", sh->index, " (",
+                           client_->options_.addresses[sh->index], ")"));
+    }
+    if (st.ok()) {
+      version = version < 0 ? sh->resp.version()
+                            : std::min(version, sh->resp.version());
+    }
+  }
+  shards_.clear();
+  RETURN_IF_ERROR(first_error);
+  return version;
+}
+
+PsClient::PushStream::~PushStream() {
+  for (auto& sh : shards_) {
+    {
+      std::lock_guard<std::mutex> l(sh->mu);
+      sh->closed = true;
+      sh->cv.notify_one();
+    }
+    sh->ctx.TryCancel();
+    sh->thread.join();
+  }
+}
+
+absl::StatusOr<int64_t> PsClient::Push(const PushHeader& header,
+                                       const float* grads) {
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PushStream> s, BeginPush(header));
+    for (size_t t = 0; t < layout_.tensors().size(); ++t) {
+      s->Send(static_cast<int>(t), grads + layout_.tensors()[t].offset);
+    }
+    absl::StatusOr<int64_t> v = s->Finish();
+    if (v.ok()) return v;
+    last = v.status();
+    // Only transport failures are retried; the shard recognises the retry.
+    if (last.code() != absl::StatusCode::kUnavailable) return last;
+    absl::SleepFor(absl::Milliseconds(200 << attempt));
+  }
+  return last;
+}
+
+absl::StatusOr<AnnounceResponse> PsClient::Announce(
+    const AnnounceRequest& request) {
+  grpc::ClientContext ctx;
+  NewContext(&ctx);
+  AnnounceResponse resp;
+  absl::Status st =
+      FromGrpcStatus(stubs_[0]->Announce(&ctx, request, &resp));
+  if (!st.ok()) return Annotate(st, "batch totals from shard 0");
+  return resp;
+}
+
+absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
+                                                 int64_t version) {
+  ps::Manifest m;
+  m.version = version;
+  m.num_shards = num_shards();
+  m.config_json = config_.ToJson();
+  m.task = std::string(BertTaskName(task_));
+  m.optimizer = described_[0].optimizer();
+  m.plan_text = plan_.ToText();
+  std::vector<absl::Status> st(num_shards());
+  std::vector<CheckpointResponse> resp(num_shards());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < num_shards(); ++i) {
+    threads.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      NewContext(&ctx);
+      CheckpointRequest req;
+      req.set_dir(dir);
+      req.set_version(version);
+      st[i] = FromGrpcStatus(stubs_[i]->Checkpoint(&ctx, req, &resp[i]));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < num_shards(); ++i) {
+    if (!st[i].ok()) {
+      return Annotate(st[i], absl::StrCat("checkpoint of shard ", i));
+    }
+  }
+  for (int i = 0; i < num_shards(); ++i) {
+    ps::ShardFile f;
+    f.shard = i;
+    f.file = resp[i].file();  // WriteManifest stores it relative to itself
+    f.crc32c = resp[i].crc32c();
+    f.bytes = resp[i].bytes();
+    m.files.push_back(f);
+  }
+  m.state_slots = described_[0].state_slots();
+  return ps::WriteManifest(dir, m);
+}
+
+absl::Status PsClient::Restore(const std::string& manifest) {
+  for (int i = 0; i < num_shards(); ++i) {
+    grpc::ClientContext ctx;
+    NewContext(&ctx);
+    RestoreRequest req;
+    req.set_manifest(manifest);
+    RestoreResponse resp;
+    absl::Status st = FromGrpcStatus(stubs_[i]->Restore(&ctx, req, &resp));
+    if (!st.ok()) return Annotate(st, absl::StrCat("restore of shard ", i));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() {
+  std::vector<StatsResponse> out(num_shards());
+  for (int i = 0; i < num_shards(); ++i) {
+    grpc::ClientContext ctx;
+    NewContext(&ctx);
+    absl::Status st =
+        FromGrpcStatus(stubs_[i]->Stats(&ctx, StatsRequest(), &out[i]));
+    if (!st.ok()) return Annotate(st, absl::StrCat("stats of shard ", i));
+  }
+  return out;
+}
+
+absl::Status PsClient::Export(const std::string& path) {
+  std::vector<float> params(layout_.total_size());
+  ASSIGN_OR_RETURN(int64_t v, Pull(0, 0, 0, params.data()));
+  (void)v;
+  return SaveBertWeights(path, layout_, params.data(), &config_);
+}
+
+}  // namespace bertps

@@ -1,0 +1,118 @@
+// PsClient: a worker's connection to every parameter-server shard.
+//
+// Pull: fetches every shard's slices in parallel straight into a flat buffer
+// in the model's ParamLayout. PullAsync returns a handle to wait on (so the
+// next step's parameters can be fetched while other work goes on); Pull is
+// the synchronous wrapper.
+// Push: a PushStream opens one client stream per shard; Send() hands whole
+// tensors to per-shard sender threads as soon as backward produced them, so
+// communication overlaps the rest of backward; Finish() closes the streams.
+// Optional bf16 compression with error feedback (the rounding error of each
+// element is carried into the next push).
+// Every RPC has a deadline; failures name the shard and its address.
+//
+// Thread-safety: one step at a time (Pull/Push are not called concurrently
+// with each other); internally multi-threaded.
+#ifndef BERTPS_WORKER_PS_CLIENT_H_
+#define BERTPS_WORKER_PS_CLIENT_H_
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/model/bert_config.h"
+#include "common/model/params.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/ps/partition.h"
+
+namespace bertps {
+
+struct PsClientOptions {
+  std::vector<std::string> addresses;  // shard i at index i
+  absl::Duration rpc_timeout = absl::Seconds(120);
+  absl::Duration connect_timeout = absl::Seconds(60);
+  bool compress_bf16 = false;
+};
+
+class PsClient {
+ public:
+  class PushStream;
+
+  // Connects and checks that every shard serves the same model and plan.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
+      const PsClientOptions& options, const BertConfig& config, BertTask task);
+  ~PsClient();
+
+  const ParamLayout& layout() const { return layout_; }
+  const ps::PartitionPlan& plan() const { return plan_; }
+  const DescribeResponse& description(int shard) const { return described_[shard]; }
+  int num_shards() const { return static_cast<int>(stubs_.size()); }
+
+  // Parameters of version >= min_version (BSP) / allowed for `step` (SSP)
+  // into params (layout order). Returns the version (all shards agree under
+  // BSP; the smallest otherwise).
+  absl::StatusOr<int64_t> Pull(int worker, int64_t min_version, int64_t step,
+                               float* params);
+  std::future<absl::StatusOr<int64_t>> PullAsync(int worker,
+                                                 int64_t min_version,
+                                                 int64_t step, float* params);
+
+  // Starts a push of one step's gradient.
+  absl::StatusOr<std::unique_ptr<PushStream>> BeginPush(const PushHeader& header);
+  // The whole gradient (layout order) in one call, with retries of failed
+  // shards (a retried push is recognised by the shard and applied once).
+  absl::StatusOr<int64_t> Push(const PushHeader& header, const float* grads);
+
+  absl::StatusOr<AnnounceResponse> Announce(const AnnounceRequest& request);
+  // Checkpoint of `version` on every shard, then the manifest. Returns the
+  // manifest path.
+  absl::StatusOr<std::string> Checkpoint(const std::string& dir,
+                                         int64_t version);
+  absl::Status Restore(const std::string& manifest);
+  absl::StatusOr<std::vector<StatsResponse>> Stats();
+  // Pulls the latest parameters and writes them as Hugging Face safetensors.
+  absl::Status Export(const std::string& path);
+
+ private:
+  PsClient(const PsClientOptions& options, const BertConfig& config,
+           BertTask task, ParamLayout layout, ps::PartitionPlan plan);
+  absl::Status PullShard(int shard, int worker, int64_t min_version,
+                         int64_t step, float* params, int64_t* version);
+  absl::Status PushShard(int shard, const PushHeader& header,
+                         const float* grads);
+  grpc::ClientContext* NewContext(grpc::ClientContext* ctx) const;
+
+  const PsClientOptions options_;
+  const BertConfig config_;
+  const BertTask task_;
+  const ParamLayout layout_;
+  const ps::PartitionPlan plan_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
+  std::vector<DescribeResponse> described_;
+  std::vector<float> residual_;  // bf16 error feedback (layout order)
+};
+
+class PsClient::PushStream {
+ public:
+  ~PushStream();
+  // Queues the gradient of layout tensor `tensor` for sending; `grad` must
+  // stay valid until Finish().
+  void Send(int tensor, const float* grad);
+  // Closes every stream; returns the smallest version the shards reported.
+  absl::StatusOr<int64_t> Finish();
+
+ private:
+  friend class PsClient;
+  struct Shard;
+  PsClient* client_ = nullptr;
+  PushHeader header_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace bertps
+
+#endif  // BERTPS_WORKER_PS_CLIENT_H_

@@ -1,0 +1,91 @@
+// TrainWorker: the `train` role of bertps_worker. Stateless: everything it
+// needs comes from its options (later: the coordinator) and the
+// parameter-server shards.
+//
+// Data: the examples of all files (sorted glob matches) form one global
+// stream; global batch t is examples [t*B*N, (t+1)*B*N) (B per worker, N
+// workers), and worker i takes [t*B*N + i*B, t*B*N + (i+1)*B). So the union
+// of the workers' batches is exactly what one worker with batch B*N reads,
+// whatever N is, and a restarted worker resumes at the shards' step.
+// Dropout keys use the example's index in the global batch.
+//
+// Step t (BSP): announce the batch's loss denominators, pull version t, run
+// forward/backward with the global denominators while pushing each layer's
+// gradients as backward produces them, finish the push.
+// ASP/SSP: pull (SSP waits for the staleness bound), compute, push the whole
+// gradient with its squared norm.
+//
+// Thread-safety: Run() from one thread.
+#ifndef BERTPS_WORKER_TRAIN_WORKER_H_
+#define BERTPS_WORKER_TRAIN_WORKER_H_
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/io/bert_example.h"
+#include "common/kernels/matmul.h"
+#include "common/model/bert.h"
+#include "worker/ps_client.h"
+
+namespace bertps {
+
+struct TrainWorkerOptions {
+  PsClientOptions ps;
+  BertConfig config;
+  BertTask task = BertTask::kPretrain;
+  int worker = 0;
+  int num_workers = 1;
+  std::vector<std::string> data;  // TFRecord globs
+  int batch = 32;                 // examples per worker per step
+  int64_t steps = 100;            // total steps of the job
+  uint64_t seed = 12345;          // dropout
+  bool dropout = true;
+  bool overlap_push = true;       // push layers during backward (BSP)
+  std::string checkpoint_dir;     // worker 0 checkpoints when set
+  int64_t checkpoint_every = 0;
+  std::string export_path;        // worker 0 exports the final model
+  int64_t log_every = 10;
+  std::ostream* log = nullptr;    // JSON lines; null: quiet
+};
+
+struct StepReport {
+  int64_t step = 0;
+  int64_t version = 0;  // after the push
+  double loss = 0;
+  double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
+};
+
+class TrainWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrainWorker>> Create(
+      const TrainWorkerOptions& options);
+  ~TrainWorker();
+
+  // Runs from the shards' current step to options.steps.
+  absl::Status Run();
+  // One step (exposed for tests and benchmarks).
+  absl::StatusOr<StepReport> Step(int64_t step);
+  PsClient* client() { return client_.get(); }
+  BertModel<float>* model() { return model_.get(); }
+
+ private:
+  TrainWorker(const TrainWorkerOptions& options);
+  absl::Status ReadBatch(int64_t step);
+
+  const TrainWorkerOptions options_;
+  std::unique_ptr<PsClient> client_;
+  kernels::MatmulEngine mm_;
+  std::unique_ptr<BertModel<float>> model_;
+  std::unique_ptr<io::ExampleStream> stream_;
+  int64_t stream_pos_ = 0;  // global example index of the stream's next record
+  int seq_ = 0, preds_ = 0;
+  io::BertBatch batch_;
+};
+
+}  // namespace bertps
+
+#endif  // BERTPS_WORKER_TRAIN_WORKER_H_
