@@ -262,8 +262,8 @@ void PsClient::PushStream::Send(int tensor, const float* grad) {
 }
 
 absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
-  int64_t version = -1;
-  absl::Status first_error;
+  // Close every stream before waiting for any answer: under BSP a shard
+  // answers only once the step is applied, which needs every shard's data.
   for (auto& sh : shards_) {
     {
       std::lock_guard<std::mutex> l(sh->mu);
@@ -272,6 +272,10 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
     }
     sh->thread.join();
     sh->writer->WritesDone();
+  }
+  int64_t version = -1;
+  absl::Status first_error;
+  for (auto& sh : shards_) {
     absl::Status st = FromGrpcStatus(sh->writer->Finish());
     if (!st.ok() && first_error.ok()) {
       first_error = Annotate(

@@ -1,0 +1,238 @@
+// Real gRPC servers over 127.0.0.1 in this process: parameter-server shards
+// and train workers.
+#include "worker/train_worker.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "common/io/bert_example.h"
+#include "common/io/safetensors.h"
+#include "common/io/tfrecord.h"
+#include "gtest/gtest.h"
+#include "server/ps/checkpoint.h"
+#include "server/ps/server.h"
+
+namespace bertps {
+namespace {
+
+std::string TempDir() {
+  const char* d = std::getenv("TEST_TMPDIR");
+  return d ? d : "/tmp";
+}
+
+BertConfig Small() {
+  BertConfig c;
+  c.vocab_size = 40;
+  c.hidden_size = 32;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 64;
+  c.max_position_embeddings = 32;
+  return c;
+}
+
+void WriteData(const std::string& path, int n, uint64_t seed) {
+  std::mt19937 rng(seed);
+  auto w = *io::TFRecordWriter::Open(path);
+  for (int i = 0; i < n; ++i) {
+    io::PretrainExample e;
+    const int tok = 5 + rng() % 30;
+    const int len = 10 + rng() % 7;  // padding varies
+    for (int j = 0; j < 16; ++j) {
+      e.input_ids.push_back(j >= len ? 0 : j == 0 ? 1 : tok);
+      e.input_mask.push_back(j < len);
+      e.segment_ids.push_back(j < len / 2 ? 0 : 1);
+    }
+    const int preds = 1 + rng() % 3;  // varying real predictions
+    for (int k = 0; k < 3; ++k) {
+      e.masked_lm_positions.push_back(k < preds ? 1 + k * 3 : 0);
+      e.masked_lm_ids.push_back(k < preds ? tok : 0);
+      e.masked_lm_weights.push_back(k < preds ? 1.0f : 0.0f);
+    }
+    e.next_sentence_label = tok % 2;
+    ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
+  }
+  ASSERT_TRUE(w->Close().ok());
+}
+
+struct Cluster {
+  std::vector<std::unique_ptr<ps::ShardServer>> shards;
+  std::vector<std::string> addresses;
+};
+
+Cluster StartCluster(int num_shards, ps::ShardOptions o) {
+  Cluster c;
+  for (int s = 0; s < num_shards; ++s) {
+    o.shard = s;
+    o.num_shards = num_shards;
+    auto server = ps::ShardServer::Start(o, "127.0.0.1:0", {});
+    EXPECT_TRUE(server.ok()) << server.status();
+    c.addresses.push_back((*server)->address());
+    c.shards.push_back(std::move(*server));
+  }
+  for (auto& s : c.shards) s->SetPeers(c.addresses);
+  return c;
+}
+
+ps::ShardOptions ShardOpts(int workers, ConsistencyMode mode = BSP) {
+  ps::ShardOptions o;
+  o.config = Small();
+  o.num_workers = workers;
+  o.mode = mode;
+  o.optimizer.learning_rate = 1e-3;
+  o.optimizer.warmup_steps = 2;
+  o.optimizer.total_steps = 10;
+  o.init_seed = 7;
+  o.wait_timeout = absl::Seconds(30);
+  return o;
+}
+
+TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
+                              int batch, const std::string& data) {
+  TrainWorkerOptions o;
+  o.ps.addresses = c.addresses;
+  o.ps.rpc_timeout = absl::Seconds(30);
+  o.config = Small();
+  o.worker = worker;
+  o.num_workers = workers;
+  o.data = {data};
+  o.batch = batch;
+  o.steps = 10;
+  o.dropout = false;
+  return o;
+}
+
+// Runs `workers` workers to completion; returns the final parameters.
+std::vector<float> Train(int shards, int workers, int batch,
+                         const std::string& data) {
+  Cluster c = StartCluster(shards, ShardOpts(workers));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      auto tw = TrainWorker::Create(WorkerOpts(c, w, workers, batch, data));
+      ASSERT_TRUE(tw.ok()) << tw.status();
+      absl::Status st = (*tw)->Run();
+      ASSERT_TRUE(st.ok()) << st;
+    });
+  }
+  for (auto& t : threads) t.join();
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  std::vector<float> params(client->layout().total_size());
+  auto v = client->Pull(0, 10, 10, params.data());
+  EXPECT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 10);
+  return params;
+}
+
+void ExpectClose(const std::vector<float>& a, const std::vector<float>& b,
+                 double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  }
+  EXPECT_LE(worst, tol);
+}
+
+class Distributed : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    WriteData(TempDir() + "/train-0.tfrecord", 40, 1);
+    WriteData(TempDir() + "/train-1.tfrecord", 40, 2);
+  }
+  std::string data() const { return TempDir() + "/train-*.tfrecord"; }
+};
+
+TEST_F(Distributed, TwoWorkersEqualOneWorkerWithTheCombinedBatch) {
+  for (int shards : {1, 3}) {
+    std::vector<float> two = Train(shards, 2, 4, data());
+    std::vector<float> one = Train(shards, 1, 8, data());
+    ExpectClose(two, one, 1e-5);
+  }
+}
+
+TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
+  Cluster two = StartCluster(2, ShardOpts(1));
+  {
+    TrainWorkerOptions o = WorkerOpts(two, 0, 1, 4, data());
+    o.steps = 3;
+    auto tw = *TrainWorker::Create(o);
+    ASSERT_TRUE(tw->Run().ok());
+  }
+  PsClientOptions po;
+  po.addresses = two.addresses;
+  auto c2 = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  auto manifest = c2->Checkpoint(TempDir() + "/ckpt", 3);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  ASSERT_TRUE(c2->Export(TempDir() + "/from2.safetensors").ok());
+
+  Cluster three = StartCluster(3, ShardOpts(1));
+  po.addresses = three.addresses;
+  auto c3 = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  ASSERT_TRUE(c3->Restore(*manifest).ok());
+  ASSERT_TRUE(c3->Export(TempDir() + "/from3.safetensors").ok());
+  ASSERT_TRUE(ps::ExportCheckpoint(*manifest, TempDir() + "/fromckpt.safetensors").ok());
+  auto a = *io::SafetensorsReader::Open(TempDir() + "/from2.safetensors");
+  auto b = *io::SafetensorsReader::Open(TempDir() + "/from3.safetensors");
+  auto d = *io::SafetensorsReader::Open(TempDir() + "/fromckpt.safetensors");
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  for (const auto& t : a.tensors()) {
+    EXPECT_EQ(*a.ReadF32(t.name), *b.ReadF32(t.name)) << t.name;
+    EXPECT_EQ(*a.ReadF32(t.name), *d.ReadF32(t.name)) << t.name;
+  }
+  auto stats = c3->Stats();
+  ASSERT_TRUE(stats.ok());
+  for (const auto& s : *stats) EXPECT_EQ(s.version(), 3);
+  // Training continues on three shards from step 3.
+  TrainWorkerOptions o = WorkerOpts(three, 0, 1, 4, data());
+  o.steps = 5;
+  auto tw = *TrainWorker::Create(o);
+  ASSERT_TRUE(tw->Run().ok());
+  EXPECT_EQ((*c3->Stats())[0].version(), 5);
+}
+
+TEST_F(Distributed, AspAndSspRunToCompletion) {
+  for (ConsistencyMode mode : {ASP, SSP}) {
+    ps::ShardOptions so = ShardOpts(2, mode);
+    so.staleness = 1;
+    Cluster c = StartCluster(2, so);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 2; ++w) {
+      threads.emplace_back([&, w] {
+        TrainWorkerOptions o = WorkerOpts(c, w, 2, 4, data());
+        o.steps = 6;
+        auto tw = TrainWorker::Create(o);
+        ASSERT_TRUE(tw.ok()) << tw.status();
+        absl::Status st = (*tw)->Run();
+        ASSERT_TRUE(st.ok()) << st;
+      });
+    }
+    for (auto& t : threads) t.join();
+    PsClientOptions po;
+    po.addresses = c.addresses;
+    auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+    for (const auto& s : *client->Stats()) {
+      EXPECT_EQ(s.version(), 12);  // every push applied exactly once
+      EXPECT_EQ(s.pushes_applied(), 12);
+    }
+  }
+}
+
+TEST_F(Distributed, WorkerFailsFastOnAMissingShard) {
+  Cluster c = StartCluster(2, ShardOpts(1));
+  TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
+  o.ps.addresses[1] = "127.0.0.1:1";  // nothing listens there
+  o.ps.connect_timeout = absl::Milliseconds(300);
+  auto tw = TrainWorker::Create(o);
+  ASSERT_FALSE(tw.ok());
+  EXPECT_NE(tw.status().message().find("127.0.0.1:1"), std::string::npos)
+      << tw.status();
+}
+
+}  // namespace
+}  // namespace bertps
