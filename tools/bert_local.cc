@@ -3,10 +3,12 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/io/bert_example.h"
 #include "common/io/safetensors.h"
+#include "common/io/tfrecord.h"
 #include "common/kernels/matmul.h"
 #include "common/model/bert.h"
 #include "common/model/weights.h"
@@ -319,6 +321,40 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
     j["loss"] = cls.weighted_nll / examples;
   }
   out << j.dump() << std::endl;
+  return absl::OkStatus();
+}
+
+absl::Status RunSyntheticData(const std::string& dir, int files,
+                              int examples_per_file, int seq, int preds,
+                              int vocab, uint64_t seed) {
+  if (files <= 0 || examples_per_file <= 0 || seq < 4 || preds <= 0 ||
+      preds > seq - 2 || vocab < 10) {
+    return absl::InvalidArgumentError("synthetic data: bad sizes");
+  }
+  std::mt19937_64 rng(seed);
+  for (int f = 0; f < files; ++f) {
+    ASSIGN_OR_RETURN(auto w, io::TFRecordWriter::Open(absl::StrCat(
+                                 dir, "/synthetic-", f, ".tfrecord")));
+    for (int i = 0; i < examples_per_file; ++i) {
+      io::PretrainExample e;
+      const int tok = 5 + static_cast<int>(rng() % (vocab - 5));
+      for (int j = 0; j < seq; ++j) {
+        e.input_ids.push_back(j == 0 ? 1 : static_cast<int>(rng() % 2 ? tok : 5 + rng() % (vocab - 5)));
+        e.input_mask.push_back(1);
+        e.segment_ids.push_back(j < seq / 2 ? 0 : 1);
+      }
+      for (int k = 0; k < preds; ++k) {
+        const int pos = 1 + k * (seq - 2) / preds;
+        e.masked_lm_positions.push_back(pos);
+        e.masked_lm_ids.push_back(tok);
+        e.masked_lm_weights.push_back(1.0f);
+        e.input_ids[pos] = 4;
+      }
+      e.next_sentence_label = tok % 2;
+      RETURN_IF_ERROR(w->Write(io::EncodePretrainExample(e)));
+    }
+    RETURN_IF_ERROR(w->Close());
+  }
   return absl::OkStatus();
 }
 

@@ -5,6 +5,8 @@
 //   bert_local train --config C --data 'glob*.tfrecord' --steps N --batch B
 //                    [--init W.safetensors] --out W2.safetensors [optimizer flags]
 //   bert_local eval  --config C --weights W.safetensors --data 'glob'
+//   bert_local synthetic-data --config C --out DIR --steps N
+//                    (2 files of N random examples, seq 128, 20 predictions)
 //
 // --config is a preset name (tiny, mini, small, medium, base, large) or a
 // Hugging Face config.json.
@@ -44,7 +46,7 @@ ABSL_FLAG(int64_t, log_every, 10, "Print progress every N steps.");
 namespace {
 
 constexpr char kUsage[] =
-    "bert_local grad|train|eval [flags]; see tools/bert_local_main.cc";
+    "bert_local grad|train|eval|synthetic-data [flags]; see tools/bert_local_main.cc";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "bert_local: %s\n", std::string(s.ToString()).c_str());
@@ -98,6 +100,10 @@ int main(int argc, char** argv) {
   if (cmd == "grad") {
     o.batch_file = absl::GetFlag(FLAGS_batch);
     status = bertps::RunGrad(o, std::cout);
+  } else if (cmd == "synthetic-data") {
+    status = bertps::RunSyntheticData(o.out, 2, static_cast<int>(o.steps), 128,
+                                      20, static_cast<int>(o.config.vocab_size),
+                                      o.seed);
   } else if (cmd == "train" || cmd == "eval") {
     const std::string b = absl::GetFlag(FLAGS_batch);
     if (!b.empty() && !absl::SimpleAtoi(b, &o.batch_size)) {

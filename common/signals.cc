@@ -1,0 +1,31 @@
+#include "common/signals.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+namespace bertps {
+namespace {
+
+sigset_t ShutdownSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+}  // namespace
+
+void BlockShutdownSignals() {
+  sigset_t set = ShutdownSet();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForShutdownSignal() {
+  sigset_t set = ShutdownSet();
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+}  // namespace bertps

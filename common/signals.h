@@ -1,0 +1,15 @@
+// Graceful shutdown on SIGTERM / SIGINT for the daemons: BlockShutdownSignals
+// must run in main() before any thread starts; WaitForShutdownSignal then
+// blocks one thread until a signal arrives (returns the signal number).
+// Thread-safety: call each once.
+#ifndef BERTPS_COMMON_SIGNALS_H_
+#define BERTPS_COMMON_SIGNALS_H_
+
+namespace bertps {
+
+void BlockShutdownSignals();
+int WaitForShutdownSignal();
+
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_SIGNALS_H_

@@ -1,0 +1,117 @@
+// bertps_server: one parameter-server shard.
+//
+//   bertps_server --port 7000 --shard 0 --num_shards 2 \
+//       --peers 127.0.0.1:7000,127.0.0.1:7001 --config tiny --workers 2
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "common/init.h"
+#include "common/signals.h"
+#include "glog/logging.h"
+#include "server/ps/checkpoint.h"
+#include "server/ps/server.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int, port, 0, "Port (0: any free port; printed at start).");
+ABSL_FLAG(int, shard, 0, "This shard's index.");
+ABSL_FLAG(int, num_shards, 1, "Number of shards.");
+ABSL_FLAG(std::string, peers, "",
+          "Comma-separated addresses of all shards, in shard order.");
+ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
+ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
+ABSL_FLAG(std::string, mode, "bsp", "bsp, asp or ssp.");
+ABSL_FLAG(int, workers, 1, "Number of train workers.");
+ABSL_FLAG(int, backup_workers, 0, "BSP: steps complete with workers - this.");
+ABSL_FLAG(int64_t, staleness, 2, "SSP staleness bound.");
+ABSL_FLAG(std::string, optimizer, "adam_weight_decay",
+          "adam_weight_decay, adamw, lamb or sgd.");
+ABSL_FLAG(double, lr, 1e-4, "Peak learning rate.");
+ABSL_FLAG(double, weight_decay, 0.01, "Weight decay.");
+ABSL_FLAG(int64_t, warmup_steps, 0, "Warmup steps.");
+ABSL_FLAG(int64_t, total_steps, 0, "Steps of the linear decay (0: none).");
+ABSL_FLAG(double, clip_norm, 1.0, "Global-norm clipping (<= 0: off).");
+ABSL_FLAG(uint64_t, seed, 12345, "Initialisation seed.");
+ABSL_FLAG(std::string, restore, "",
+          "Checkpoint manifest, or a checkpoint directory (its latest).");
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "bertps_server: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bertps::BlockShutdownSignals();
+  bertps::InitProcess(argc, argv, "bertps_server [flags]");
+  bertps::ps::ShardOptions o;
+  o.shard = absl::GetFlag(FLAGS_shard);
+  o.num_shards = absl::GetFlag(FLAGS_num_shards);
+  auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return Fail(config.status());
+  o.config = *config;
+  const std::string task = absl::GetFlag(FLAGS_task);
+  if (task != "pretrain" && task != "classify") {
+    return Fail(absl::InvalidArgumentError("--task must be pretrain or classify"));
+  }
+  o.task = task == "pretrain" ? bertps::BertTask::kPretrain
+                              : bertps::BertTask::kClassify;
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "bsp") {
+    o.mode = bertps::BSP;
+  } else if (mode == "asp") {
+    o.mode = bertps::ASP;
+  } else if (mode == "ssp") {
+    o.mode = bertps::SSP;
+  } else {
+    return Fail(absl::InvalidArgumentError("--mode must be bsp, asp or ssp"));
+  }
+  o.num_workers = absl::GetFlag(FLAGS_workers);
+  o.backup_workers = absl::GetFlag(FLAGS_backup_workers);
+  o.staleness = absl::GetFlag(FLAGS_staleness);
+  auto kind = bertps::optim::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
+  if (!kind.ok()) return Fail(kind.status());
+  o.optimizer.kind = *kind;
+  o.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
+  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  o.optimizer.total_steps = absl::GetFlag(FLAGS_total_steps);
+  o.optimizer.clip_norm = absl::GetFlag(FLAGS_clip_norm);
+  o.init_seed = absl::GetFlag(FLAGS_seed);
+  std::vector<std::string> peers =
+      absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipEmpty());
+  if (o.num_shards > 1 && static_cast<int>(peers.size()) != o.num_shards) {
+    return Fail(absl::InvalidArgumentError(
+        "--peers must list every shard's address, in shard order"));
+  }
+  const std::string address = absl::StrCat(absl::GetFlag(FLAGS_host), ":",
+                                           absl::GetFlag(FLAGS_port));
+  auto server = bertps::ps::ShardServer::Start(o, address, peers);
+  if (!server.ok()) return Fail(server.status());
+  std::string restore = absl::GetFlag(FLAGS_restore);
+  if (!restore.empty()) {
+    if (restore.size() < 5 || restore.substr(restore.size() - 5) != ".json") {
+      auto latest = bertps::ps::LatestManifest(restore);
+      if (!latest.ok()) return Fail(latest.status());
+      restore = *latest;
+    }
+    auto v = (*server)->core()->Restore(restore);
+    if (!v.ok()) return Fail(v.status());
+    LOG(INFO) << "restored version " << *v << " from " << restore;
+  }
+  std::printf("bertps_server shard %d of %d listening on %s\n", o.shard,
+              o.num_shards, (*server)->address().c_str());
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = bertps::WaitForShutdownSignal();
+    LOG(INFO) << "signal " << sig << ": shutting down";
+    (*server)->Shutdown();
+  });
+  (*server)->Wait();
+  waiter.join();
+  return 0;
+}
