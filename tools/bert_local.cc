@@ -337,9 +337,14 @@ absl::Status RunSyntheticData(const std::string& dir, int files,
                                  dir, "/synthetic-", f, ".tfrecord")));
     for (int i = 0; i < examples_per_file; ++i) {
       io::PretrainExample e;
-      const int tok = 5 + static_cast<int>(rng() % (vocab - 5));
+      // Tokens from a band of at most 100 ids, so that a small model learns
+      // the pattern within a few hundred steps.
+      const int band = std::min(100, vocab - 5);
+      const int first = vocab > 1100 ? 1000 : 5;
+      auto draw = [&] { return first + static_cast<int>(rng() % band); };
+      const int tok = draw();
       for (int j = 0; j < seq; ++j) {
-        e.input_ids.push_back(j == 0 ? 1 : static_cast<int>(rng() % 2 ? tok : 5 + rng() % (vocab - 5)));
+        e.input_ids.push_back(j == 0 ? 1 : (rng() % 2 ? tok : draw()));
         e.input_mask.push_back(1);
         e.segment_ids.push_back(j < seq / 2 ? 0 : 1);
       }

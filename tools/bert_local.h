@@ -44,9 +44,10 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out);
 // accuracy and loss (classify), printed as one JSON line.
 absl::Status RunEval(const LocalOptions& o, std::ostream& out);
 
-// Writes `files` TFRecord files of random pretraining examples (uniform
-// token ids, a learnable pattern: every masked token repeats the sequence's
-// token) for smoke tests and benchmarks where real text does not matter.
+// Writes `files` TFRecord files of random pretraining examples for smoke
+// tests and benchmarks where real text does not matter: tokens from a band of
+// 100 ids, half of each sequence one repeated token, which every masked
+// position predicts; the NSP label is that token's parity.
 absl::Status RunSyntheticData(const std::string& dir, int files,
                               int examples_per_file, int seq, int preds,
                               int vocab, uint64_t seed);

@@ -210,7 +210,14 @@ absl::StatusOr<StepReport> TrainWorker::Step(int64_t step) {
     ASSIGN_OR_RETURN(rep.version, client_->Push(header, model_->grads()));
   }
   auto t4 = Clock::now();
-  rep.loss = r.loss;
+  // The loss of this worker's own batch (with global denominators r.loss is
+  // only this worker's share of the global batch's loss).
+  if (options_.task == BertTask::kPretrain) {
+    rep.loss = r.mlm.weighted_nll / (r.mlm.weight + 1e-5) +
+               r.nsp.weighted_nll / std::max(r.nsp.weight, 1.0);
+  } else {
+    rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
+  }
   rep.wait_ms = Ms(t0, t1);
   rep.pull_ms = Ms(t1, t2);
   rep.compute_ms = Ms(t2, t3);

@@ -1,0 +1,215 @@
+// Push/pull throughput of the parameter-server transport: a PsClient moves a
+// whole model's fp32 gradient to the shards and the whole parameter set back,
+// repeatedly, and this prints one JSON line with GB/s (1e9 bytes of fp32
+// payload per second; medians, min and max of the repetitions).
+//
+// The shards are BSP with one worker. Per repetition r (after warm-up):
+//   push applied    Push(step r): transport + the shard's validation + one
+//                   optimizer step (BSP: the push returns once the step is
+//                   applied and published);
+//   push            Push(step r) again: a retry the shard recognises, fully
+//                   received and validated but not applied -- the transport
+//                   figure;
+//   pull            Pull(min_version r + 1) of every parameter.
+// optimizer_ms = median(push applied) - median(push): what the shard's
+// update (with its norm pass, aggregation copy and snapshot publication)
+// adds to a push. For reference the bare update kernels (SGD and BERT's
+// AdamWeightDecay over the whole model, one thread, no network) are timed
+// in this process as well.
+//
+// Shards: --ps lists running bertps_server addresses (the realistic set-up,
+// used by tools/bench.sh ps); without --ps, --shards in-process ShardServers
+// listen on 127.0.0.1 (same gRPC path over loopback, one process).
+//
+//   ps_bench --config base --ps 127.0.0.1:7000,127.0.0.1:7001 --reps 7
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "common/init.h"
+#include "common/model/bert_config.h"
+#include "common/model/params.h"
+#include "common/optim/optimizer_config.h"
+#include "common/optim/slice_update.h"
+#include "nlohmann/json.hpp"
+#include "server/ps/server.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, config, "base", "Model preset or config.json.");
+ABSL_FLAG(std::string, ps, "",
+          "Comma-separated running shard addresses (BSP, 1 worker); empty: "
+          "start --shards in-process servers.");
+ABSL_FLAG(int, shards, 1, "In-process shards when --ps is empty.");
+ABSL_FLAG(int, reps, 7, "Timed repetitions.");
+ABSL_FLAG(int, warmup, 1, "Untimed repetitions first.");
+ABSL_FLAG(bool, kernels, true,
+          "Also time the bare optimizer kernels over the whole model.");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Secs(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "ps_bench: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+// {"<name>_gbps_median":.., "_min", "_max", "<name>_ms": [...]} into j.
+void Report(nlohmann::ordered_json& j, const std::string& name, double bytes,
+            const std::vector<double>& secs) {
+  std::vector<double> gbps, ms;
+  for (double s : secs) {
+    gbps.push_back(bytes / s / 1e9);
+    ms.push_back(s * 1e3);
+  }
+  j[name + "_gbps_median"] = Median(gbps);
+  j[name + "_gbps_min"] = *std::min_element(gbps.begin(), gbps.end());
+  j[name + "_gbps_max"] = *std::max_element(gbps.begin(), gbps.end());
+  j[name + "_ms"] = ms;
+}
+
+// Median milliseconds of one StepSlice of `kind` over n elements.
+double KernelMs(bertps::optim::OptimizerKind kind, int64_t n, float* param,
+                const float* grad, float* state) {
+  bertps::optim::OptimizerConfig oc;
+  oc.kind = kind;
+  bertps::optim::Slice s;
+  s.param = param;
+  s.grad = grad;
+  s.state = state;
+  s.n = n;
+  s.decay = true;
+  std::vector<double> ms;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = Clock::now();
+    (void)bertps::optim::StepSlice(oc, r, s, 1.0f);
+    ms.push_back(Secs(t0, Clock::now()) * 1e3);
+  }
+  return Median(ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bertps::InitProcess(argc, argv, "ps_bench [flags]");
+  auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return Fail(config.status());
+  const int reps = absl::GetFlag(FLAGS_reps), warmup = absl::GetFlag(FLAGS_warmup);
+  if (reps < 1 || warmup < 0) {
+    return Fail(absl::InvalidArgumentError("--reps >= 1, --warmup >= 0"));
+  }
+
+  std::vector<std::unique_ptr<bertps::ps::ShardServer>> servers;
+  std::vector<std::string> addresses =
+      absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
+  const bool in_process = addresses.empty();
+  if (in_process) {
+    const int shards = absl::GetFlag(FLAGS_shards);
+    for (int i = 0; i < shards; ++i) {
+      bertps::ps::ShardOptions o;
+      o.shard = i;
+      o.num_shards = shards;
+      o.config = *config;
+      o.mode = bertps::BSP;
+      o.num_workers = 1;
+      o.optimizer.kind = bertps::optim::OptimizerKind::kSgd;
+      o.optimizer.learning_rate = 0;
+      o.optimizer.weight_decay = 0;
+      auto s = bertps::ps::ShardServer::Start(o, "127.0.0.1:0", {});
+      if (!s.ok()) return Fail(s.status());
+      addresses.push_back((*s)->address());
+      servers.push_back(std::move(*s));
+    }
+    for (auto& s : servers) s->SetPeers(addresses);
+  }
+
+  bertps::PsClientOptions po;
+  po.addresses = addresses;
+  auto client = bertps::PsClient::Connect(po, *config, bertps::BertTask::kPretrain);
+  if (!client.ok()) return Fail(client.status());
+  bertps::PsClient& c = **client;
+  if (c.description(0).num_workers() != 1 || c.description(0).mode() != bertps::BSP) {
+    return Fail(absl::FailedPreconditionError(
+        "the shards must run BSP with --workers 1"));
+  }
+  auto stats = c.Stats();
+  if (!stats.ok()) return Fail(stats.status());
+  int64_t step = (*stats)[0].version();  // the shards may have run before
+
+  const int64_t n = c.layout().total_size();
+  const double bytes = 4.0 * static_cast<double>(n);
+  // Small finite gradients (every element touched: no page faults timed).
+  std::vector<float> grads(n), params(n, 0.f);  // (n) layout order
+  for (int64_t i = 0; i < n; ++i) grads[i] = 1e-6f * static_cast<float>(i % 97);
+
+  std::vector<double> push_applied, push, pull;
+  for (int r = 0; r < warmup + reps; ++r, ++step) {
+    bertps::PushHeader h;
+    h.set_worker(0);
+    h.set_step(step);
+    h.set_examples(32);
+    const auto t0 = Clock::now();
+    absl::StatusOr<int64_t> v = c.Push(h, grads.data());
+    const auto t1 = Clock::now();
+    if (!v.ok()) return Fail(v.status());
+    if (*v != step + 1) {
+      return Fail(absl::InternalError("the push was not applied"));
+    }
+    v = c.Push(h, grads.data());  // the same push again: a recognised retry
+    const auto t2 = Clock::now();
+    if (!v.ok()) return Fail(v.status());
+    v = c.Pull(0, step + 1, step + 1, params.data());
+    const auto t3 = Clock::now();
+    if (!v.ok()) return Fail(v.status());
+    if (r >= warmup) {
+      push_applied.push_back(Secs(t0, t1));
+      push.push_back(Secs(t1, t2));
+      pull.push_back(Secs(t2, t3));
+    }
+  }
+  auto after = c.Stats();
+  if (!after.ok()) return Fail(after.status());
+
+  nlohmann::ordered_json j;
+  j["bench"] = "ps_transport";
+  j["config"] = absl::GetFlag(FLAGS_config);
+  j["shards"] = c.num_shards();
+  j["servers"] = in_process ? "in-process" : "processes";
+  j["optimizer"] = c.description(0).optimizer();
+  j["params"] = n;
+  j["bytes"] = static_cast<int64_t>(bytes);
+  j["reps"] = reps;
+  Report(j, "push", bytes, push);
+  Report(j, "pull", bytes, pull);
+  Report(j, "push_applied", bytes, push_applied);
+  j["optimizer_ms"] = (Median(push_applied) - Median(push)) * 1e3;
+  int64_t duplicates = 0;
+  for (const auto& s : *after) duplicates = std::max(duplicates, s.pushes_duplicate());
+  j["shard_duplicates_seen"] = duplicates;
+  if (absl::GetFlag(FLAGS_kernels)) {
+    std::vector<float> state(2 * n, 0.f);  // (2, n)
+    j["kernel_sgd_ms"] = KernelMs(bertps::optim::OptimizerKind::kSgd, n,
+                                  params.data(), grads.data(), state.data());
+    j["kernel_adam_weight_decay_ms"] =
+        KernelMs(bertps::optim::OptimizerKind::kAdamWeightDecay, n,
+                 params.data(), grads.data(), state.data());
+  }
+  std::printf("%s\n", j.dump().c_str());
+  client->reset();
+  for (auto& s : servers) s->Shutdown();
+  return 0;
+}
