@@ -195,6 +195,11 @@ absl::StatusOr<StepReport> TrainWorker::Step(int64_t step) {
     if (!v.ok() && v.status().code() == absl::StatusCode::kUnavailable) {
       v = client_->Push(header, model_->grads());  // retried, applied once
     }
+    if (!v.ok() && v.status().code() == absl::StatusCode::kFailedPrecondition &&
+        client_->description(0).backup_workers() > 0) {
+      // A backup worker that came late: the step completed without it.
+      v = step + 1;
+    }
     RETURN_IF_ERROR(v.status());
     rep.version = *v;
   } else {

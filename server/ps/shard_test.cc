@@ -129,6 +129,23 @@ TEST(ShardCore, BspWaitsForAllWorkersAndSumsInWorkerOrder) {
             absl::StatusCode::kOutOfRange);
 }
 
+TEST(ShardCore, BackupWorkersCompleteAStepWithTheFirstPushes) {
+  ShardOptions o = Opts(BSP, 3);
+  o.backup_workers = 1;
+  auto core = *ShardCore::Create(o, nullptr);
+  ASSERT_TRUE(PushConst(core.get(), 2, 0, 0.2f).ok());
+  EXPECT_EQ(core->version(), 0);
+  ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.2f).ok());
+  EXPECT_EQ(core->version(), 1);  // 2 of 3 suffice
+  auto late = PushConst(core.get(), 1, 0, 0.2f);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core->version(), 1);
+  // The late worker goes on with the next step.
+  ASSERT_TRUE(PushConst(core.get(), 1, 1, 0.2f).ok());
+  ASSERT_TRUE(PushConst(core.get(), 0, 1, 0.2f).ok());
+  EXPECT_EQ(core->version(), 2);
+}
+
 TEST(ShardCore, SspBoundsTheFastestWorker) {
   ShardOptions o = Opts(SSP, 2);
   o.staleness = 1;

@@ -1,0 +1,116 @@
+// Malformed RPCs against a real gRPC shard on 127.0.0.1: each gets a clear
+// status and nothing is applied.
+#include "server/ps/service.h"
+
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/ps/server.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+BertConfig Small() {
+  BertConfig c;
+  c.vocab_size = 30;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 16;
+  c.max_position_embeddings = 8;
+  return c;
+}
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ShardOptions o;
+    o.config = Small();
+    o.wait_timeout = absl::Seconds(5);
+    server_ = *ShardServer::Start(o, "127.0.0.1:0", {});
+    stub_ = ParameterServer::NewStub(grpc::CreateCustomChannel(
+        server_->address(), grpc::InsecureChannelCredentials(),
+        ClientChannelArguments()));
+  }
+  grpc::Status PushMessages(const std::vector<PushRequest>& msgs) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    PushResponse resp;
+    auto w = stub_->Push(&ctx, &resp);
+    for (const auto& m : msgs) {
+      if (!w->Write(m)) break;
+    }
+    w->WritesDone();
+    return w->Finish();
+  }
+  PushRequest Header(int worker, int64_t step) {
+    PushRequest r;
+    r.mutable_header()->set_worker(worker);
+    r.mutable_header()->set_step(step);
+    return r;
+  }
+  std::unique_ptr<ShardServer> server_;
+  std::unique_ptr<ParameterServer::Stub> stub_;
+};
+
+TEST_F(ServiceTest, MalformedPushesAreRejectedAndApplyNothing) {
+  PushRequest chunk;
+  chunk.mutable_chunk()->set_name("bert.unknown");
+  chunk.mutable_chunk()->set_dtype(F32);
+  chunk.mutable_chunk()->set_data(std::string(8, '\0'));
+  // No header first.
+  grpc::Status st = PushMessages({chunk});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("header"), std::string::npos);
+  // Unknown tensor.
+  st = PushMessages({Header(0, 0), chunk});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("unknown tensor: bert.unknown"),
+            std::string::npos);
+  // Truncated push: the header and nothing else.
+  st = PushMessages({Header(0, 0)});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("incomplete push"), std::string::npos);
+  // Unknown worker; a step from the future.
+  EXPECT_EQ(PushMessages({Header(9, 0)}).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(PushMessages({Header(0, 3)}).error_code(),
+            grpc::StatusCode::OUT_OF_RANGE);
+  // Oversized message: refused by the transport's explicit limit.
+  PushRequest big;
+  big.mutable_chunk()->set_name("bert.pooler.dense.weight");
+  big.mutable_chunk()->set_dtype(F32);
+  big.mutable_chunk()->set_data(std::string(kMaxMessageBytes + 1024, '\0'));
+  st = PushMessages({Header(0, 0), big});
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_EQ(server_->core()->version(), 0);
+  EXPECT_EQ(server_->core()->Stats().pushes_applied(), 0);
+}
+
+TEST_F(ServiceTest, PullOfAMissingVersionHitsItsDeadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  PullRequest req;
+  req.set_min_version(5);
+  auto r = stub_->Pull(&ctx, req);
+  PullResponse msg;
+  while (r->Read(&msg)) {
+  }
+  grpc::Status st = r->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+TEST_F(ServiceTest, DescribeListsTheSlices) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  DescribeResponse d;
+  ASSERT_TRUE(stub_->Describe(&ctx, DescribeRequest(), &d).ok());
+  EXPECT_EQ(d.num_shards(), 1);
+  EXPECT_EQ(d.slices_size(), static_cast<int>(server_->core()->local_slices().size()));
+  EXPECT_EQ(d.task(), "pretrain");
+  EXPECT_EQ(d.state_slots(), 2);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace bertps
