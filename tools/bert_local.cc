@@ -10,6 +10,7 @@
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
 #include "common/kernels/matmul.h"
+#include "common/model/batch_view.h"
 #include "common/model/bert.h"
 #include "common/model/weights.h"
 #include "common/optim/optimizer.h"
@@ -19,22 +20,6 @@
 namespace bertps {
 namespace {
 
-BertBatchView ViewOf(const io::BertBatch& b) {
-  BertBatchView v;
-  v.batch = b.batch;
-  v.seq = b.seq;
-  v.preds = b.preds;
-  v.input_ids = b.input_ids.data();
-  v.input_mask = b.input_mask.data();
-  v.segment_ids = b.segment_ids.data();
-  v.masked_lm_positions = b.masked_lm_positions.data();
-  v.masked_lm_ids = b.masked_lm_ids.data();
-  v.masked_lm_weights = b.masked_lm_weights.data();
-  v.next_sentence_labels =
-      b.next_sentence_labels.empty() ? nullptr : b.next_sentence_labels.data();
-  v.label_ids = b.label_ids.empty() ? nullptr : b.label_ids.data();
-  return v;
-}
 
 // Reads a batch given as safetensors of BERT's feature tensors.
 absl::StatusOr<io::BertBatch> ReadBatchFile(const std::string& path,
@@ -251,46 +236,27 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
     while (batch.batch < o.batch_size) {
       ASSIGN_OR_RETURN(more, stream->Next(&record));
       if (!more) break;
-      auto append = [&](const auto& e) -> absl::Status {
-        if (static_cast<int>(e.input_ids.size()) != seq) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(stream->last_position(), ": example has ",
-                           e.input_ids.size(), " tokens, expected ", seq));
+      auto check = [&](size_t tokens, size_t predictions) -> absl::Status {
+        if (static_cast<int>(tokens) != seq ||
+            static_cast<int>(predictions) != preds) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              stream->last_position(), ": example shape (", tokens, ", ",
+              predictions, ") differs from the first example's (", seq, ", ",
+              preds, ")"));
         }
-        batch.input_ids.insert(batch.input_ids.end(), e.input_ids.begin(),
-                               e.input_ids.end());
-        batch.input_mask.insert(batch.input_mask.end(), e.input_mask.begin(),
-                                e.input_mask.end());
-        batch.segment_ids.insert(batch.segment_ids.end(),
-                                 e.segment_ids.begin(), e.segment_ids.end());
         return absl::OkStatus();
       };
       if (o.task == BertTask::kPretrain) {
         ASSIGN_OR_RETURN(io::PretrainExample e,
                          io::DecodePretrainExample(record));
-        RETURN_IF_ERROR(append(e));
-        if (static_cast<int>(e.masked_lm_ids.size()) != preds) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              stream->last_position(), ": example has ",
-              e.masked_lm_ids.size(), " predictions, expected ", preds));
-        }
-        auto& b = batch;
-        b.masked_lm_positions.insert(b.masked_lm_positions.end(),
-                                     e.masked_lm_positions.begin(),
-                                     e.masked_lm_positions.end());
-        b.masked_lm_ids.insert(b.masked_lm_ids.end(), e.masked_lm_ids.begin(),
-                               e.masked_lm_ids.end());
-        b.masked_lm_weights.insert(b.masked_lm_weights.end(),
-                                   e.masked_lm_weights.begin(),
-                                   e.masked_lm_weights.end());
-        b.next_sentence_labels.push_back(e.next_sentence_label);
+        RETURN_IF_ERROR(check(e.input_ids.size(), e.masked_lm_ids.size()));
+        io::AppendExample(e, &batch);
       } else {
         ASSIGN_OR_RETURN(io::ClassifyExample e,
                          io::DecodeClassifyExample(record));
-        RETURN_IF_ERROR(append(e));
-        batch.label_ids.push_back(e.label_id);
+        RETURN_IF_ERROR(check(e.input_ids.size(), 0));
+        io::AppendExample(e, &batch);
       }
-      ++batch.batch;
     }
     if (batch.batch == 0) break;
     StepOptions so;

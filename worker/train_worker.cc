@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/batch_view.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
@@ -16,22 +17,6 @@ double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-BertBatchView ViewOf(const io::BertBatch& b) {
-  BertBatchView v;
-  v.batch = b.batch;
-  v.seq = b.seq;
-  v.preds = b.preds;
-  v.input_ids = b.input_ids.data();
-  v.input_mask = b.input_mask.data();
-  v.segment_ids = b.segment_ids.data();
-  v.masked_lm_positions = b.masked_lm_positions.data();
-  v.masked_lm_ids = b.masked_lm_ids.data();
-  v.masked_lm_weights = b.masked_lm_weights.data();
-  v.next_sentence_labels =
-      b.next_sentence_labels.empty() ? nullptr : b.next_sentence_labels.data();
-  v.label_ids = b.label_ids.empty() ? nullptr : b.label_ids.data();
-  return v;
-}
 
 }  // namespace
 
@@ -100,7 +85,6 @@ absl::Status TrainWorker::ReadBatch(int64_t step) {
   // Decode this worker's B examples.
   io::BertBatch& b = batch_;
   b = io::BertBatch();
-  b.batch = options_.batch;
   b.seq = seq_;
   b.preds = preds_;
   for (int i = 0; i < options_.batch; ++i) {
@@ -117,26 +101,12 @@ absl::Status TrainWorker::ReadBatch(int64_t step) {
       absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
       if (!e.ok()) return Annotate(e.status(), stream_->last_position());
       RETURN_IF_ERROR(check(e->input_ids.size(), e->masked_lm_ids.size()));
-      b.input_ids.insert(b.input_ids.end(), e->input_ids.begin(), e->input_ids.end());
-      b.input_mask.insert(b.input_mask.end(), e->input_mask.begin(), e->input_mask.end());
-      b.segment_ids.insert(b.segment_ids.end(), e->segment_ids.begin(), e->segment_ids.end());
-      b.masked_lm_positions.insert(b.masked_lm_positions.end(),
-                                   e->masked_lm_positions.begin(),
-                                   e->masked_lm_positions.end());
-      b.masked_lm_ids.insert(b.masked_lm_ids.end(), e->masked_lm_ids.begin(),
-                             e->masked_lm_ids.end());
-      b.masked_lm_weights.insert(b.masked_lm_weights.end(),
-                                 e->masked_lm_weights.begin(),
-                                 e->masked_lm_weights.end());
-      b.next_sentence_labels.push_back(e->next_sentence_label);
+      io::AppendExample(*e, &b);
     } else {
       absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
       if (!e.ok()) return Annotate(e.status(), stream_->last_position());
       RETURN_IF_ERROR(check(e->input_ids.size(), 0));
-      b.input_ids.insert(b.input_ids.end(), e->input_ids.begin(), e->input_ids.end());
-      b.input_mask.insert(b.input_mask.end(), e->input_mask.begin(), e->input_mask.end());
-      b.segment_ids.insert(b.segment_ids.end(), e->segment_ids.begin(), e->segment_ids.end());
-      b.label_ids.push_back(e->label_id);
+      io::AppendExample(*e, &b);
     }
   }
   return absl::OkStatus();

@@ -263,6 +263,34 @@ absl::Status BertBatch::Validate(int vocab_size, int max_positions,
 // ---------------------------------------------------------------------------
 // ExampleStream
 
+namespace {
+
+template <typename T>
+void Append(const std::vector<T>& src, std::vector<T>* dst) {
+  dst->insert(dst->end(), src.begin(), src.end());
+}
+
+}  // namespace
+
+void AppendExample(const PretrainExample& e, BertBatch* b) {
+  Append(e.input_ids, &b->input_ids);
+  Append(e.input_mask, &b->input_mask);
+  Append(e.segment_ids, &b->segment_ids);
+  Append(e.masked_lm_positions, &b->masked_lm_positions);
+  Append(e.masked_lm_ids, &b->masked_lm_ids);
+  Append(e.masked_lm_weights, &b->masked_lm_weights);
+  b->next_sentence_labels.push_back(e.next_sentence_label);
+  ++b->batch;
+}
+
+void AppendExample(const ClassifyExample& e, BertBatch* b) {
+  Append(e.input_ids, &b->input_ids);
+  Append(e.input_mask, &b->input_mask);
+  Append(e.segment_ids, &b->segment_ids);
+  b->label_ids.push_back(e.label_id);
+  ++b->batch;
+}
+
 absl::StatusOr<std::vector<std::string>> MatchShardFiles(
     const std::vector<std::string>& patterns, int shard, int num_shards) {
   if (num_shards < 1 || shard < 0 || shard >= num_shards) {

@@ -91,6 +91,11 @@ struct BertBatch {
                         int num_labels) const;
 };
 
+// Appends one example as the next row of `batch` (batch->batch grows by 1;
+// the caller checks that S and P match batch->seq and batch->preds).
+void AppendExample(const PretrainExample& example, BertBatch* batch);
+void AppendExample(const ClassifyExample& example, BertBatch* batch);
+
 // The sorted, de-duplicated union of the files matching `patterns` (glob(3)),
 // keeping those whose index i satisfies i % num_shards == shard.
 // NotFound if a pattern matches nothing or the shard gets no file.

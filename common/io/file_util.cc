@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace bertps {
 namespace io {
@@ -104,6 +105,25 @@ absl::Status WriteFileAtomically(const std::string& path,
     return status;
   }
   return CommitTempFile(tmp, path);
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::OkStatus();
+  }
+  const size_t slash = dir.rfind('/');
+  const std::string parent =
+      slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+  if (parent != dir && parent != ".") RETURN_IF_ERROR(MakeDirs(parent));
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, "create directory", dir);
+  }
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir, " exists and is not a directory"));
+  }
+  return SyncParentDir(dir);
 }
 
 }  // namespace io

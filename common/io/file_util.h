@@ -42,6 +42,9 @@ absl::Status CommitTempFile(const std::string& tmp_path,
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data);
 
+// mkdir -p, fsyncing the parent of every directory it creates.
+absl::Status MakeDirs(const std::string& dir);
+
 }  // namespace io
 }  // namespace bertps
 

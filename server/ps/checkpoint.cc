@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/io/crc32c.h"
+#include "common/io/file_util.h"
 #include "common/io/safetensors.h"
 #include "common/model/bert_config.h"
 #include "common/model/weights.h"
@@ -64,101 +65,6 @@ std::string CheckpointDirName(int64_t version) {
 
 std::string ShardFileName(int shard, int num_shards) {
   return absl::StrCat("shard-", shard, "-of-", num_shards, ".safetensors");
-}
-
-absl::Status ErrnoStatus(int err, absl::string_view what,
-                         absl::string_view path) {
-  const std::string msg = absl::StrCat(what, " ", path, ": ", strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
-absl::Status SyncDir(const std::string& dir) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "open directory", dir);
-  const int rc = fsync(fd);
-  const int err = errno;
-  close(fd);
-  if (rc != 0) return ErrnoStatus(err, "fsync directory", dir);
-  return absl::OkStatus();
-}
-
-// mkdir -p, fsyncing the parent of every directory it creates.
-absl::Status MakeDirs(const std::string& dir) {
-  std::error_code ec;
-  if (fs::is_directory(dir, ec)) return absl::OkStatus();
-  const std::string parent = DirName(dir);
-  if (parent != dir && !parent.empty()) RETURN_IF_ERROR(MakeDirs(parent));
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoStatus(errno, "create directory", dir);
-  }
-  if (!fs::is_directory(dir, ec)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(dir, " exists and is not a directory"));
-  }
-  return SyncDir(parent);
-}
-
-// path.tmp, fsync, rename over path, fsync of the directory.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view data) {
-  const std::string tmp = path + ".tmp";
-  const int fd =
-      open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, "create", tmp);
-  absl::Status status;
-  while (!data.empty() && status.ok()) {
-    const ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno != EINTR) status = ErrnoStatus(errno, "write", tmp);
-      continue;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  if (status.ok() && fsync(fd) != 0) status = ErrnoStatus(errno, "fsync", tmp);
-  if (close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "close", tmp);
-  if (status.ok() && rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("rename ", tmp, " to"), path);
-  }
-  if (!status.ok()) {
-    unlink(tmp.c_str());
-    return status;
-  }
-  return SyncDir(DirName(path));
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return ErrnoStatus(err, "fstat", path);
-  }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = pread(fd, &data[done], data.size() - done, done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, "read", path);
-    }
-    if (n == 0) break;  // The file shrank under us; the size check catches it.
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  data.resize(done);
-  return data;
 }
 
 // ----------------------------------------------------------------- plan ----
@@ -492,7 +398,7 @@ absl::StatusOr<io::SafetensorsReader> OpenShardFile(const std::string& dir,
                                                     const Manifest& m,
                                                     const ShardFile& f) {
   const std::string path = JoinPath(dir, f.file);
-  auto bytes = ReadWholeFile(path);
+  auto bytes = io::ReadFileToString(path);
   if (!bytes.ok()) {
     return Annotate(bytes.status(),
                     absl::StrCat("checkpoint shard ", f.shard, " file"));
@@ -659,13 +565,13 @@ absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
     ASSIGN_OR_RETURN(bytes, writer.Serialize());
   }
   const std::string ckpt_dir = JoinPath(dir, CheckpointDirName(snap.version));
-  RETURN_IF_ERROR(MakeDirs(ckpt_dir));
+  RETURN_IF_ERROR(io::MakeDirs(ckpt_dir));
   ShardFile out;
   out.shard = snap.shard;
   out.file = JoinPath(ckpt_dir, ShardFileName(snap.shard, snap.num_shards));
   out.crc32c = io::Crc32c(bytes.data(), bytes.size());
   out.bytes = static_cast<int64_t>(bytes.size());
-  RETURN_IF_ERROR(WriteFileAtomically(out.file, bytes));
+  RETURN_IF_ERROR(io::WriteFileAtomically(out.file, bytes));
   return out;
 }
 
@@ -685,7 +591,7 @@ absl::StatusOr<std::string> WriteManifest(const std::string& dir,
     const std::string path = JoinPath(ckpt_dir, f.file);
     struct stat st;
     if (stat(path.c_str(), &st) != 0) {
-      return Annotate(ErrnoStatus(errno, "stat", path),
+      return Annotate(io::ErrnoStatus(errno, "stat", path),
                       absl::StrCat("manifest: shard ", f.shard, " file"));
     }
     if (static_cast<int64_t>(st.st_size) != f.bytes) {
@@ -695,15 +601,15 @@ absl::StatusOr<std::string> WriteManifest(const std::string& dir,
     }
   }
   const std::string path = JoinPath(ckpt_dir, kManifestName);
-  RETURN_IF_ERROR(WriteFileAtomically(path, ManifestToJson(m).dump(2) + "\n"));
+  RETURN_IF_ERROR(io::WriteFileAtomically(path, ManifestToJson(m).dump(2) + "\n"));
   RETURN_IF_ERROR(
-      WriteFileAtomically(JoinPath(dir, kLatestName),
+      io::WriteFileAtomically(JoinPath(dir, kLatestName),
                           absl::StrCat(CheckpointDirName(m.version), "\n")));
   return path;
 }
 
 absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(std::string text, io::ReadFileToString(path));
   const Json j = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return absl::DataLossError(
@@ -728,7 +634,7 @@ absl::StatusOr<std::string> LatestManifest(const std::string& dir) {
            absl::SimpleAtoi(name, v) && *v >= 0 &&
            name == absl::StrCat(*v);  // canonical digits only
   };
-  auto latest = ReadWholeFile(JoinPath(dir, kLatestName));
+  auto latest = io::ReadFileToString(JoinPath(dir, kLatestName));
   if (latest.ok()) {
     const std::string name(absl::StripAsciiWhitespace(*latest));
     int64_t v = 0;
