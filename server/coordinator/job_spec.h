@@ -1,0 +1,33 @@
+// JobSpec files: parsing (protobuf text format or JSON, with protobuf's own
+// parsers), defaults, and validation whose errors name the offending field.
+// Thread-safety: pure functions.
+#ifndef BERTPS_SERVER_COORDINATOR_JOB_SPEC_H_
+#define BERTPS_SERVER_COORDINATOR_JOB_SPEC_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/model/bert_config.h"
+#include "common/optim/optimizer_config.h"
+#include "proto/job.pb.h"
+
+namespace bertps {
+
+// JSON when the text starts with '{' (after white space), else text format.
+// Unknown fields are errors. Defaults are applied, then Validate runs.
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text);
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+
+// Fills unset fields with their defaults (batch 32, 1 shard, 1 worker, ...).
+void ApplyJobDefaults(JobSpec* spec);
+// INVALID_ARGUMENT naming the field, e.g. "job spec: batch_size must be > 0".
+absl::Status ValidateJobSpec(const JobSpec& spec);
+
+// The pieces of a spec the processes need.
+absl::StatusOr<BertConfig> JobModelConfig(const JobSpec& spec);
+absl::StatusOr<optim::OptimizerConfig> JobOptimizerConfig(const JobSpec& spec);
+
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_COORDINATOR_JOB_SPEC_H_
