@@ -1,0 +1,123 @@
+// Coordinator: the transport-free logic of bertps_coordinator.
+//
+// Jobs: submitted specs are validated (INVALID_ARGUMENT naming the field) and
+// queued (PENDING); the first queued job starts (RUNNING) as soon as enough
+// idle members have registered: num_ps_shards parameter-server members and
+// num_workers train members. It ends SUCCEEDED when every worker slot reports
+// done, FAILED (with a reason naming the member) when a member reports an
+// error or a shard stops answering, CANCELLED on request.
+//
+// Members register with a role and send heartbeats; the answer carries their
+// assignment (job, index, shard addresses, or stop). A member silent for
+// longer than member_timeout is dead.
+//
+// Worker slots are leases: a train worker holds slot i of a job while it
+// heartbeats. When it dies the slot goes to an idle train member, which joins
+// at the shards' current step. Data is deterministic per (step, slot): global
+// batch t is examples [t*B*N, (t+1)*B*N) of the job's data, slot i taking its
+// B, so a replaced worker reads exactly what the dead one would have, and
+// each example is counted once per epoch (reports are keyed by (slot, step)).
+//
+// Thread-safety: thread-safe; WaitForEvents blocks without holding the lock.
+#ifndef BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
+#define BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.pb.h"
+
+namespace bertps {
+
+struct CoordinatorOptions {
+  absl::Duration member_timeout = absl::Seconds(10);
+  int64_t heartbeat_ms = 500;
+  size_t max_history = 5000;  // loss points kept per job
+  // Counts the examples of a job's data (TFRecord records); injectable for
+  // tests. Default: reads the files.
+  std::function<absl::StatusOr<int64_t>(const JobSpec&)> count_examples;
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorOptions options);
+
+  // JobService.
+  absl::StatusOr<std::string> Submit(JobSpec spec);
+  absl::StatusOr<JobStatus> Get(const std::string& id) const;
+  std::vector<JobStatus> List() const;
+  absl::Status Cancel(const std::string& id);
+  // Events of job `id` after *seq (0 = from the start); waits until there is
+  // one or `deadline`. Returns no events at the deadline.
+  absl::StatusOr<std::vector<JobEvent>> WaitForEvents(const std::string& id,
+                                                      int64_t* seq,
+                                                      absl::Time deadline);
+
+  // ClusterService.
+  absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request);
+  absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
+
+  // Expires silent members and starts queued jobs (also run on heartbeats).
+  void Tick();
+
+ private:
+  struct Member {
+    std::string id;
+    Role role = ROLE_UNSPECIFIED;
+    std::string address;
+    absl::Time last_seen;
+    bool alive = true;
+    std::string job;   // assigned job, empty when idle
+    int index = -1;    // shard or worker index in that job
+  };
+  struct Job {
+    JobStatus status;
+    int64_t examples_per_epoch = 0;
+    std::vector<std::string> shards;   // member ids by shard index
+    std::vector<std::string> slots;    // member ids by worker index ("" free)
+    std::vector<bool> slot_done;
+    std::set<std::pair<int, int64_t>> counted;  // (slot, step) reported
+    std::map<int64_t, std::pair<double, int>> step_loss;  // step -> (sum, n)
+    std::map<int, StepReport> last_report;             // by slot
+    std::vector<JobEvent> events;
+    absl::Time last_rate_time;
+    int64_t last_rate_examples = 0;
+  };
+
+  void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillSlotsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishLocked(Job& job, JobState state, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EventLocked(Job& job, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordLocked(Job& job, int slot, const StepReport& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Assignment AssignmentLocked(const Member& m) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  int64_t NowMs() const;
+
+  const CoordinatorOptions options_;
+  mutable absl::Mutex mu_;
+  int64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_member_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // PENDING, FIFO
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+};
+
+bool IsFinal(JobState s);
+
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
