@@ -112,8 +112,8 @@ absl::Status TrainWorker::ReadBatch(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepReport> TrainWorker::Step(int64_t step) {
-  StepReport rep;
+absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
+  TrainStepReport rep;
   rep.step = step;
   const ConsistencyMode mode = client_->description(0).mode();
   const bool bsp = mode == BSP;
@@ -213,9 +213,9 @@ absl::Status TrainWorker::Run() {
   auto begin = Clock::now();
   double loss_sum = 0;
   int64_t n = 0;
-  StepReport sum;
+  TrainStepReport sum;
   for (int64_t step = start; step < options_.steps; ++step) {
-    ASSIGN_OR_RETURN(StepReport rep, Step(step));
+    ASSIGN_OR_RETURN(TrainStepReport rep, Step(step));
     loss_sum += rep.loss;
     ++n;
     sum.pull_ms += rep.pull_ms;
@@ -251,7 +251,7 @@ absl::Status TrainWorker::Run() {
       *options_.log << j.dump() << std::endl;
       loss_sum = 0;
       n = 0;
-      sum = StepReport();
+      sum = TrainStepReport();
     }
   }
   if (options_.worker == 0 && !options_.export_path.empty()) {

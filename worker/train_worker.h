@@ -52,7 +52,7 @@ struct TrainWorkerOptions {
   std::ostream* log = nullptr;    // JSON lines; null: quiet
 };
 
-struct StepReport {
+struct TrainStepReport {
   int64_t step = 0;
   int64_t version = 0;  // after the push
   double loss = 0;
@@ -68,7 +68,7 @@ class TrainWorker {
   // Runs from the shards' current step to options.steps.
   absl::Status Run();
   // One step (exposed for tests and benchmarks).
-  absl::StatusOr<StepReport> Step(int64_t step);
+  absl::StatusOr<TrainStepReport> Step(int64_t step);
   PsClient* client() { return client_.get(); }
   BertModel<float>* model() { return model_.get(); }
 

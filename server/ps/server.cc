@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
 
 namespace bertps {
 namespace ps {
@@ -10,9 +11,25 @@ namespace ps {
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     const ShardOptions& options, const std::string& address,
     std::vector<std::string> peers) {
-  std::unique_ptr<ShardServer> s(new ShardServer(std::move(peers)));
-  ASSIGN_OR_RETURN(s->core_, ShardCore::Create(options, &s->link_));
-  s->service_ = std::make_unique<ShardService>(s->core_.get());
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServer> s, StartIdle(address));
+  RETURN_IF_ERROR(s->Install(options, std::move(peers)));
+  return s;
+}
+
+absl::Status ShardServer::Install(const ShardOptions& options,
+                                  std::vector<std::string> peers) {
+  link_.SetAddresses(std::move(peers));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardCore> core,
+                   ShardCore::Create(options, &link_));
+  service_->Install(std::shared_ptr<ShardCore>(std::move(core)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
+    const std::string& address) {
+  std::unique_ptr<ShardServer> s(new ShardServer({}));
+  s->service_ = std::make_unique<ShardService>();
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
                            &s->port_);

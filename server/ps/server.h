@@ -24,6 +24,13 @@ class ShardServer {
   static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
       const ShardOptions& options, const std::string& address,
       std::vector<std::string> peers);
+  // A server with no shard yet (UNAVAILABLE until Install).
+  static absl::StatusOr<std::unique_ptr<ShardServer>> StartIdle(
+      const std::string& address);
+  // Creates the shard of a job and serves it; replaces any previous one.
+  absl::Status Install(const ShardOptions& options,
+                       std::vector<std::string> peers);
+  void Uninstall() { service_->Install(nullptr); }
   ~ShardServer();
 
   int port() const { return port_; }
@@ -31,14 +38,14 @@ class ShardServer {
   void SetPeers(std::vector<std::string> peers) {
     link_.SetAddresses(std::move(peers));
   }
-  ShardCore* core() { return core_.get(); }
+  // The installed shard (null when idle).
+  ShardCore* core() { return service_->core().get(); }
   void Shutdown();
   void Wait() { server_->Wait(); }
 
  private:
   ShardServer(std::vector<std::string> peers) : link_(std::move(peers)) {}
   GrpcPeerLink link_;
-  std::unique_ptr<ShardCore> core_;
   std::unique_ptr<ShardService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string host_;

@@ -23,17 +23,33 @@ grpc::ChannelArguments ClientChannelArguments() {
   return args;
 }
 
+absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current() const {
+  std::shared_ptr<ShardCore> c = core();
+  if (!c) {
+    return absl::UnavailableError(
+        "this parameter-server shard has no job assigned");
+  }
+  return c;
+}
+
+#define BERTPS_CORE_OR_RETURN(var)                              \
+  absl::StatusOr<std::shared_ptr<ShardCore>> var##_or = Current(); \
+  if (!var##_or.ok()) return ToGrpcStatus(var##_or.status());   \
+  ShardCore* var = var##_or->get()
+
 grpc::Status ShardService::Describe(grpc::ServerContext*,
                                     const DescribeRequest*,
                                     DescribeResponse* resp) {
-  *resp = core_->Describe();
+  BERTPS_CORE_OR_RETURN(shard);
+  *resp = shard->Describe();
   return grpc::Status::OK;
 }
 
 grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
                                 const PullRequest* req,
                                 grpc::ServerWriter<PullResponse>* writer) {
-  absl::StatusOr<std::shared_ptr<const Snapshot>> snap = core_->AcquireSnapshot(
+  BERTPS_CORE_OR_RETURN(shard);
+  absl::StatusOr<std::shared_ptr<const Snapshot>> snap = shard->AcquireSnapshot(
       req->worker(), req->min_version(), req->step(), DeadlineOf(ctx));
   if (!snap.ok()) return ToGrpcStatus(snap.status());
   const Snapshot& s = **snap;
@@ -41,9 +57,9 @@ grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
   head.set_version(s.version);
   if (!writer->Write(head)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
   std::vector<std::string> names(req->names().begin(), req->names().end());
-  const PartitionPlan& plan = core_->plan();
+  const PartitionPlan& plan = shard->plan();
   PullResponse msg;
-  for (int i : core_->local_slices()) {
+  for (int i : shard->local_slices()) {
     const SliceSpec& sl = plan.slices()[i];
     if (!names.empty() &&
         std::find(names.begin(), names.end(), sl.name) == names.end()) {
@@ -71,13 +87,14 @@ grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
 grpc::Status ShardService::Push(grpc::ServerContext* ctx,
                                 grpc::ServerReader<PushRequest>* reader,
                                 PushResponse* resp) {
+  BERTPS_CORE_OR_RETURN(shard);
   PushRequest msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a push must start with its header");
   }
   absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> session =
-      core_->BeginPush(msg.header());
+      shard->BeginPush(msg.header());
   if (!session.ok()) return ToGrpcStatus(session.status());
   absl::Status bad;
   while (reader->Read(&msg)) {
@@ -86,7 +103,7 @@ grpc::Status ShardService::Push(grpc::ServerContext* ctx,
       bad = absl::InvalidArgumentError("a push carries one header only");
       continue;
     }
-    bad = core_->AddChunk(session->get(), msg.chunk());
+    bad = shard->AddChunk(session->get(), msg.chunk());
   }
   if (ctx->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED,
@@ -94,7 +111,7 @@ grpc::Status ShardService::Push(grpc::ServerContext* ctx,
   }
   if (!bad.ok()) return ToGrpcStatus(bad);
   absl::StatusOr<PushResponse> r =
-      core_->FinishPush(std::move(*session), DeadlineOf(ctx));
+      shard->FinishPush(std::move(*session), DeadlineOf(ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = *r;
   return grpc::Status::OK;
@@ -103,7 +120,8 @@ grpc::Status ShardService::Push(grpc::ServerContext* ctx,
 grpc::Status ShardService::Announce(grpc::ServerContext* ctx,
                                     const AnnounceRequest* req,
                                     AnnounceResponse* resp) {
-  absl::StatusOr<AnnounceResponse> r = core_->Announce(*req, DeadlineOf(ctx));
+  BERTPS_CORE_OR_RETURN(shard);
+  absl::StatusOr<AnnounceResponse> r = shard->Announce(*req, DeadlineOf(ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = *r;
   return grpc::Status::OK;
@@ -112,18 +130,20 @@ grpc::Status ShardService::Announce(grpc::ServerContext* ctx,
 grpc::Status ShardService::Exchange(grpc::ServerContext*,
                                     const ExchangeRequest* req,
                                     ExchangeResponse*) {
-  return ToGrpcStatus(core_->ReceiveExchange(*req));
+  BERTPS_CORE_OR_RETURN(shard);
+  return ToGrpcStatus(shard->ReceiveExchange(*req));
 }
 
 grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
                                       const CheckpointRequest* req,
                                       CheckpointResponse* resp) {
+  BERTPS_CORE_OR_RETURN(shard);
   if (req->dir().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "checkpoint needs a directory");
   }
   absl::StatusOr<CheckpointResponse> r =
-      core_->Checkpoint(req->dir(), req->version(), DeadlineOf(ctx));
+      shard->Checkpoint(req->dir(), req->version(), DeadlineOf(ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = *r;
   return grpc::Status::OK;
@@ -132,7 +152,8 @@ grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
 grpc::Status ShardService::Restore(grpc::ServerContext*,
                                    const RestoreRequest* req,
                                    RestoreResponse* resp) {
-  absl::StatusOr<int64_t> v = core_->Restore(req->manifest());
+  BERTPS_CORE_OR_RETURN(shard);
+  absl::StatusOr<int64_t> v = shard->Restore(req->manifest());
   if (!v.ok()) return ToGrpcStatus(v.status());
   resp->set_version(*v);
   return grpc::Status::OK;
@@ -140,7 +161,8 @@ grpc::Status ShardService::Restore(grpc::ServerContext*,
 
 grpc::Status ShardService::Stats(grpc::ServerContext*, const StatsRequest*,
                                  StatsResponse* resp) {
-  *resp = core_->Stats();
+  BERTPS_CORE_OR_RETURN(shard);
+  *resp = shard->Stats();
   return grpc::Status::OK;
 }
 

@@ -22,9 +22,20 @@ constexpr int kMaxMessageBytes = 16 << 20;
 // Elements per TensorChunk on the wire (2 MB of F32).
 constexpr int64_t kChunkElements = 512 * 1024;
 
+// Serves the shard core installed in it; without one (a shard daemon waiting
+// for the coordinator to assign it a job) every call is UNAVAILABLE.
 class ShardService final : public ParameterServer::Service {
  public:
-  explicit ShardService(ShardCore* core) : core_(core) {}
+  explicit ShardService(std::shared_ptr<ShardCore> core = nullptr)
+      : core_(std::move(core)) {}
+  void Install(std::shared_ptr<ShardCore> core) {
+    absl::MutexLock l(&mu_);
+    core_ = std::move(core);
+  }
+  std::shared_ptr<ShardCore> core() const {
+    absl::MutexLock l(&mu_);
+    return core_;
+  }
 
   grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
                         DescribeResponse*) override;
@@ -44,7 +55,9 @@ class ShardService final : public ParameterServer::Service {
                      StatsResponse*) override;
 
  private:
-  ShardCore* const core_;
+  absl::StatusOr<std::shared_ptr<ShardCore>> Current() const;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
 };
 
 // Sends partial sums to peer shards over gRPC (lazy channels).

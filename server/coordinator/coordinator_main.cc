@@ -1,0 +1,102 @@
+// bertps_coordinator: takes jobs (JobService), tracks members and leases
+// (ClusterService), serves grpc.health.v1 and Prometheus metrics.
+//
+//   bertps_coordinator --port 7400 --metrics_port 9400
+#include <cstdio>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/init.h"
+#include "common/metrics.h"
+#include "common/signals.h"
+#include "glog/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/gauge.h"
+#include "server/coordinator/service.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int, port, 7400, "gRPC port (0: any free port).");
+ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port).");
+ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
+
+int main(int argc, char** argv) {
+  bertps::BlockShutdownSignals();
+  bertps::InitProcess(argc, argv, "bertps_coordinator [flags]");
+  bertps::CoordinatorOptions options;
+  options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  bertps::Coordinator coordinator(options);
+  bertps::JobServiceImpl jobs(&coordinator);
+  bertps::ClusterServiceImpl cluster(&coordinator);
+
+  const std::string host = absl::GetFlag(FLAGS_host);
+  auto metrics = bertps::MetricsEndpoint::Start(
+      absl::StrCat(host, ":", absl::GetFlag(FLAGS_metrics_port)));
+  if (!metrics.ok()) {
+    std::fprintf(stderr, "bertps_coordinator: %s\n",
+                 metrics.status().ToString().c_str());
+    return 1;
+  }
+  auto& state_family = prometheus::BuildGauge()
+                           .Name("bertps_jobs")
+                           .Help("Jobs by state")
+                           .Register((*metrics)->registry());
+  auto& step_family = prometheus::BuildGauge()
+                          .Name("bertps_job_step")
+                          .Help("Steps applied, by job")
+                          .Register((*metrics)->registry());
+  auto& loss_family = prometheus::BuildGauge()
+                          .Name("bertps_job_loss")
+                          .Help("Training loss of the last step, by job")
+                          .Register((*metrics)->registry());
+  auto& rate_family = prometheus::BuildGauge()
+                          .Name("bertps_job_examples_per_second")
+                          .Help("Training throughput, by job")
+                          .Register((*metrics)->registry());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_port)),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&jobs);
+  builder.RegisterService(&cluster);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr, "bertps_coordinator: cannot listen on port %d\n",
+                 absl::GetFlag(FLAGS_port));
+    return 1;
+  }
+  std::printf("bertps_coordinator listening on %s:%d, metrics on http://%s:%d/metrics\n",
+              host.c_str(), port, host.c_str(), (*metrics)->port());
+  std::fflush(stdout);
+
+  std::atomic<bool> done{false};
+  std::thread ticker([&] {
+    while (!done.load()) {
+      coordinator.Tick();
+      std::map<std::string, int> by_state;
+      for (const bertps::JobStatus& j : coordinator.List()) {
+        ++by_state[bertps::JobState_Name(j.state())];
+        step_family.Add({{"job", j.id()}}).Set(j.progress().step());
+        loss_family.Add({{"job", j.id()}}).Set(j.progress().loss());
+        rate_family.Add({{"job", j.id()}}).Set(j.progress().examples_per_sec());
+      }
+      for (const char* s : {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
+        state_family.Add({{"state", s}}).Set(by_state[s]);
+      }
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+  });
+  std::thread waiter([&] {
+    int sig = bertps::WaitForShutdownSignal();
+    LOG(INFO) << "signal " << sig << ": shutting down";
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  });
+  server->Wait();
+  done = true;
+  ticker.join();
+  waiter.join();
+  return 0;
+}
