@@ -6,6 +6,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -495,7 +496,11 @@ int CmdSubmit(JobService::StubInterface* stub, const CtlOptions& o,
               std::ostream& err) {
   absl::StatusOr<JobSpec> spec = LoadJobSpec(spec_path);
   if (!spec.ok()) {
-    return Fail(err, absl::StrCat(spec_path, ": ", spec.status().message()));
+    // Name the file once (the loader may already have).
+    const absl::string_view message = spec.status().message();
+    return Fail(err, absl::StrContains(message, spec_path)
+                         ? std::string(message)
+                         : absl::StrCat(spec_path, ": ", message));
   }
   grpc::ClientContext ctx;
   SetDeadline(&ctx, o);
@@ -791,7 +796,16 @@ int Main(const std::vector<std::string>& args, const char* env_coordinator,
          bool stdout_is_tty, std::ostream& out, std::ostream& err) {
   absl::StatusOr<CommandLine> cmd = ParseCommandLine(args, env_coordinator);
   if (!cmd.ok()) {
-    err << "bertpsctl: " << cmd.status().message() << "\n" << Usage();
+    // The whole usage when the verb is missing or unknown, else one line.
+    const absl::string_view message = cmd.status().message();
+    err << "bertpsctl: " << message << "\n";
+    if (absl::StartsWith(message, "no verb") ||
+        absl::StartsWith(message, "unknown verb")) {
+      err << Usage();
+    } else {
+      err << "usage: bertpsctl [flags] <verb> ...; bertpsctl --help lists "
+             "the verbs and flags\n";
+    }
     return kExitUsage;
   }
   cmd->options.tty = stdout_is_tty;

@@ -111,7 +111,7 @@ std::string FormatTick(double value, double step) {
   if (value == 0) return "0";
   step = std::fabs(step);
   if (!(step > 0)) return absl::StrFormat("%g", value);
-  if (step < 1e-3 || std::fabs(value) >= 1e6) {
+  if (step < 1e-6 || std::fabs(value) >= 1e6) {
     int digits = static_cast<int>(
                      std::ceil(std::log10(std::fabs(value) / step) + 1e-9)) +
                  1;

@@ -49,7 +49,8 @@ std::string RenderLossSvg(const std::vector<Series>& series,
 // A degenerate range (lo == hi) is widened around the value.
 std::vector<double> NiceTicks(double lo, double hi, int target);
 
-// A tick label: fixed decimals that resolve `step`, or %g for tiny/huge values.
+// A tick label: fixed decimals that resolve `step` (so one axis's labels
+// agree), or %g for steps below 1e-6 and values of a million or more.
 std::string FormatTick(double value, double step);
 
 }  // namespace plot

@@ -305,8 +305,9 @@ TEST(SvgPlotTest, FormatTick) {
   EXPECT_EQ(FormatTick(2.5, 0.5), "2.5");
   EXPECT_EQ(FormatTick(40, 20), "40");
   EXPECT_EQ(FormatTick(0.15, 0.05), "0.15");
-  EXPECT_EQ(FormatTick(4e-5, 2e-5), "4e-05");
-  EXPECT_EQ(FormatTick(1e-4, 2e-5), "0.0001");
+  EXPECT_EQ(FormatTick(4e-5, 2e-5), "0.00004");
+  EXPECT_EQ(FormatTick(1e-4, 2e-5), "0.00010");
+  EXPECT_EQ(FormatTick(3e-8, 1e-8), "3e-08");
   EXPECT_EQ(FormatTick(2e6, 1e6), "2e+06");
 }
 
