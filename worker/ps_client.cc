@@ -51,12 +51,23 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
                                              grpc::InsecureChannelCredentials(),
                                              ps::ClientChannelArguments());
     c->stubs_.push_back(ParameterServer::NewStub(channel));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options.connect_timeout));
-    ctx.set_wait_for_ready(true);
+    // A shard that is starting, or has not yet taken the job from the
+    // coordinator, answers UNAVAILABLE: retry until connect_timeout.
+    const absl::Time until = absl::Now() + options.connect_timeout;
     DescribeResponse d;
-    absl::Status st = FromGrpcStatus(
-        c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
+    absl::Status st;
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(until));
+      ctx.set_wait_for_ready(true);
+      st = FromGrpcStatus(
+          c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
+      if (st.code() != absl::StatusCode::kUnavailable ||
+          absl::Now() + absl::Milliseconds(100) >= until) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(std::min(500, 20 << std::min(attempt, 5))));
+    }
     if (!st.ok()) {
       return Annotate(st, absl::StrCat("parameter-server shard ", i, " at ",
                                        options.addresses[i]));

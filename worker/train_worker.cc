@@ -193,6 +193,11 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   } else {
     rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
   }
+  rep.first_example = (step * options_.num_workers + options_.worker) *
+                      static_cast<int64_t>(options_.batch);
+  rep.examples = options_.batch;
+  for (int32_t m : batch_.input_mask) rep.tokens += m;
+  rep.learning_rate = optim::LearningRate(options_.optimizer, step);
   rep.wait_ms = Ms(t0, t1);
   rep.pull_ms = Ms(t1, t2);
   rep.compute_ms = Ms(t2, t3);
@@ -215,7 +220,11 @@ absl::Status TrainWorker::Run() {
   int64_t n = 0;
   TrainStepReport sum;
   for (int64_t step = start; step < options_.steps; ++step) {
+    if (options_.cancel != nullptr && options_.cancel->load()) {
+      return absl::CancelledError("the job was stopped");
+    }
     ASSIGN_OR_RETURN(TrainStepReport rep, Step(step));
+    if (options_.on_step) options_.on_step(rep);
     loss_sum += rep.loss;
     ++n;
     sum.pull_ms += rep.pull_ms;

@@ -19,6 +19,8 @@
 #ifndef BERTPS_WORKER_TRAIN_WORKER_H_
 #define BERTPS_WORKER_TRAIN_WORKER_H_
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -29,6 +31,7 @@
 #include "common/io/bert_example.h"
 #include "common/kernels/matmul.h"
 #include "common/model/bert.h"
+#include "common/optim/optimizer_config.h"
 #include "worker/ps_client.h"
 
 namespace bertps {
@@ -50,11 +53,21 @@ struct TrainWorkerOptions {
   std::string export_path;        // worker 0 exports the final model
   int64_t log_every = 10;
   std::ostream* log = nullptr;    // JSON lines; null: quiet
+  // The shards' optimizer, for reporting the learning rate of each step.
+  optim::OptimizerConfig optimizer;
+  // Called after every pushed step (progress reports to the coordinator).
+  std::function<void(const struct TrainStepReport&)> on_step;
+  // Run() stops with CANCELLED at the next step once this is true.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct TrainStepReport {
   int64_t step = 0;
   int64_t version = 0;  // after the push
+  int64_t first_example = 0;  // global stream index of this worker's first
+  int examples = 0;
+  int tokens = 0;             // non-padding tokens of this worker's batch
+  double learning_rate = 0;
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
 };

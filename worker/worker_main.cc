@@ -5,14 +5,21 @@
 //       --config tiny --batch 32 --steps 1000
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "common/init.h"
 #include "common/kernels/threads.h"
+#include "common/signals.h"
+#include "glog/logging.h"
+#include "worker/train_member.h"
 #include "worker/train_worker.h"
 
 ABSL_FLAG(std::string, role, "train", "Worker role: train.");
+ABSL_FLAG(std::string, coordinator, "",
+          "Coordinator address: take work from it (the job flags below are "
+          "then ignored).");
 ABSL_FLAG(std::string, ps, "", "Comma-separated shard addresses, in order.");
 ABSL_FLAG(int, worker_index, 0, "This worker's index.");
 ABSL_FLAG(int, num_workers, 1, "Number of train workers.");
@@ -32,6 +39,7 @@ ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
 ABSL_FLAG(int, rpc_timeout_s, 120, "Deadline of every RPC, seconds.");
 
 int main(int argc, char** argv) {
+  bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_worker --role=train [flags]");
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "bertps_worker: %s\n", s.ToString().c_str());
@@ -42,6 +50,19 @@ int main(int argc, char** argv) {
         "--role: only 'train' exists in this build"));
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (!coordinator.empty()) {
+    bertps::TrainMember member(coordinator);
+    std::thread waiter([&] {
+      int sig = bertps::WaitForShutdownSignal();
+      LOG(INFO) << "signal " << sig << ": leaving";
+      member.Stop();
+    });
+    absl::Status st = member.Run();
+    waiter.detach();
+    if (!st.ok()) return fail(st);
+    return 0;
+  }
   bertps::TrainWorkerOptions o;
   o.ps.addresses = absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
   o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));

@@ -59,6 +59,7 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
   int64_t total = spec.steps();
   if (total == 0 && spec.epochs() > 0) {
     total = (spec.epochs() * examples + global_batch - 1) / global_batch;
+    spec.set_steps(total);  // what the workers and the LR schedule run to
   }
   absl::MutexLock l(&mu_);
   const std::string id = absl::StrFormat("job-%06d", next_job_++);
@@ -247,7 +248,6 @@ void Coordinator::StartJobsLocked() {
     job.slot_done.assign(spec.num_workers(), false);
     job.status.set_state(RUNNING);
     job.status.set_start_time_ms(NowMs());
-    job.last_rate_time = options_.now();
     FillSlotsLocked(job);
     EventLocked(job, absl::StrCat("running on ", spec.num_ps_shards(),
                                   " shard(s) and ", spec.num_workers(),
@@ -273,6 +273,7 @@ void Coordinator::FillSlotsLocked(Job& job) {
 void Coordinator::FinishLocked(Job& job, JobState state,
                                const std::string& reason) {
   if (IsFinal(job.status.state())) return;
+  if (state == SUCCEEDED) AdvanceLocked(job, job.status.progress().total_steps());
   job.status.set_state(state);
   job.status.set_reason(reason);
   job.status.set_end_time_ms(NowMs());
@@ -289,33 +290,20 @@ void Coordinator::FinishLocked(Job& job, JobState state,
 }
 
 void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
-  if (!job.counted.insert({slot, r.step()}).second) return;  // already counted
+  if (!job.counted.insert({slot, r.step()}).second) return;  // a repeat
   JobProgress* p = job.status.mutable_progress();
-  p->set_examples(p->examples() + r.examples());
-  // Per-epoch accounting by global example index.
-  if (job.examples_per_epoch > 0) {
-    int64_t k = r.first_example();
-    int64_t left = r.examples();
-    while (left > 0) {
-      const int64_t epoch = k / job.examples_per_epoch;
-      const int64_t in_epoch =
-          std::min(left, (epoch + 1) * job.examples_per_epoch - k);
-      while (p->examples_per_epoch_size() <= epoch) p->add_examples_per_epoch(0);
-      p->set_examples_per_epoch(epoch,
-                                p->examples_per_epoch(epoch) + in_epoch);
-      k += in_epoch;
-      left -= in_epoch;
-    }
-    p->set_epoch((r.first_example() + r.examples() - 1) / job.examples_per_epoch);
-  }
   job.last_report[slot] = r;
+  // Examples: global batch t is a fixed range of the data, consumed once
+  // step t is applied, whichever worker (or replacement) computed it. So the
+  // count follows the shards' version, not the reports, which a dying
+  // worker may never send.
+  AdvanceLocked(job, std::max(r.version(), r.step() + 1));
   auto& acc = job.step_loss[r.step()];
   acc.first += r.loss();
   acc.second += 1;
   if (acc.second == static_cast<int>(job.slots.size())) {
     const double loss = acc.first / acc.second;
     job.step_loss.erase(r.step());
-    p->set_step(std::max(p->step(), r.step() + 1));
     p->set_loss(loss);
     p->set_learning_rate(r.learning_rate());
     double pull = 0, compute = 0, push = 0, wait = 0;
@@ -330,13 +318,7 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     p->set_compute_ms(compute / n);
     p->set_push_ms(push / n);
     p->set_wait_ms(wait / n);
-    const double secs = absl::ToDoubleSeconds(
-        options_.now() - absl::FromUnixMillis(job.status.start_time_ms()));
-    if (secs > 0) {
-      p->set_examples_per_sec(p->examples() / secs);
-      p->set_tokens_per_sec(p->examples_per_sec() *
-                            std::max(1, r.tokens() / std::max(1, r.examples())));
-    }
+    if (r.examples() > 0) job.tokens_per_example = double(r.tokens()) / r.examples();
     if (static_cast<size_t>(job.status.history_size()) < options_.max_history) {
       LossPoint* lp = job.status.add_history();
       lp->set_step(r.step() + 1);
@@ -344,6 +326,31 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
       lp->set_learning_rate(r.learning_rate());
     }
     EventLocked(job, absl::StrCat("step ", r.step() + 1));
+  }
+}
+
+void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
+  JobProgress* p = job.status.mutable_progress();
+  applied = std::min(applied, p->total_steps());
+  if (applied <= p->step()) return;
+  p->set_step(applied);
+  const JobSpec& spec = job.status.spec();
+  const int64_t consumed =
+      applied * static_cast<int64_t>(spec.batch_size()) * spec.num_workers();
+  p->set_examples(consumed);
+  p->clear_examples_per_epoch();
+  const int64_t e = job.examples_per_epoch;
+  if (e > 0) {
+    for (int64_t start = 0; start < consumed; start += e) {
+      p->add_examples_per_epoch(std::min(e, consumed - start));
+    }
+    p->set_epoch((consumed - 1) / e);
+  }
+  const double secs = absl::ToDoubleSeconds(
+      options_.now() - absl::FromUnixMillis(job.status.start_time_ms()));
+  if (secs > 0) {
+    p->set_examples_per_sec(consumed / secs);
+    p->set_tokens_per_sec(p->examples_per_sec() * job.tokens_per_example);
   }
 }
 

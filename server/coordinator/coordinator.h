@@ -90,8 +90,7 @@ class Coordinator {
     std::map<int64_t, std::pair<double, int>> step_loss;  // step -> (sum, n)
     std::map<int, StepReport> last_report;             // by slot
     std::vector<JobEvent> events;
-    absl::Time last_rate_time;
-    int64_t last_rate_examples = 0;
+    double tokens_per_example = 0;
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -102,6 +101,9 @@ class Coordinator {
   void EventLocked(Job& job, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordLocked(Job& job, int slot, const StepReport& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Steps [0, applied) are applied: progress and exact example counts.
+  void AdvanceLocked(Job& job, int64_t applied)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Assignment AssignmentLocked(const Member& m) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

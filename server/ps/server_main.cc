@@ -12,7 +12,11 @@
 #include "glog/logging.h"
 #include "server/ps/checkpoint.h"
 #include "server/ps/server.h"
+#include "server/ps/shard_member.h"
 
+ABSL_FLAG(std::string, coordinator, "",
+          "Coordinator address: take jobs from it (all other job flags are "
+          "then ignored).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 0, "Port (0: any free port; printed at start).");
 ABSL_FLAG(int, shard, 0, "This shard's index.");
@@ -48,6 +52,28 @@ int Fail(const absl::Status& s) {
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_server [flags]");
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (!coordinator.empty()) {
+    auto server = bertps::ps::ShardServer::StartIdle(absl::StrCat(
+        absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)));
+    if (!server.ok()) return Fail(server.status());
+    std::printf("bertps_server listening on %s, taking jobs from %s\n",
+                (*server)->address().c_str(), coordinator.c_str());
+    std::fflush(stdout);
+    bertps::ps::ShardMember member(coordinator, server->get());
+    absl::Status member_status;
+    std::thread loop([&] { member_status = member.Run(); (*server)->Shutdown(); });
+    std::thread waiter([&] {
+      int sig = bertps::WaitForShutdownSignal();
+      LOG(INFO) << "signal " << sig << ": shutting down";
+      member.Stop();
+    });
+    (*server)->Wait();
+    loop.join();
+    waiter.detach();
+    if (!member_status.ok()) return Fail(member_status);
+    return 0;
+  }
   bertps::ps::ShardOptions o;
   o.shard = absl::GetFlag(FLAGS_shard);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);

@@ -1,0 +1,60 @@
+#include "server/coordinator/member.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/status.h"
+#include "grpcpp/grpcpp.h"
+
+namespace bertps {
+
+MemberClient::MemberClient(const std::string& coordinator, Role role,
+                           std::string my_address,
+                           absl::Duration rpc_timeout)
+    : coordinator_(coordinator),
+      role_(role),
+      my_address_(std::move(my_address)),
+      rpc_timeout_(rpc_timeout),
+      stub_(ClusterService::NewStub(grpc::CreateChannel(
+          coordinator, grpc::InsecureChannelCredentials()))) {}
+
+absl::Status MemberClient::Register() {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+  ctx.set_wait_for_ready(true);
+  RegisterRequest req;
+  req.set_role(role_);
+  req.set_address(my_address_);
+  RegisterResponse resp;
+  absl::Status st = FromGrpcStatus(stub_->Register(&ctx, req, &resp));
+  if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
+  member_id_ = resp.member_id();
+  interval_ = absl::Milliseconds(std::max<int64_t>(50, resp.heartbeat_ms()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Assignment> MemberClient::Heartbeat(
+    const std::string& job, const std::vector<StepReport>& reports, bool done,
+    const std::string& error) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (member_id_.empty()) RETURN_IF_ERROR(Register());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+    HeartbeatRequest req;
+    req.set_member_id(member_id_);
+    req.set_job_id(job);
+    for (const StepReport& r : reports) *req.add_steps() = r;
+    req.set_done(done);
+    req.set_error(error);
+    HeartbeatResponse resp;
+    absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+    if (st.code() == absl::StatusCode::kNotFound) {
+      member_id_.clear();  // the coordinator forgot us: register again
+      continue;
+    }
+    if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
+    return resp.assignment();
+  }
+  return absl::UnavailableError("coordinator keeps forgetting this member");
+}
+
+}  // namespace bertps

@@ -1,0 +1,45 @@
+// MemberClient: a daemon's side of ClusterService. Registers with a role,
+// sends heartbeats (with progress reports) and returns the coordinator's
+// assignment. Re-registers when the coordinator no longer knows it (e.g. it
+// restarted). Every call has a deadline.
+// Thread-safety: thread-compatible (one heartbeat loop per daemon).
+#ifndef BERTPS_SERVER_COORDINATOR_MEMBER_H_
+#define BERTPS_SERVER_COORDINATOR_MEMBER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace bertps {
+
+class MemberClient {
+ public:
+  MemberClient(const std::string& coordinator, Role role,
+               std::string my_address,
+               absl::Duration rpc_timeout = absl::Seconds(10));
+
+  absl::StatusOr<Assignment> Heartbeat(const std::string& job,
+                                       const std::vector<StepReport>& reports,
+                                       bool done, const std::string& error);
+  absl::Duration interval() const { return interval_; }
+  const std::string& member_id() const { return member_id_; }
+
+ private:
+  absl::Status Register();
+
+  const std::string coordinator_;
+  const Role role_;
+  const std::string my_address_;
+  const absl::Duration rpc_timeout_;
+  std::unique_ptr<ClusterService::Stub> stub_;
+  std::string member_id_;
+  absl::Duration interval_ = absl::Milliseconds(500);
+};
+
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_COORDINATOR_MEMBER_H_

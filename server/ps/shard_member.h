@@ -1,0 +1,38 @@
+// A parameter-server daemon driven by the coordinator: registers as a PS
+// member with its address, and on each heartbeat installs the shard of the
+// job it is assigned (or removes it when told to stop).
+// Thread-safety: Run() from one thread; Stop() from any.
+#ifndef BERTPS_SERVER_PS_SHARD_MEMBER_H_
+#define BERTPS_SERVER_PS_SHARD_MEMBER_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+#include "server/coordinator/member.h"
+#include "server/ps/server.h"
+
+namespace bertps {
+namespace ps {
+
+absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
+                                                  int shard);
+
+class ShardMember {
+ public:
+  ShardMember(const std::string& coordinator, ShardServer* server);
+  absl::Status Run(absl::Duration give_up = absl::Minutes(2));
+  void Stop() { stop_ = true; }
+
+ private:
+  MemberClient member_;
+  ShardServer* const server_;
+  std::atomic<bool> stop_{false};
+  std::string job_;
+};
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_PS_SHARD_MEMBER_H_

@@ -1,0 +1,35 @@
+#include "worker/job_options.h"
+
+#include "common/status.h"
+#include "server/coordinator/job_spec.h"
+
+namespace bertps {
+namespace {
+
+BertTask TaskOf(const JobSpec& spec) {
+  return spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
+    const JobSpec& spec, int worker, const std::vector<std::string>& ps) {
+  TrainWorkerOptions o;
+  o.ps.addresses = ps;
+  ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
+  ASSIGN_OR_RETURN(o.optimizer, JobOptimizerConfig(spec));
+  o.task = TaskOf(spec);
+  o.worker = worker;
+  o.num_workers = spec.num_workers();
+  o.data.assign(spec.data().begin(), spec.data().end());
+  o.batch = spec.batch_size();
+  o.steps = spec.steps();
+  o.seed = spec.seed();
+  o.dropout = !spec.no_dropout();
+  o.checkpoint_dir = spec.checkpoint().dir();
+  o.checkpoint_every = spec.checkpoint().every_steps();
+  o.export_path = spec.export_path();
+  return o;
+}
+
+}  // namespace bertps
