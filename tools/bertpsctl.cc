@@ -63,8 +63,7 @@ std::string RpcError(const CtlOptions& o, absl::string_view rpc,
       ": ", s.error_message());
 }
 
-int Fail(std::ostream& err, absl::string_view message,
-         int code = kExitError) {
+int Fail(std::ostream& err, absl::string_view message, int code = kExitError) {
   err << "bertpsctl: " << message << "\n";
   err.flush();
   return code;
@@ -153,8 +152,7 @@ nlohmann::json FieldToJson(const Message& m, const FieldDescriptor* f,
     case FieldDescriptor::CPPTYPE_UINT64:
       return rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f);
     case FieldDescriptor::CPPTYPE_DOUBLE:
-      return real(rep ? r->GetRepeatedDouble(m, f, index)
-                      : r->GetDouble(m, f));
+      return real(rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
     case FieldDescriptor::CPPTYPE_FLOAT:
       return real(rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
     case FieldDescriptor::CPPTYPE_BOOL:
@@ -162,8 +160,7 @@ nlohmann::json FieldToJson(const Message& m, const FieldDescriptor* f,
     case FieldDescriptor::CPPTYPE_STRING:
       return rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
     case FieldDescriptor::CPPTYPE_ENUM:
-      return (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))
-          ->name();
+      return (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name();
     case FieldDescriptor::CPPTYPE_MESSAGE:
       return MessageToObject(rep ? r->GetRepeatedMessage(m, f, index)
                                  : r->GetMessage(m, f));
@@ -283,14 +280,15 @@ std::optional<absl::Duration> EstimateEta(const JobStatus& s,
 }
 
 std::string FinalLine(const JobStatus& s) {
-  std::string line = absl::StrCat("job ", s.id(), " ", JobState_Name(s.state()));
+  std::string line =
+      absl::StrCat("job ", s.id(), " ", JobState_Name(s.state()));
   if (!s.reason().empty()) absl::StrAppend(&line, ": ", s.reason());
   absl::StrAppend(&line, " (step ", StepText(s.progress()), ", loss ",
                   LossText(s.progress()));
   if (s.start_time_ms() > 0 && s.end_time_ms() >= s.start_time_ms()) {
-    absl::StrAppend(&line, ", ran ",
-                    FormatClock(absl::Milliseconds(s.end_time_ms() -
-                                                      s.start_time_ms())));
+    absl::StrAppend(
+        &line, ", ran ",
+        FormatClock(absl::Milliseconds(s.end_time_ms() - s.start_time_ms())));
   }
   absl::StrAppend(&line, ")");
   return line;
@@ -337,8 +335,7 @@ void StepRate::Observe(absl::Time now, int64_t step) {
   while (window_.size() > 20) window_.pop_front();
 }
 
-std::optional<absl::Duration> StepRate::Eta(int64_t step,
-                                            int64_t total) const {
+std::optional<absl::Duration> StepRate::Eta(int64_t step, int64_t total) const {
   if (window_.size() < 2) return std::nullopt;
   const double steps = window_.back().second - window_.front().second;
   const double secs =
@@ -354,8 +351,8 @@ std::string ProgressLine(const JobStatus& s, bool bar,
   std::string line;
   if (bar && p.total_steps() > 0) {
     constexpr int kWidth = 20;
-    const int filled = static_cast<int>(std::clamp<int64_t>(
-        p.step() * kWidth / p.total_steps(), 0, kWidth));
+    const int filled = static_cast<int>(
+        std::clamp<int64_t>(p.step() * kWidth / p.total_steps(), 0, kWidth));
     absl::StrAppend(&line, "[", std::string(filled, '#'),
                     std::string(kWidth - filled, '.'), "] ");
   }
@@ -532,26 +529,24 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                  : absl::StrCat(s.id(), " (", spec.name(), ")"));
   row("state", JobState_Name(s.state()));
   if (!s.reason().empty()) row("reason", s.reason());
-  row("task", absl::StrCat(Task_Name(spec.task()), ", model ",
-                           spec.model().empty() ? "-" : spec.model(), ", ",
-                           spec.num_workers(), " worker(s) x batch ",
-                           spec.batch_size(), ", ", spec.num_ps_shards(),
-                           " PS shard(s)"));
+  row("task",
+      absl::StrCat(Task_Name(spec.task()), ", model ",
+                   spec.model().empty() ? "-" : spec.model(), ", ",
+                   spec.num_workers(), " worker(s) x batch ", spec.batch_size(),
+                   ", ", spec.num_ps_shards(), " PS shard(s)"));
   std::string step = StepText(p);
   if (p.total_steps() > 0) {
-    absl::StrAppend(&step,
-                    absl::StrFormat(" (%.1f%%)", 100.0 * p.step() /
-                                                     p.total_steps()));
+    absl::StrAppend(&step, absl::StrFormat(" (%.1f%%)",
+                                           100.0 * p.step() / p.total_steps()));
   }
   absl::StrAppend(&step, ", epoch ", p.epoch(), ", ", p.examples(),
                   " examples");
   row("step", step);
   row("loss", LossText(p));
-  row("lr", p.learning_rate() != 0
-                ? absl::StrFormat("%.4g", p.learning_rate())
-                : "-");
-  row("speed", absl::StrFormat("%.1f ex/s, %.0f tokens/s",
-                               p.examples_per_sec(), p.tokens_per_sec()));
+  row("lr", p.learning_rate() != 0 ? absl::StrFormat("%.4g", p.learning_rate())
+                                   : "-");
+  row("speed", absl::StrFormat("%.1f ex/s, %.0f tokens/s", p.examples_per_sec(),
+                               p.tokens_per_sec()));
   if (p.pull_ms() + p.compute_ms() + p.push_ms() + p.wait_ms() > 0) {
     row("step time",
         absl::StrFormat("pull %.1f ms, compute %.1f ms, push %.1f ms, "
@@ -562,10 +557,9 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   row("started", TimeText(s.start_time_ms()));
   if (s.end_time_ms() > 0) row("ended", TimeText(s.end_time_ms()));
   if (s.start_time_ms() > 0) {
-    const int64_t end = s.end_time_ms() > 0 ? s.end_time_ms()
-                                            : absl::ToUnixMillis(absl::Now());
-    row("elapsed",
-        FormatClock(absl::Milliseconds(end - s.start_time_ms())));
+    const int64_t end =
+        s.end_time_ms() > 0 ? s.end_time_ms() : absl::ToUnixMillis(absl::Now());
+    row("elapsed", FormatClock(absl::Milliseconds(end - s.start_time_ms())));
   }
   if (s.ps_addresses_size() > 0) {
     row("ps", absl::StrJoin(s.ps_addresses(), ", "));
@@ -603,7 +597,8 @@ int CmdList(JobService::StubInterface* stub, const CtlOptions& o,
       if (c + 1 == r.size()) {
         absl::StrAppend(&line, r[c]);
       } else {
-        absl::StrAppend(&line, r[c], std::string(width[c] - r[c].size() + 2, ' '));
+        absl::StrAppend(&line, r[c],
+                        std::string(width[c] - r[c].size() + 2, ' '));
       }
     }
     out << line << "\n";
@@ -664,9 +659,9 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
   if (bar_drawn) out << "\n";
   if (!ended) {
     if (std::optional<grpc::Status> probe = dog.probe_error()) {
-      return Fail(err, absl::StrCat("lost the coordinator while watching job ",
-                                    job, ": ",
-                                    RpcError(o, "GetJob", *probe, job)));
+      return Fail(err,
+                  absl::StrCat("lost the coordinator while watching job ", job,
+                               ": ", RpcError(o, "GetJob", *probe, job)));
     }
     if (std::optional<JobStatus> fin = dog.final_status()) {
       last = *fin;
@@ -678,10 +673,10 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
       const grpc::Status gst = GetJob(stub, o, job, &s);
       if (!gst.ok()) return Fail(err, RpcError(o, "GetJob", gst, job));
       if (!IsTerminal(s.state())) {
-        return Fail(err, absl::StrCat("the coordinator at ", o.coordinator,
-                                      " ended the watch of job ", job,
-                                      " while it is ",
-                                      JobState_Name(s.state())));
+        return Fail(
+            err, absl::StrCat("the coordinator at ", o.coordinator,
+                              " ended the watch of job ", job, " while it is ",
+                              JobState_Name(s.state())));
       }
       last = s;
     }
@@ -742,9 +737,9 @@ int CmdPlot(JobService::StubInterface* stub, const CtlOptions& o,
   if (s.history_size() == 0) {
     return Fail(err, absl::StrCat("job ", job, " has no loss history yet"));
   }
-  plot::Series loss{"training loss", {}, {}, plot::Axis::kLeft,
+  plot::Series loss{"training loss",    {}, {}, plot::Axis::kLeft,
                     plot::Style::kLine, ""};
-  plot::Series lr{"learning rate", {}, {}, plot::Axis::kRight,
+  plot::Series lr{"learning rate",    {}, {}, plot::Axis::kRight,
                   plot::Style::kLine, ""};
   bool any_lr = false;
   for (const LossPoint& p : s.history()) {

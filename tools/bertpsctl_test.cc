@@ -2,8 +2,8 @@
 // on 127.0.0.1.
 #include "tools/bertpsctl.h"
 
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,8 +124,7 @@ class FakeJobService final : public JobService::Service {
   }
 
  private:
-  static bool SleepUnlessCancelled(grpc::ServerContext* ctx,
-                                   absl::Duration d) {
+  static bool SleepUnlessCancelled(grpc::ServerContext* ctx, absl::Duration d) {
     const absl::Time end = absl::Now() + d;
     while (absl::Now() < end) {
       if (ctx->IsCancelled()) return false;
@@ -197,8 +196,8 @@ std::vector<JobEvent> Story(const std::string& id, JobState final_state,
   s.mutable_progress()->set_learning_rate(0);
   events.push_back(Event(s, "submitted"));
   for (int step = 0; step <= 3; ++step) {
-    events.push_back(Event(Running(id, step, 4, 10.0 - step),
-                           step == 0 ? "started" : ""));
+    events.push_back(
+        Event(Running(id, step, 4, 10.0 - step), step == 0 ? "started" : ""));
   }
   JobStatus end = Running(id, final_state == SUCCEEDED ? 4 : 3, 4, 6.0);
   end.set_state(final_state);
@@ -213,8 +212,7 @@ class BertpsctlTest : public ::testing::Test {
   void SetUp() override {
     grpc::ServerBuilder b;
     int port = 0;
-    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                       &port);
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     b.RegisterService(&service_);
     server_ = b.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -339,8 +337,8 @@ TEST_F(BertpsctlTest, ListTextAndJson) {
                                           "40/100", "5.23"}));
   std::vector<std::string> f2 =
       absl::StrSplit(lines[2], ' ', absl::SkipEmpty());
-  EXPECT_EQ(f2, (std::vector<std::string>{"job-2", "second", "PENDING",
-                                          "0/50", "-"}));
+  EXPECT_EQ(f2, (std::vector<std::string>{"job-2", "second", "PENDING", "0/50",
+                                          "-"}));
 
   CtlOptions json = options_;
   json.json = true;
@@ -357,10 +355,10 @@ TEST_F(BertpsctlTest, WatchPlainOutputAndExitCodes) {
     const char* reason;
     int code;
   };
-  for (const Case& c : {Case{SUCCEEDED, "", kExitOk},
-                        Case{FAILED, "worker 0 lost its lease", kExitJobFailed},
-                        Case{CANCELLED, "cancelled by the user",
-                             kExitJobCancelled}}) {
+  for (const Case& c :
+       {Case{SUCCEEDED, "", kExitOk},
+        Case{FAILED, "worker 0 lost its lease", kExitJobFailed},
+        Case{CANCELLED, "cancelled by the user", kExitJobCancelled}}) {
     const std::string id = absl::StrCat("job-", JobState_Name(c.state));
     service_.Put(Running(id, 0, 4, 0));
     service_.Script(id, Story(id, c.state, c.reason));
@@ -371,11 +369,11 @@ TEST_F(BertpsctlTest, WatchPlainOutputAndExitCodes) {
         absl::StrSplit(out.str(), '\n', absl::SkipEmpty());
     ASSERT_EQ(lines.size(), 7u) << out.str();  // 6 events + the final line
     EXPECT_EQ(lines[0], "PENDING step 0/4 loss - (submitted)");
-    EXPECT_TRUE(absl::StartsWith(lines[2], "RUNNING step 1/4 loss 9 lr 0.0001 "
-                                           "1234 ex/s ETA "))
+    EXPECT_TRUE(absl::StartsWith(lines[2],
+                                 "RUNNING step 1/4 loss 9 lr 0.0001 "
+                                 "1234 ex/s ETA "))
         << lines[2];
-    EXPECT_TRUE(absl::StartsWith(lines[5], JobState_Name(c.state)))
-        << lines[5];
+    EXPECT_TRUE(absl::StartsWith(lines[5], JobState_Name(c.state))) << lines[5];
     EXPECT_TRUE(absl::StartsWith(
         lines[6], absl::StrCat("job ", id, " ", JobState_Name(c.state))))
         << lines[6];
@@ -393,8 +391,9 @@ TEST_F(BertpsctlTest, WatchOnATtyRedrawsOneProgressLine) {
   tty.tty = true;
   EXPECT_EQ(CmdWatch(stub_.get(), tty, "job-1", out_, err_), kExitOk);
   const std::string s = out_.str();
-  EXPECT_TRUE(absl::StrContains(s, "\r\x1b[K[##########..........] step 2/4 "
-                                   "loss 8 1234 ex/s ETA "))
+  EXPECT_TRUE(absl::StrContains(s,
+                                "\r\x1b[K[##########..........] step 2/4 "
+                                "loss 8 1234 ex/s ETA "))
       << s;
   EXPECT_TRUE(absl::StrContains(s, "[####################] SUCCEEDED step 4/4"))
       << s;
@@ -430,7 +429,8 @@ TEST_F(BertpsctlTest, WatchNoticesAHungCoordinator) {
   const absl::Time start = absl::Now();
   EXPECT_EQ(CmdWatch(stub_.get(), o, "job-1", out_, err_), kExitError);
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
-  EXPECT_TRUE(absl::StrContains(err_.str(), "lost the coordinator")) << err_.str();
+  EXPECT_TRUE(absl::StrContains(err_.str(), "lost the coordinator"))
+      << err_.str();
   EXPECT_TRUE(absl::StrContains(err_.str(), options_.coordinator))
       << err_.str();
   EXPECT_TRUE(absl::StrContains(out_.str(), "step 1/4")) << out_.str();
@@ -505,11 +505,13 @@ TEST_F(BertpsctlTest, PlotWritesAnSvgWithEveryPoint) {
   const std::string svg = buf.str();
   EXPECT_TRUE(absl::StartsWith(svg, "<?xml"));
   EXPECT_TRUE(absl::StrContains(svg, "</svg>"));
-  EXPECT_TRUE(absl::StrContains(svg, "data-name=\"training loss\" "
-                                     "data-points=\"60\""))
+  EXPECT_TRUE(absl::StrContains(svg,
+                                "data-name=\"training loss\" "
+                                "data-points=\"60\""))
       << svg;
-  EXPECT_TRUE(absl::StrContains(svg, "data-name=\"learning rate\" "
-                                     "data-points=\"60\""));
+  EXPECT_TRUE(absl::StrContains(svg,
+                                "data-name=\"learning rate\" "
+                                "data-points=\"60\""));
   EXPECT_TRUE(absl::StrContains(svg, "job job-1 (tiny-pretrain)"));
 
   // No history yet: a clear error, no file.
@@ -545,7 +547,8 @@ TEST(BertpsctlMainTest, UnreachableCoordinatorFailsQuicklyNamingTheAddress) {
            {"--coordinator", addr, "cancel", "job-1"}}) {
     std::ostringstream out, err;
     const absl::Time start = absl::Now();
-    EXPECT_EQ(Main(args, nullptr, false, out, err), kExitError) << absl::StrJoin(args, " ");
+    EXPECT_EQ(Main(args, nullptr, false, out, err), kExitError)
+        << absl::StrJoin(args, " ");
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
     EXPECT_TRUE(absl::StrContains(
         err.str(), absl::StrCat("cannot reach the coordinator at ", addr)))

@@ -20,11 +20,21 @@ std::string Escape(const std::string& s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters other than tab/newline are not allowed in XML.
         if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n') {
@@ -152,7 +162,8 @@ std::string RenderLossSvg(const std::vector<Series>& series,
   std::string out;
   absl::StrAppend(&out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
   absl::StrAppend(
-      &out, "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"",
+      &out,
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"",
       Num(width), "\" height=\"", Num(height), "\" viewBox=\"0 0 ", Num(width),
       " ", Num(height), "\" font-family=\"sans-serif\" font-size=\"12\">\n");
   absl::StrAppend(&out, "<title>", Escape(options.title), "</title>\n");
@@ -186,10 +197,10 @@ std::string RenderLossSvg(const std::vector<Series>& series,
   absl::StrAppend(&out, "</g>\n");
 
   absl::StrAppend(&out, "<g class=\"axes\" stroke=\"#333\" fill=\"none\">\n");
-  absl::StrAppend(&out, "<line x1=\"", Num(x0), "\" y1=\"", Num(y1),
-                  "\" x2=\"", Num(x1), "\" y2=\"", Num(y1), "\"/>\n");
-  absl::StrAppend(&out, "<line x1=\"", Num(x0), "\" y1=\"", Num(y0),
-                  "\" x2=\"", Num(x0), "\" y2=\"", Num(y1), "\"/>\n");
+  absl::StrAppend(&out, "<line x1=\"", Num(x0), "\" y1=\"", Num(y1), "\" x2=\"",
+                  Num(x1), "\" y2=\"", Num(y1), "\"/>\n");
+  absl::StrAppend(&out, "<line x1=\"", Num(x0), "\" y1=\"", Num(y0), "\" x2=\"",
+                  Num(x0), "\" y2=\"", Num(y1), "\"/>\n");
   if (has_right) {
     absl::StrAppend(&out, "<line x1=\"", Num(x1), "\" y1=\"", Num(y0),
                     "\" x2=\"", Num(x1), "\" y2=\"", Num(y1), "\"/>\n");
@@ -223,8 +234,7 @@ std::string RenderLossSvg(const std::vector<Series>& series,
                   "\" y=\"", Num(height - 16), "\" text-anchor=\"middle\">",
                   Escape(options.x_label), "</text>\n");
   absl::StrAppend(&out, "<text class=\"y-label\" transform=\"translate(18,",
-                  Num((y0 + y1) / 2),
-                  ") rotate(-90)\" text-anchor=\"middle\">",
+                  Num((y0 + y1) / 2), ") rotate(-90)\" text-anchor=\"middle\">",
                   Escape(options.left_label), "</text>\n");
   if (has_right) {
     absl::StrAppend(&out, "<text class=\"y2-label\" transform=\"translate(",
@@ -244,9 +254,8 @@ std::string RenderLossSvg(const std::vector<Series>& series,
   std::vector<LegendEntry> legend;
   int color_index = 0;
   for (const Series& s : series) {
-    const std::string color = s.color.empty()
-                                  ? kPalette[color_index % kPaletteSize]
-                                  : s.color;
+    const std::string color =
+        s.color.empty() ? kPalette[color_index % kPaletteSize] : s.color;
     ++color_index;
     const Scale& ys = s.axis == Axis::kRight ? rs : ls;
     const bool dashed = s.axis == Axis::kRight && s.style == Style::kLine;
@@ -272,17 +281,17 @@ std::string RenderLossSvg(const std::vector<Series>& series,
     if (points == 0) continue;
     legend.push_back({s.name, color, dashed, s.style == Style::kPoints});
     if (s.style == Style::kLine) {
-      absl::StrAppend(&out, "<path class=\"series\" data-name=\"",
-                      Escape(s.name), "\" data-points=\"", points,
-                      "\" clip-path=\"url(#plot-area)\" fill=\"none\" stroke=\"",
-                      Escape(color), "\" stroke-width=\"1.8\"",
-                      dashed ? " stroke-dasharray=\"6 4\"" : "", " d=\"", body,
-                      "\"/>\n");
+      absl::StrAppend(
+          &out, "<path class=\"series\" data-name=\"", Escape(s.name),
+          "\" data-points=\"", points,
+          "\" clip-path=\"url(#plot-area)\" fill=\"none\" stroke=\"",
+          Escape(color), "\" stroke-width=\"1.8\"",
+          dashed ? " stroke-dasharray=\"6 4\"" : "", " d=\"", body, "\"/>\n");
     } else {
       absl::StrAppend(&out, "<g class=\"series\" data-name=\"", Escape(s.name),
                       "\" data-points=\"", points,
-                      "\" clip-path=\"url(#plot-area)\" fill=\"",
-                      Escape(color), "\">\n", body, "</g>\n");
+                      "\" clip-path=\"url(#plot-area)\" fill=\"", Escape(color),
+                      "\">\n", body, "</g>\n");
     }
   }
 
@@ -292,10 +301,10 @@ std::string RenderLossSvg(const std::vector<Series>& series,
     for (const auto& e : legend) longest = std::max(longest, e.name.size());
     const double lw = 44 + 7.0 * longest, lh = 8 + 18.0 * legend.size();
     const double lx = x1 - lw - 10, ly = y0 + 10;
-    absl::StrAppend(&out, "<g class=\"legend\">\n<rect x=\"", Num(lx),
-                    "\" y=\"", Num(ly), "\" width=\"", Num(lw), "\" height=\"",
-                    Num(lh),
-                    "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999\"/>\n");
+    absl::StrAppend(
+        &out, "<g class=\"legend\">\n<rect x=\"", Num(lx), "\" y=\"", Num(ly),
+        "\" width=\"", Num(lw), "\" height=\"", Num(lh),
+        "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#999\"/>\n");
     for (size_t i = 0; i < legend.size(); ++i) {
       const auto& e = legend[i];
       const double cy = ly + 13 + 18.0 * i;
@@ -310,8 +319,8 @@ std::string RenderLossSvg(const std::vector<Series>& series,
                         "\" stroke-width=\"1.8\"",
                         e.dashed ? " stroke-dasharray=\"6 4\"" : "", "/>\n");
       }
-      absl::StrAppend(&out, "<text x=\"", Num(lx + 36), "\" y=\"",
-                      Num(cy + 4), "\">", Escape(e.name), "</text>\n");
+      absl::StrAppend(&out, "<text x=\"", Num(lx + 36), "\" y=\"", Num(cy + 4),
+                      "\">", Escape(e.name), "</text>\n");
     }
     absl::StrAppend(&out, "</g>\n");
   }

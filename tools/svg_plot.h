@@ -24,12 +24,13 @@ enum class Axis { kLeft, kRight };
 enum class Style { kLine, kPoints };
 
 struct Series {
-  std::string name;          // legend text
-  std::vector<double> x;     // (N)
-  std::vector<double> y;     // (N); pairs beyond min(x.size(), y.size()) are dropped
+  std::string name;       // legend text
+  std::vector<double> x;  // (N)
+  std::vector<double>
+      y;  // (N); pairs beyond min(x.size(), y.size()) are dropped
   Axis axis = Axis::kLeft;
   Style style = Style::kLine;
-  std::string color;         // CSS color; empty: from the palette
+  std::string color;  // CSS color; empty: from the palette
 };
 
 struct PlotOptions {

@@ -39,8 +39,8 @@ std::vector<Element> ParseXml(const std::string& doc, std::string* error) {
       const size_t semi = s.find(';', p);
       if (semi == std::string::npos) return false;
       const std::string ent = s.substr(p, semi - p + 1);
-      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" &&
-          ent != "&quot;" && ent != "&apos;") {
+      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" && ent != "&quot;" &&
+          ent != "&apos;") {
         return false;
       }
     }
@@ -133,8 +133,8 @@ const Element* FindSeries(const std::vector<Element>& elements,
   for (const Element& e : elements) {
     auto cls = e.attrs.find("class");
     auto n = e.attrs.find("data-name");
-    if (cls != e.attrs.end() && cls->second == "series" &&
-        n != e.attrs.end() && n->second == name) {
+    if (cls != e.attrs.end() && cls->second == "series" && n != e.attrs.end() &&
+        n->second == name) {
       return &e;
     }
   }
@@ -240,7 +240,7 @@ TEST(SvgPlotTest, NonFinitePointsAreSkippedAndBreakTheLine) {
 TEST(SvgPlotTest, PointSeriesHasOneCirclePerPoint) {
   std::vector<Series> s = LossAndLr(20);
   Series eval{"eval loss", {5, 10, 15, 20}, {4.0, 3.5, 3.2, 3.0},
-              Axis::kLeft, Style::kPoints, "#2ca02c"};
+              Axis::kLeft, Style::kPoints,  "#2ca02c"};
   s.push_back(eval);
   const std::string svg = RenderLossSvg(s, PlotOptions());
   const std::vector<Element> elements = MustParse(svg);
