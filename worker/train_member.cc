@@ -50,6 +50,7 @@ void TrainMember::StartJob(const Assignment& a) {
         s.set_wait_ms(r.wait_ms);
         absl::MutexLock l(&mu_);
         pending_.push_back(s);
+        last_ = s;
       };
       absl::StatusOr<std::unique_ptr<TrainWorker>> w = TrainWorker::Create(*o);
       if (!w.ok()) return w.status();

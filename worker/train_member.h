@@ -27,6 +27,11 @@ class TrainMember {
   // `give_up` in a row.
   absl::Status Run(absl::Duration give_up = absl::Minutes(2));
   void Stop() { stop_ = true; }
+  // The last step this member pushed (for metrics); empty before any.
+  StepReport last_report() {
+    absl::MutexLock l(&mu_);
+    return last_;
+  }
 
  private:
   void StartJob(const Assignment& a);
@@ -41,6 +46,7 @@ class TrainMember {
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::string error_ ABSL_GUARDED_BY(mu_);
+  StepReport last_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace bertps

@@ -5,14 +5,20 @@
 //       --config tiny --batch 32 --steps 1000
 #include <cstdio>
 #include <iostream>
+#include <atomic>
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/init.h"
 #include "common/kernels/threads.h"
 #include "common/signals.h"
 #include "glog/logging.h"
+#include "common/metrics.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/gauge.h"
 #include "worker/train_member.h"
 #include "worker/train_worker.h"
 
@@ -21,6 +27,9 @@ ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take work from it (the job flags below are "
           "then ignored).");
 ABSL_FLAG(std::string, ps, "", "Comma-separated shard addresses, in order.");
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address of the health and metrics ports.");
+ABSL_FLAG(int, health_port, -1, "grpc.health.v1 port (0: any, -1: off).");
+ABSL_FLAG(int, metrics_port, -1, "Prometheus port (0: any, -1: off).");
 ABSL_FLAG(int, worker_index, 0, "This worker's index.");
 ABSL_FLAG(int, num_workers, 1, "Number of train workers.");
 ABSL_FLAG(std::string, data, "", "Comma-separated TFRecord globs.");
@@ -51,8 +60,51 @@ int main(int argc, char** argv) {
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  // Health (a gRPC server with only grpc.health.v1) and metrics.
+  std::unique_ptr<grpc::Server> health;
+  if (absl::GetFlag(FLAGS_health_port) >= 0) {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":",
+                                    absl::GetFlag(FLAGS_health_port)),
+                       grpc::InsecureServerCredentials(), &port);
+    health = b.BuildAndStart();
+    if (!health) return fail(absl::UnavailableError("cannot open the health port"));
+    std::printf("health on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(), port);
+  }
+  std::unique_ptr<bertps::MetricsEndpoint> metrics;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    auto m = bertps::MetricsEndpoint::Start(absl::StrCat(
+        absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_metrics_port)));
+    if (!m.ok()) return fail(m.status());
+    metrics = std::move(*m);
+    std::printf("metrics on http://%s:%d/metrics\n",
+                absl::GetFlag(FLAGS_host).c_str(), metrics->port());
+  }
+  std::fflush(stdout);
   if (!coordinator.empty()) {
     bertps::TrainMember member(coordinator);
+    std::atomic<bool> done{false};
+    std::thread exporter;
+    if (metrics) {
+      auto& g = prometheus::BuildGauge()
+                    .Name("bertps_worker")
+                    .Help("Train worker progress")
+                    .Register(metrics->registry());
+      exporter = std::thread([&] {
+        while (!done.load()) {
+          bertps::StepReport r = member.last_report();
+          g.Add({{"value", "step"}}).Set(r.step() + 1);
+          g.Add({{"value", "loss"}}).Set(r.loss());
+          g.Add({{"value", "pull_ms"}}).Set(r.pull_ms());
+          g.Add({{"value", "compute_ms"}}).Set(r.compute_ms());
+          g.Add({{"value", "push_ms"}}).Set(r.push_ms());
+          g.Add({{"value", "wait_ms"}}).Set(r.wait_ms());
+          absl::SleepFor(absl::Milliseconds(500));
+        }
+      });
+    }
     std::thread waiter([&] {
       int sig = bertps::WaitForShutdownSignal();
       LOG(INFO) << "signal " << sig << ": leaving";
@@ -60,6 +112,9 @@ int main(int argc, char** argv) {
     });
     absl::Status st = member.Run();
     waiter.detach();
+    done = true;
+    if (exporter.joinable()) exporter.join();
+    if (health) health->Shutdown();
     if (!st.ok()) return fail(st);
     return 0;
   }

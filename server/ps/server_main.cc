@@ -3,6 +3,7 @@
 //   bertps_server --port 7000 --shard 0 --num_shards 2 \
 //       --peers 127.0.0.1:7000,127.0.0.1:7001 --config tiny --workers 2
 #include <cstdio>
+#include <atomic>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -13,11 +14,15 @@
 #include "server/ps/checkpoint.h"
 #include "server/ps/server.h"
 #include "server/ps/shard_member.h"
+#include "common/metrics.h"
+#include "prometheus/gauge.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take jobs from it (all other job flags are "
           "then ignored).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int, metrics_port, -1,
+          "Prometheus metrics port (0: any free port, -1: off).");
 ABSL_FLAG(int, port, 0, "Port (0: any free port; printed at start).");
 ABSL_FLAG(int, shard, 0, "This shard's index.");
 ABSL_FLAG(int, num_shards, 1, "Number of shards.");
@@ -49,9 +54,61 @@ int Fail(const absl::Status& s) {
 
 }  // namespace
 
+namespace {
+
+// Exports the installed shard's counters every second until `done`.
+std::thread StartMetrics(bertps::ps::ShardServer* server,
+                         std::atomic<bool>* done,
+                         std::unique_ptr<bertps::MetricsEndpoint>* out) {
+  const int port = absl::GetFlag(FLAGS_metrics_port);
+  if (port < 0) return std::thread();
+  auto m = bertps::MetricsEndpoint::Start(
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", port));
+  if (!m.ok()) {
+    LOG(ERROR) << m.status();
+    return std::thread();
+  }
+  *out = std::move(*m);
+  auto& g = prometheus::BuildGauge()
+                .Name("bertps_ps")
+                .Help("Parameter-server shard counters")
+                .Register((*out)->registry());
+  std::printf("metrics on http://%s:%d/metrics\n",
+              absl::GetFlag(FLAGS_host).c_str(), (*out)->port());
+  std::fflush(stdout);
+  return std::thread([server, done, &g] {
+    while (!done->load()) {
+      if (bertps::ps::ShardCore* core = server->core()) {
+        bertps::StatsResponse s = core->Stats();
+        g.Add({{"counter", "version"}}).Set(s.version());
+        g.Add({{"counter", "pushes_applied"}}).Set(s.pushes_applied());
+        g.Add({{"counter", "pushes_duplicate"}}).Set(s.pushes_duplicate());
+        g.Add({{"counter", "pushes_rejected"}}).Set(s.pushes_rejected());
+        g.Add({{"counter", "bytes_in"}}).Set(s.bytes_in());
+        g.Add({{"counter", "grad_norm"}}).Set(s.last_grad_norm());
+        g.Add({{"counter", "learning_rate"}}).Set(s.last_learning_rate());
+      }
+      absl::SleepFor(absl::Seconds(1));
+    }
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_server [flags]");
+  std::atomic<bool> metrics_done{false};
+  std::unique_ptr<bertps::MetricsEndpoint> metrics;
+  std::thread metrics_thread;
+  struct Join {
+    std::atomic<bool>* done;
+    std::thread* t;
+    ~Join() {
+      done->store(true);
+      if (t->joinable()) t->join();
+    }
+  } join{&metrics_done, &metrics_thread};
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (!coordinator.empty()) {
     auto server = bertps::ps::ShardServer::StartIdle(absl::StrCat(
@@ -60,6 +117,7 @@ int main(int argc, char** argv) {
     std::printf("bertps_server listening on %s, taking jobs from %s\n",
                 (*server)->address().c_str(), coordinator.c_str());
     std::fflush(stdout);
+    metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
     bertps::ps::ShardMember member(coordinator, server->get());
     absl::Status member_status;
     std::thread loop([&] { member_status = member.Run(); (*server)->Shutdown(); });
@@ -132,6 +190,7 @@ int main(int argc, char** argv) {
   std::printf("bertps_server shard %d of %d listening on %s\n", o.shard,
               o.num_shards, (*server)->address().c_str());
   std::fflush(stdout);
+  metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
   std::thread waiter([&] {
     int sig = bertps::WaitForShutdownSignal();
     LOG(INFO) << "signal " << sig << ": shutting down";
