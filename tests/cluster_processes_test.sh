@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The service end to end, real processes over 127.0.0.1: a coordinator, two
+# parameter-server daemons and three train daemons (one spare) that take work
+# from it; bertpsctl submits a job, one worker is killed with SIGKILL mid-job,
+# the spare takes its slot, the job succeeds with exact per-epoch example
+# counts and a falling loss; every bertpsctl verb is exercised, bad input
+# gets clear errors, and the daemons leave cleanly on SIGTERM.
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+work="${TEST_TMPDIR:-$(mktemp -d)}/cluster"
+mkdir -p "$work/data"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+
+cat > "$work/model.json" <<'JSON'
+{"vocab_size": 1200, "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "intermediate_size": 64,
+ "max_position_embeddings": 128}
+JSON
+"$BERT_LOCAL" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
+
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+coord="127.0.0.1:$port"
+"$COORD" --port "$port" --metrics_port 0 --member_timeout_s 2 > "$work/coordinator.log" 2>&1 &
+pids+=($!); coord_pid=$!
+for s in 0 1; do
+  "$SERVER" --coordinator "$coord" --port 0 > "$work/ps$s.log" 2>&1 &
+  pids+=($!)
+done
+worker_pids=()
+for w in 0 1 2; do
+  "$WORKER" --role=train --coordinator "$coord" > "$work/worker$w.log" 2>&1 &
+  pids+=($!); worker_pids+=($!)
+done
+export BERTPS_COORDINATOR="$coord"
+
+# Bad input first: a bad spec names the field; unknown jobs are clear errors.
+printf 'data: "x"\nsteps: 1\nbatch_size: -4\n' > "$work/bad.pbtxt"
+if "$CTL" submit "$work/bad.pbtxt" > "$work/bad.out" 2>&1; then fail "bad spec accepted"; fi
+grep -q batch_size "$work/bad.out" || fail "bad spec error does not name batch_size: $(cat "$work/bad.out")"
+if "$CTL" status job-999999 > "$work/nojob.out" 2>&1; then fail "unknown job accepted"; fi
+grep -q "no job" "$work/nojob.out" || fail "unknown job: $(cat "$work/nojob.out")"
+
+cat > "$work/job.pbtxt" <<EOF2
+name: "e2e"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 4
+epochs: 3
+num_ps_shards: 2
+num_workers: 2
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+export_path: "$work/final.safetensors"
+EOF2
+job=$("$CTL" submit "$work/job.pbtxt") || fail "submit"
+echo "submitted $job"
+
+# Kill -9 one running worker once the job has made progress.
+for i in $(seq 1 600); do
+  step=$("$CTL" metrics "$job" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["progress"].get("step",0))')
+  [ "$step" -ge 5 ] && break
+  sleep 0.1
+done
+[ "$step" -ge 5 ] || fail "no progress"
+# Slots go to the first train daemons that registered: kill the first.
+kill -9 "${worker_pids[0]}"
+echo "killed worker pid ${worker_pids[0]} at step $step"
+
+"$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "watch: $(tail -3 "$work/watch.out")"
+tail -2 "$work/watch.out"
+"$CTL" status "$job" | tee "$work/status.out" | head -5
+grep -q SUCCEEDED "$work/status.out" || fail "job did not succeed"
+"$CTL" list | grep -q "$job" || fail "list"
+"$CTL" metrics "$job" --json > "$work/metrics.json"
+/usr/bin/python3 - "$work/metrics.json" <<'PY' || fail "metrics"
+import json, sys
+m = json.load(open(sys.argv[1]))
+p = m["progress"]
+per_epoch = [int(x) for x in p["examples_per_epoch"]]
+assert per_epoch == [80, 80, 80], per_epoch          # 80 examples, 3 epochs, each once
+h = m["history"]
+first, last = h[0]["loss"], h[-1]["loss"]
+assert last < first, (first, last)
+print("per-epoch examples", per_epoch, "loss", round(first, 3), "->", round(last, 3))
+PY
+"$CTL" plot "$job" -o "$work/loss.svg" && grep -q "<svg" "$work/loss.svg" || fail "plot"
+test -s "$work/final.safetensors" || fail "no export"
+if "$CTL" cancel "$job" > "$work/cancel.out" 2>&1; then fail "cancelling a finished job succeeded"; fi
+grep -qi "already ended" "$work/cancel.out" || fail "cancel: $(cat "$work/cancel.out")"
+# Prometheus text from the coordinator.
+mport=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/coordinator.log" | head -1)
+/usr/bin/python3 -c "import urllib.request,sys; t=urllib.request.urlopen('http://127.0.0.1:$mport/metrics',timeout=5).read().decode(); sys.exit(0 if 'bertps_job_step' in t else 1)" || fail "prometheus"
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=()
+echo "cluster: job $job SUCCEEDED with a worker killed mid-job"
