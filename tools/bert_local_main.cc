@@ -7,6 +7,8 @@
 //   bert_local eval  --config C --weights W.safetensors --data 'glob'
 //   bert_local synthetic-data --config C --out DIR --steps N
 //                    (2 files of N random examples, seq 128, 20 predictions)
+//   bert_local tokenize --vocab V [--do_lower_case=true|false] < in > out
+//                    (per input line, one line of space-separated token ids)
 //
 // --config is a preset name (tiny, mini, small, medium, base, large) or a
 // Hugging Face config.json.
@@ -21,6 +23,8 @@
 #include "common/kernels/threads.h"
 #include "common/model/bert_config.h"
 #include "common/optim/optimizer_config.h"
+#include "common/text/tokenize_lines.h"
+#include "common/text/tokenizer.h"
 #include "tools/bert_local.h"
 
 ABSL_FLAG(std::string, config, "", "Preset name or config.json path.");
@@ -42,11 +46,15 @@ ABSL_FLAG(double, weight_decay, 0.01, "Weight decay.");
 ABSL_FLAG(int64_t, warmup_steps, 0, "Linear warmup steps.");
 ABSL_FLAG(double, clip_norm, 1.0, "Global-norm clipping (<= 0: off).");
 ABSL_FLAG(int64_t, log_every, 10, "Print progress every N steps.");
+ABSL_FLAG(std::string, vocab, "", "tokenize: BERT vocab.txt.");
+ABSL_FLAG(bool, do_lower_case, true,
+          "tokenize: lowercase and strip accents (uncased models).");
 
 namespace {
 
 constexpr char kUsage[] =
-    "bert_local grad|train|eval|synthetic-data [flags]; see tools/bert_local_main.cc";
+    "bert_local grad|train|eval|synthetic-data|tokenize [flags]; see "
+    "tools/bert_local_main.cc";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "bert_local: %s\n", std::string(s.ToString()).c_str());
@@ -63,6 +71,16 @@ int main(int argc, char** argv) {
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string& cmd = args[1];
+  if (cmd == "tokenize") {
+    if (absl::GetFlag(FLAGS_vocab).empty()) {
+      return Fail(absl::InvalidArgumentError("tokenize needs --vocab"));
+    }
+    auto tok = bertps::text::FullTokenizer::Create(
+        absl::GetFlag(FLAGS_vocab), absl::GetFlag(FLAGS_do_lower_case));
+    if (!tok.ok()) return Fail(tok.status());
+    absl::Status s = bertps::text::TokenizeLines(**tok, std::cin, std::cout);
+    return s.ok() ? 0 : Fail(s);
+  }
 
   bertps::LocalOptions o;
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));

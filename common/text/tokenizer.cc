@@ -1,0 +1,413 @@
+#include "common/text/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "common/text/unicode.h"
+
+namespace bertps::text {
+namespace {
+
+// ASCII classes of BasicTokenizer, equal to ClassifyChar/IsPunctuation on
+// 0..127 (checked by tokenizer_test): Cc other than \t\n\r is dropped.
+enum AsciiKind : uint8_t { kDrop, kSpace, kPunct, kWordChar };
+
+constexpr std::array<uint8_t, 128> MakeAsciiKinds() {
+  std::array<uint8_t, 128> t{};
+  for (int c = 0; c < 128; ++c) {
+    if (c == '\t' || c == '\n' || c == '\r' || c == ' ') {
+      t[c] = kSpace;
+    } else if (c < 32 || c == 127) {
+      t[c] = kDrop;
+    } else if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) ||
+               (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) {
+      t[c] = kPunct;
+    } else {
+      t[c] = kWordChar;
+    }
+  }
+  return t;
+}
+constexpr std::array<uint8_t, 128> kAsciiKinds = MakeAsciiKinds();
+
+inline char LowerAscii(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
+
+inline bool IsContinuationByte(char c) {
+  return (static_cast<uint8_t>(c) & 0xC0) == 0x80;
+}
+
+// Per-call scratch of BasicTokenizer (reused across the words of one call).
+struct BasicScratch {
+  std::string word;   // current word, cleaned (and ASCII-lowercased)
+  std::string piece;  // current output token (non-ASCII path)
+  std::vector<char32_t> cps, lowered, nfd;
+};
+
+// Python str.strip() of whitespace, on well-formed UTF-8.
+absl::string_view StripPythonSpace(absl::string_view s) {
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t next = b;
+    if (!IsPythonSpace(DecodeUtf8(s, &next))) break;
+    b = next;
+  }
+  size_t e = s.size();
+  while (e > b) {
+    size_t start = e - 1;
+    while (start > b && IsContinuationByte(s[start])) --start;
+    size_t next = start;
+    if (!IsPythonSpace(DecodeUtf8(s, &next))) break;
+    e = start;
+  }
+  return s.substr(b, e - b);
+}
+
+// Copy of `s` without ill-formed UTF-8 bytes.
+std::string DropInvalidUtf8(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t start = i;
+    if (DecodeUtf8(s, &i) != kInvalidCodePoint) {
+      out.append(s.data() + start, i - start);
+    }
+  }
+  return out;
+}
+
+bool IsAscii(absl::string_view s) {
+  for (char c : s) {
+    if (static_cast<uint8_t>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Vocab
+
+void Vocab::Add(std::string token) {
+  const int32_t id = static_cast<int32_t>(tokens_.size());
+  max_token_bytes_ = std::max(max_token_bytes_, token.size());
+  if (token.size() >= 2 && token[0] == '#' && token[1] == '#') {
+    cont_ids_.insert_or_assign(token.substr(2), id);
+  }
+  ids_.insert_or_assign(token, id);
+  tokens_.push_back(std::move(token));
+}
+
+Vocab Vocab::FromText(absl::string_view text) {
+  Vocab v;
+  const bool ascii = IsAscii(text);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    if (nl == absl::string_view::npos) nl = text.size();
+    absl::string_view line = text.substr(pos, nl - pos);
+    if (ascii) {
+      v.Add(std::string(StripPythonSpace(line)));
+    } else {
+      const std::string clean = DropInvalidUtf8(line);
+      v.Add(std::string(StripPythonSpace(clean)));
+    }
+    pos = nl + 1;
+  }
+  return v;
+}
+
+Vocab Vocab::FromTokens(const std::vector<std::string>& tokens) {
+  Vocab v;
+  for (const std::string& t : tokens) v.Add(t);
+  return v;
+}
+
+absl::StatusOr<Vocab> Vocab::Load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("vocab: cannot open ", path));
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad())
+    return absl::DataLossError(absl::StrCat("vocab: cannot read ", path));
+  const std::string text = buf.str();
+  Vocab v = FromText(text);
+  if (v.size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab: ", path, " is empty"));
+  }
+  return v;
+}
+
+int32_t Vocab::Find(absl::string_view token) const {
+  auto it = ids_.find(token);
+  return it == ids_.end() ? kNotFound : it->second;
+}
+
+int32_t Vocab::FindContinuation(absl::string_view suffix) const {
+  auto it = cont_ids_.find(suffix);
+  return it == cont_ids_.end() ? kNotFound : it->second;
+}
+
+// ------------------------------------------------------- BasicTokenizer
+
+// One pass over the bytes: drop what _clean_text drops, end a word at
+// whitespace, make each CJK ideograph a word, and hand each word to
+// `process`, which lowercases/strips accents and splits off punctuation.
+template <typename Fn>
+void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
+  BasicScratch s;
+  const bool lower = do_lower_case_;
+
+  // Emits the tokens of the word in s.word (`ascii`: all bytes < 0x80).
+  auto process = [&](bool ascii) {
+    const std::string& w = s.word;
+    if (ascii) {
+      size_t start = 0;
+      for (size_t k = 0; k < w.size(); ++k) {
+        if (kAsciiKinds[static_cast<uint8_t>(w[k])] == kPunct) {
+          if (k > start) fn(absl::string_view(w.data() + start, k - start));
+          fn(absl::string_view(w.data() + k, 1));
+          start = k + 1;
+        }
+      }
+      if (start < w.size()) {
+        fn(absl::string_view(w.data() + start, w.size() - start));
+      }
+      return;
+    }
+    if (!lower) {  // punctuation split on the bytes as they are
+      size_t start = 0;
+      for (size_t k = 0; k < w.size();) {
+        const size_t cp_start = k;
+        const char32_t cp = DecodeUtf8(w, &k);
+        if (IsPunctuation(cp)) {
+          if (cp_start > start) {
+            fn(absl::string_view(w.data() + start, cp_start - start));
+          }
+          fn(absl::string_view(w.data() + cp_start, k - cp_start));
+          start = k;
+        }
+      }
+      if (start < w.size()) {
+        fn(absl::string_view(w.data() + start, w.size() - start));
+      }
+      return;
+    }
+    // str.lower(), NFD, drop Mn, then the punctuation split.
+    s.cps.clear();
+    for (size_t k = 0; k < w.size();) s.cps.push_back(DecodeUtf8(w, &k));
+    s.lowered.clear();
+    PythonLower(s.cps, &s.lowered);
+    s.nfd.clear();
+    Nfd(s.lowered, &s.nfd);
+    s.piece.clear();
+    for (char32_t cp : s.nfd) {
+      if (IsNonspacingMark(cp)) continue;
+      if (IsPunctuation(cp)) {
+        if (!s.piece.empty()) fn(absl::string_view(s.piece));
+        s.piece.clear();
+        AppendUtf8(cp, &s.piece);
+        fn(absl::string_view(s.piece));
+        s.piece.clear();
+      } else {
+        AppendUtf8(cp, &s.piece);
+      }
+    }
+    if (!s.piece.empty()) fn(absl::string_view(s.piece));
+  };
+
+  bool ascii = true;
+  auto flush = [&] {
+    if (!s.word.empty()) {
+      process(ascii);
+      s.word.clear();
+    }
+    ascii = true;
+  };
+
+  const char* p = text.data();
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const uint8_t b = static_cast<uint8_t>(p[i]);
+    if (b < 0x80) {
+      switch (kAsciiKinds[b]) {
+        case kDrop:
+          break;
+        case kSpace:
+          flush();
+          break;
+        default:
+          s.word.push_back(lower ? LowerAscii(p[i]) : p[i]);
+      }
+      ++i;
+      continue;
+    }
+    const size_t start = i;
+    const char32_t cp = DecodeUtf8(text, &i);
+    if (cp == kInvalidCodePoint) continue;
+    switch (ClassifyChar(cp)) {
+      case CharClass::kDrop:
+        break;
+      case CharClass::kSpace:
+        flush();
+        break;
+      case CharClass::kCjk:
+        flush();
+        s.word.append(p + start, i - start);
+        ascii = false;
+        flush();
+        break;
+      case CharClass::kOther:
+        s.word.append(p + start, i - start);
+        ascii = false;
+        break;
+    }
+  }
+  flush();
+}
+
+std::vector<std::string> BasicTokenizer::Tokenize(
+    absl::string_view text) const {
+  std::vector<std::string> out;
+  Run(text, [&](absl::string_view t) { out.emplace_back(t); });
+  return out;
+}
+
+void BasicTokenizer::ForEachToken(
+    absl::string_view text,
+    absl::FunctionRef<void(absl::string_view)> fn) const {
+  Run(text, fn);
+}
+
+// --------------------------------------------------- WordpieceTokenizer
+
+absl::StatusOr<WordpieceTokenizer> WordpieceTokenizer::Create(
+    const Vocab* vocab, absl::string_view unk_token,
+    int max_input_chars_per_word) {
+  const int32_t unk = vocab->Find(unk_token);
+  if (unk == Vocab::kNotFound) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vocab has no unknown token '", unk_token, "'"));
+  }
+  return WordpieceTokenizer(vocab, unk, max_input_chars_per_word);
+}
+
+template <typename PieceFn>
+bool WordpieceTokenizer::Split(absl::string_view word, PieceFn&& piece) const {
+  const size_t n = word.size();
+  // Bytes >= code points, so only a long word needs counting.
+  if (n > static_cast<size_t>(max_chars_) &&
+      CountCodePoints(word) > static_cast<size_t>(max_chars_)) {
+    return false;
+  }
+  const char* p = word.data();
+  const size_t max_bytes = vocab_->max_token_bytes();
+  size_t start = 0;
+  while (start < n) {
+    // Longest candidate first; nothing longer than the longest entry can
+    // match. Candidates end on code point boundaries.
+    size_t end = std::min(n, start + max_bytes);
+    while (end > start && end < n && IsContinuationByte(p[end])) --end;
+    int32_t id = Vocab::kNotFound;
+    while (end > start) {
+      id = start == 0 ? vocab_->Find(absl::string_view(p, end))
+                      : vocab_->FindContinuation(
+                            absl::string_view(p + start, end - start));
+      if (id != Vocab::kNotFound) break;
+      do {
+        --end;
+      } while (end > start && IsContinuationByte(p[end]));
+    }
+    if (id == Vocab::kNotFound) return false;
+    piece(id, start, end);
+    start = end;
+  }
+  return true;
+}
+
+void WordpieceTokenizer::EncodeWord(absl::string_view word,
+                                    std::vector<int32_t>* ids) const {
+  const size_t mark = ids->size();
+  if (!Split(word, [ids](int32_t id, size_t, size_t) { ids->push_back(id); })) {
+    ids->resize(mark);
+    ids->push_back(unk_id_);
+  }
+}
+
+void WordpieceTokenizer::TokenizeWord(absl::string_view word,
+                                      std::vector<std::string>* tokens) const {
+  const size_t mark = tokens->size();
+  const bool ok = Split(word, [&](int32_t, size_t b, size_t e) {
+    std::string t = b == 0 ? std::string() : std::string("##");
+    t.append(word.data() + b, e - b);
+    tokens->push_back(std::move(t));
+  });
+  if (!ok) {
+    tokens->resize(mark);
+    tokens->push_back(vocab_->token(unk_id_));
+  }
+}
+
+std::vector<std::string> WordpieceTokenizer::Tokenize(
+    absl::string_view text) const {
+  std::vector<std::string> out;
+  std::string word;
+  for (size_t i = 0; i < text.size();) {
+    const size_t start = i;
+    const char32_t cp = DecodeUtf8(text, &i);
+    if (cp == kInvalidCodePoint) continue;
+    if (IsPythonSpace(cp)) {
+      TokenizeWord(word, &out);
+      word.clear();
+    } else {
+      word.append(text.data() + start, i - start);
+    }
+  }
+  TokenizeWord(word, &out);
+  return out;
+}
+
+// -------------------------------------------------------- FullTokenizer
+
+absl::StatusOr<std::unique_ptr<FullTokenizer>> FullTokenizer::Create(
+    const std::string& vocab_path, bool do_lower_case) {
+  ASSIGN_OR_RETURN(Vocab vocab, Vocab::Load(vocab_path));
+  return Create(std::move(vocab), do_lower_case);
+}
+
+absl::StatusOr<std::unique_ptr<FullTokenizer>> FullTokenizer::Create(
+    Vocab vocab, bool do_lower_case) {
+  auto v = std::make_unique<Vocab>(std::move(vocab));
+  ASSIGN_OR_RETURN(WordpieceTokenizer wp, WordpieceTokenizer::Create(v.get()));
+  return std::unique_ptr<FullTokenizer>(
+      new FullTokenizer(std::move(v), do_lower_case, std::move(wp)));
+}
+
+void FullTokenizer::EncodeAppend(absl::string_view text,
+                                 std::vector<int32_t>* ids) const {
+  basic_.Run(text, [&](absl::string_view t) { wordpiece_.EncodeWord(t, ids); });
+}
+
+std::vector<int32_t> FullTokenizer::Encode(absl::string_view text) const {
+  std::vector<int32_t> ids;
+  EncodeAppend(text, &ids);
+  return ids;
+}
+
+std::vector<std::string> FullTokenizer::Tokenize(absl::string_view text) const {
+  std::vector<std::string> out;
+  basic_.Run(text,
+             [&](absl::string_view t) { wordpiece_.TokenizeWord(t, &out); });
+  return out;
+}
+
+}  // namespace bertps::text
