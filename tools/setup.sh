@@ -22,6 +22,12 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# Node.js runs the independent reference tokenizer (tools/get_data.sh fetches
+# it with npm); the machine's own node is used when present.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""

@@ -6,6 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+tools/get_data.sh || { echo "get_data failed"; echo "0 passed, 1 failed"; exit 1; }
 trap 'bazel shutdown >/dev/null 2>&1' EXIT
 
 log=$(mktemp)
