@@ -86,14 +86,9 @@ int main(int argc, char** argv) {
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return Fail(config.status());
   o.config = *config;
-  const std::string task = absl::GetFlag(FLAGS_task);
-  if (task == "pretrain") {
-    o.task = bertps::BertTask::kPretrain;
-  } else if (task == "classify") {
-    o.task = bertps::BertTask::kClassify;
-  } else {
-    return Fail(absl::InvalidArgumentError("--task must be pretrain or classify"));
-  }
+  auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
+  if (!task.ok()) return Fail(task.status());
+  o.task = *task;
   o.weights = absl::GetFlag(FLAGS_weights);
   o.out = absl::GetFlag(FLAGS_out);
   o.init = absl::GetFlag(FLAGS_init);

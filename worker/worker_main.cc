@@ -125,12 +125,9 @@ int main(int argc, char** argv) {
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status());
   o.config = *config;
-  const std::string task = absl::GetFlag(FLAGS_task);
-  if (task != "pretrain" && task != "classify") {
-    return fail(absl::InvalidArgumentError("--task must be pretrain or classify"));
-  }
-  o.task = task == "pretrain" ? bertps::BertTask::kPretrain
-                              : bertps::BertTask::kClassify;
+  auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
+  if (!task.ok()) return fail(task.status());
+  o.task = *task;
   o.worker = absl::GetFlag(FLAGS_worker_index);
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   o.data = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());

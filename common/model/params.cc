@@ -12,6 +12,13 @@ absl::string_view BertTaskName(BertTask task) {
   return task == BertTask::kPretrain ? "pretrain" : "classify";
 }
 
+absl::StatusOr<BertTask> ParseBertTask(absl::string_view name) {
+  if (name == "pretrain") return BertTask::kPretrain;
+  if (name == "classify") return BertTask::kClassify;
+  return absl::InvalidArgumentError(
+      absl::StrCat("task must be pretrain or classify, got '", name, "'"));
+}
+
 void ParamLayout::Add(std::string name, std::vector<int64_t> shape) {
   ParamSpec spec;
   spec.name = std::move(name);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/model/bert_config.h"
 
@@ -26,6 +27,8 @@ enum class BertTask {
 };
 
 absl::string_view BertTaskName(BertTask task);
+// "pretrain" or "classify"; InvalidArgument otherwise.
+absl::StatusOr<BertTask> ParseBertTask(absl::string_view name);
 
 struct ParamSpec {
   std::string name;

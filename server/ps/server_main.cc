@@ -138,12 +138,9 @@ int main(int argc, char** argv) {
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return Fail(config.status());
   o.config = *config;
-  const std::string task = absl::GetFlag(FLAGS_task);
-  if (task != "pretrain" && task != "classify") {
-    return Fail(absl::InvalidArgumentError("--task must be pretrain or classify"));
-  }
-  o.task = task == "pretrain" ? bertps::BertTask::kPretrain
-                              : bertps::BertTask::kClassify;
+  auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
+  if (!task.ok()) return Fail(task.status());
+  o.task = *task;
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode == "bsp") {
     o.mode = bertps::BSP;
