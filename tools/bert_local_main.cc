@@ -9,6 +9,16 @@
 //                    (2 files of N random examples, seq 128, 20 predictions)
 //   bert_local tokenize --vocab V [--do_lower_case=true|false] < in > out
 //                    (per input line, one line of space-separated token ids)
+//   bert_local create-pretraining-data --vocab V --input 'glob,glob'
+//                    --output PREFIX [--num_output_files 1]
+//                    [--max_seq_length 128] [--max_predictions_per_seq 20]
+//                    [--dupe_factor 10] [--masked_lm_prob 0.15]
+//                    [--short_seq_prob 0.1] [--do_lower_case=true]
+//                    [--do_whole_word_mask=false] [--seed 12345]
+//                    (create_pretraining_data.py: text files, one sentence a
+//                    line, blank line between documents -> TFRecord files
+//                    PREFIX-0000i-of-0000N.tfrecord; prints one JSON line of
+//                    statistics)
 //
 // --config is a preset name (tiny, mini, small, medium, base, large) or a
 // Hugging Face config.json.
@@ -19,10 +29,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/init.h"
+#include "common/io/bert_example.h"
 #include "common/kernels/threads.h"
 #include "common/model/bert_config.h"
 #include "common/optim/optimizer_config.h"
+#include "common/text/pretraining_data.h"
 #include "common/text/tokenize_lines.h"
 #include "common/text/tokenizer.h"
 #include "tools/bert_local.h"
@@ -49,16 +62,68 @@ ABSL_FLAG(int64_t, log_every, 10, "Print progress every N steps.");
 ABSL_FLAG(std::string, vocab, "", "tokenize: BERT vocab.txt.");
 ABSL_FLAG(bool, do_lower_case, true,
           "tokenize: lowercase and strip accents (uncased models).");
+ABSL_FLAG(std::string, input, "",
+          "create-pretraining-data: comma-separated text file globs.");
+ABSL_FLAG(std::string, output, "",
+          "create-pretraining-data: output prefix of the TFRecord files.");
+ABSL_FLAG(int, num_output_files, 1, "create-pretraining-data: output files.");
+ABSL_FLAG(int, max_seq_length, 128, "create-pretraining-data: S.");
+ABSL_FLAG(int, max_predictions_per_seq, 20, "create-pretraining-data: P.");
+ABSL_FLAG(int, dupe_factor, 10,
+          "create-pretraining-data: passes over the input (masks differ).");
+ABSL_FLAG(double, masked_lm_prob, 0.15, "create-pretraining-data.");
+ABSL_FLAG(double, short_seq_prob, 0.1, "create-pretraining-data.");
+ABSL_FLAG(bool, do_whole_word_mask, false,
+          "create-pretraining-data: mask all pieces of a word together.");
 
 namespace {
 
 constexpr char kUsage[] =
-    "bert_local grad|train|eval|synthetic-data|tokenize [flags]; see "
+    "bert_local grad|train|eval|synthetic-data|tokenize|"
+    "create-pretraining-data [flags]; see "
     "tools/bert_local_main.cc";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "bert_local: %s\n", std::string(s.ToString()).c_str());
   return 1;
+}
+
+// create-pretraining-data: flags -> options, one JSON line of statistics.
+int CreatePretrainingData() {
+  namespace text = bertps::text;
+  if (absl::GetFlag(FLAGS_vocab).empty() ||
+      absl::GetFlag(FLAGS_input).empty() ||
+      absl::GetFlag(FLAGS_output).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "create-pretraining-data needs --vocab, --input and --output"));
+  }
+  const absl::Time start = absl::Now();
+  auto tok = text::FullTokenizer::Create(absl::GetFlag(FLAGS_vocab),
+                                         absl::GetFlag(FLAGS_do_lower_case));
+  if (!tok.ok()) return Fail(tok.status());
+  std::vector<std::string> patterns =
+      absl::StrSplit(absl::GetFlag(FLAGS_input), ',', absl::SkipEmpty());
+  auto files = bertps::io::MatchShardFiles(patterns);
+  if (!files.ok()) return Fail(files.status());
+  text::PretrainingDataOptions o;
+  o.max_seq_length = absl::GetFlag(FLAGS_max_seq_length);
+  o.max_predictions_per_seq = absl::GetFlag(FLAGS_max_predictions_per_seq);
+  o.dupe_factor = absl::GetFlag(FLAGS_dupe_factor);
+  o.masked_lm_prob = absl::GetFlag(FLAGS_masked_lm_prob);
+  o.short_seq_prob = absl::GetFlag(FLAGS_short_seq_prob);
+  o.random_seed = absl::GetFlag(FLAGS_seed);
+  o.do_whole_word_mask = absl::GetFlag(FLAGS_do_whole_word_mask);
+  text::PretrainingDataStats stats;
+  absl::Status s = text::CreatePretrainingData(
+      **tok, *files, o, absl::GetFlag(FLAGS_output),
+      absl::GetFlag(FLAGS_num_output_files), &stats);
+  if (!s.ok()) return Fail(s);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  std::string json = stats.ToJson();
+  json.pop_back();  // '}'
+  std::printf("%s,\"seconds\":%.3f,\"instances_per_second\":%.1f}\n",
+              json.c_str(), secs, secs > 0 ? stats.instances / secs : 0.0);
+  return 0;
 }
 
 }  // namespace
@@ -71,6 +136,7 @@ int main(int argc, char** argv) {
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string& cmd = args[1];
+  if (cmd == "create-pretraining-data") return CreatePretrainingData();
   if (cmd == "tokenize") {
     if (absl::GetFlag(FLAGS_vocab).empty()) {
       return Fail(absl::InvalidArgumentError("tokenize needs --vocab"));

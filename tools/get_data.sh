@@ -11,9 +11,12 @@
 #   js_reference  data/ref/tfjs-qna/: npm @tensorflow-models/qna, whose
 #                 dist/bert_tokenizer.js is an independent port of BERT's
 #                 tokenization.py (used by tests/tokenizer_parity_test.sh)
+#   corpus_small  data/corpus/small/part-0{0..3}.txt: ~3 MB of English text,
+#                 the long descriptions of Debian packages, for
+#                 `bert_local create-pretraining-data` (see fetch_corpus_small)
 #
 # BERTPS_DATA_DIR overrides the data directory. Needs node + npm (registry
-# access) only when something is missing.
+# access) only when something is missing; corpus_small needs apt and perl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA_DIR="${BERTPS_DATA_DIR:-$PWD/data}"
@@ -104,7 +107,183 @@ fetch_js_reference() {
   log "js_reference: unpacked @tensorflow-models/qna@1.0.2 into $dest"
 }
 
-ALL_SOURCES=(vocab js_reference)
+# Debian package descriptions as a pretraining corpus, in BERT's input format
+# (one sentence per line, a blank line between documents). One package
+# description = one document: its synopsis line, then its long description.
+#
+# Source: apt's English Translation-en indices (fetched by
+# `apt-get update -o Acquire::Languages=en` when absent, as root), joined to
+# `apt-cache dumpavail` by Description-md5 so only descriptions of packages
+# apt knows are used. Each distinct description (md5) is used once, under the
+# alphabetically first package that has it. Selection: descriptions whose md5
+# starts with 0 or 1 (1/8 of them, ~7.7k documents, ~3 MB on bookworm), so
+# the sample is spread over the alphabet. Without a Translation-en index it
+# falls back to the Description fields of `apt-cache dumpavail` itself (every
+# package; mostly synopses only, since apt's Packages indices carry long
+# descriptions for few packages).
+#
+# Lines and sentences: the " ." lines separate paragraphs; a line indented by
+# 2+ spaces or starting with a bullet (*, -, +, o, 1., 1)) starts a unit of
+# its own (list item or verbatim line), which a more deeply indented line
+# continues; other lines are joined into their paragraph. Whitespace is
+# collapsed, bullets dropped. A unit is split after ".", "!" or "?" (plus any
+# closing quotes/brackets) followed by a space and then an upper-case letter
+# or digit (optionally after an opening quote/bracket), except after a
+# single letter (initials: "J. Smith") or a common abbreviation (e.g., i.e.,
+# etc., vs., Dr., No., ...). Pieces without a word character are dropped.
+#
+# Output: documents sorted by package name, cut into 4 files of consecutive
+# documents. Deterministic for a given apt index; SOURCE records the version
+# of these rules and the index files used. Idempotent: skipped when SOURCE
+# has the current version.
+CORPUS_SMALL_VERSION=1
+fetch_corpus_small() {
+  local dir="$DATA_DIR/corpus/small"
+  if [ -f "$dir/SOURCE" ] &&
+     grep -qx "version: $CORPUS_SMALL_VERSION" "$dir/SOURCE"; then
+    log "corpus_small: present ($dir)"
+    return
+  fi
+  command -v apt-cache >/dev/null || die "corpus_small needs apt-cache (Debian)"
+  command -v perl >/dev/null || die "corpus_small needs perl"
+  local lists=/var/lib/apt/lists helper=/usr/lib/apt/apt-helper
+  local -a trans=()
+  find_translations() {
+    trans=()
+    local f
+    for f in "$lists"/*_i18n_Translation-en*; do
+      [ -f "$f" ] && trans+=("$f")
+    done
+  }
+  find_translations
+  if [ ${#trans[@]} -eq 0 ] && [ "$(id -u)" = 0 ]; then
+    log "corpus_small: apt-get update -o Acquire::Languages=en"
+    apt-get update -qq -o Acquire::Languages=en >/dev/null ||
+        log "corpus_small: apt-get update failed; falling back"
+    find_translations
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  cat >"$tmp/split.pl" <<'PERL'
+use strict;
+use warnings;
+# argv: out_dir num_files md5_prefix_regex md5_list_file mode(translation|dumpavail); records on stdin
+my ($out, $nfiles, $keep_re, $md5_file, $mode) = @ARGV;
+my %avail;
+open(my $mf, '<', $md5_file) or die "$md5_file: $!";
+while (<$mf>) { chomp; $avail{$_} = 1 if length; }
+close $mf;
+my %abbrev = map { $_ => 1 } qw(e.g i.e etc vs cf approx incl esp resp
+  mr mrs ms dr st jr sr prof no nos vol fig figs ver eq al ca inc ltd co);
+sub sentences {
+  my ($unit) = @_;
+  $unit =~ s/\s+/ /g; $unit =~ s/^ //; $unit =~ s/ $//;
+  return () unless length $unit;
+  my @out; my $start = 0;
+  while ($unit =~ /[.!?]["')\]]* (?=["'(\[]?[A-Z0-9])/g) {
+    my $end = pos($unit);
+    my $before = substr($unit, $start, $end - $start);
+    if ($before =~ /(?:^|\s)(\S+)\.["')\]]* $/) {
+      my $w = lc $1; $w =~ s/^["'(\[]+//;
+      next if $abbrev{$w} || $w =~ /^[a-z]$/i;   # abbreviation or initial
+    }
+    push @out, substr($unit, $start, $end - $start - 1);
+    $start = $end;
+  }
+  push @out, substr($unit, $start) if $start < length $unit;
+  return grep { /\w/ } @out;
+}
+# A description: synopsis line, then " "-prefixed lines; " ." separates
+# paragraphs; lines with 2+ leading spaces or a bullet start a new unit.
+# A description: synopsis line, then " "-prefixed lines; " ." separates
+# paragraphs. A line indented by 2+ spaces or starting with a bullet
+# ("*", "-", "+", "o" or "1." / "1)") starts a unit of its own (a list item
+# or verbatim line); a more deeply indented line continues an item; a
+# 1-space line after an item starts a new unit. Units are split into
+# sentences.
+sub document {
+  my ($synopsis, @long) = @_;
+  my @s = sentences($synopsis);
+  my $unit = '';
+  my $item_indent = -1;  # indent of the current item's first line, -1: prose
+  for my $l (@long) {
+    if ($l =~ /^ \.\s*$/) {
+      push @s, sentences($unit); $unit = ''; $item_indent = -1; next;
+    }
+    my ($lead) = $l =~ /^(\s*)/;
+    my $indent = length $lead;
+    my $bullet = $l =~ /^\s+(?:[*+o-]|\d+[.)]) /;
+    my $new;
+    if ($bullet || ($indent >= 2 && !($item_indent >= 0 && $indent > $item_indent))) {
+      $new = 1; $item_indent = $indent;
+    } elsif ($indent < 2 && $item_indent >= 0) {
+      $new = 1; $item_indent = -1;
+    }
+    if ($new) { push @s, sentences($unit); $unit = ''; }
+    (my $t = $l) =~ s/^\s+(?:(?:[*+o-]|\d+[.)]) )?//;
+    $unit .= ' ' . $t;
+  }
+  push @s, sentences($unit);
+  return @s;
+}
+my %docs;  # md5 -> [package, sentences]
+local $/ = "";  # paragraph mode: one record per blank-line-separated block
+while (my $rec = <STDIN>) {
+  my ($pkg) = $rec =~ /^Package: (\S+)/m or next;
+  my ($md5) = $rec =~ /^Description-md5: ([0-9a-f]{32})/m or next;
+  next unless $avail{$md5} && $md5 =~ /^$keep_re/;
+  my $field = $mode eq 'translation' ? 'Description-en' : 'Description';
+  my ($desc) = $rec =~ /^$field: (.*(?:\n .*)*)/m or next;
+  my ($syn, @long) = split /\n/, $desc;
+  next if exists $docs{$md5} && $docs{$md5}[0] le $pkg;
+  my @s = document($syn, @long);
+  $docs{$md5} = [$pkg, \@s] if @s;
+}
+my @order = sort { $docs{$a}[0] cmp $docs{$b}[0] || $a cmp $b } keys %docs;
+my $n = @order;
+for my $k (0 .. $nfiles - 1) {
+  my $path = sprintf("%s/part-%02d.txt", $out, $k);
+  open(my $fh, '>', $path) or die "$path: $!";
+  for my $i (int($k * $n / $nfiles) .. int(($k + 1) * $n / $nfiles) - 1) {
+    print $fh join("\n", @{$docs{$order[$i]}[1]}), "\n\n";
+  }
+  close $fh or die "$path: $!";
+}
+print STDERR "get_data: corpus_small: $n documents\n";
+PERL
+  apt-cache dumpavail | sed -n 's/^Description-md5: //p' | sort -u >"$tmp/md5s"
+  [ -s "$tmp/md5s" ] || die "corpus_small: apt-cache dumpavail lists no packages (run apt-get update)"
+  mkdir -p "$tmp/out"
+  local mode
+  if [ ${#trans[@]} -gt 0 ]; then
+    mode=translation
+    [ -x "$helper" ] || die "corpus_small: $helper missing"
+    local f
+    for f in "${trans[@]}"; do "$helper" cat-file "$f"; echo; done |
+        perl "$tmp/split.pl" "$tmp/out" 4 '[01]' "$tmp/md5s" translation
+  else
+    mode=dumpavail
+    log "corpus_small: no Translation-en index; using apt-cache dumpavail"
+    apt-cache dumpavail |
+        perl "$tmp/split.pl" "$tmp/out" 4 '' "$tmp/md5s" dumpavail
+  fi
+  {
+    echo "version: $CORPUS_SMALL_VERSION"
+    echo "source: Debian package descriptions ($mode)"
+    for f in "${trans[@]}"; do echo "index: $(basename "$f") $(wc -c <"$f")"; done
+    (cd "$tmp/out" && md5sum part-*.txt)
+  } >"$tmp/out/SOURCE"
+  mkdir -p "$(dirname "$dir")"
+  rm -rf "$dir.partial"
+  mv "$tmp/out" "$dir.partial"
+  rm -rf "$dir"
+  mv "$dir.partial" "$dir"
+  log "corpus_small: wrote $dir ($(cat "$dir"/part-*.txt | wc -c) bytes, $mode)"
+}
+
+ALL_SOURCES=(vocab js_reference corpus_small)
 sources=("$@")
 [ ${#sources[@]} -gt 0 ] || sources=("${ALL_SOURCES[@]}")
 for s in "${sources[@]}"; do
