@@ -4,6 +4,13 @@
 #
 #   tools/bench.sh model [configs] [threads]   BERT training step vs PyTorch
 #                                              (default: "tiny mini base" "1 2")
+#   tools/bench.sh ps [transport-config] [step-configs]
+#                                              parameter-server push/pull GB/s
+#                                              vs raw loopback TCP (default:
+#                                              base, 1 and 2 shards), and the
+#                                              1 worker + 1 shard training step
+#                                              vs single-process training
+#                                              (default: "tiny mini")
 #
 # The machine is shared and noisy: each figure is a median of repeated steps.
 set -euo pipefail
@@ -71,7 +78,216 @@ PY
   done
 }
 
+# ---------------------------------------------------------------------------
+# ps: the parameter-server transport and the distributed step.
+# Shards are real bertps_server processes on 127.0.0.1, the worker a real
+# bertps_worker; the peers (raw TCP, bert_local train) run in the same job.
+
+ps_pids=()
+
+free_addrs() {  # n -> "127.0.0.1:p1,127.0.0.1:p2,..." (free ports)
+  /usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(",".join("127.0.0.1:%d" % s.getsockname()[1] for s in socks))
+PY
+}
+
+# start_shards N LOG_PREFIX [server flags...]: N shards, BSP, 1 worker; sets
+# ps_addrs and waits until every shard listens.
+start_shards() {
+  local n="$1" prefix="$2"
+  shift 2
+  ps_addrs=$(free_addrs "$n")
+  local addrs i
+  IFS=, read -r -a addrs <<<"$ps_addrs"
+  for ((i = 0; i < n; i++)); do
+    bazel-bin/server/ps/bertps_server --host 127.0.0.1 --port "${addrs[$i]##*:}" \
+        --shard "$i" --num_shards "$n" --peers "$ps_addrs" --workers 1 "$@" \
+        >"$prefix.$i.out" 2>"$prefix.$i.err" &
+    ps_pids+=("$!")
+  done
+  local deadline=$((SECONDS + 300))
+  for ((i = 0; i < n; i++)); do
+    until grep -q "listening on" "$prefix.$i.out" 2>/dev/null; do
+      if ! kill -0 "${ps_pids[$i]}" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+        echo "bench ps: shard $i did not start:" >&2
+        cat "$prefix.$i.err" >&2
+        return 1
+      fi
+      sleep 0.2
+    done
+  done
+}
+
+stop_shards() {
+  local p
+  for p in "${ps_pids[@]+"${ps_pids[@]}"}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${ps_pids[@]+"${ps_pids[@]}"}"; do wait "$p" 2>/dev/null || true; done
+  ps_pids=()
+}
+
+# Part 1: push/pull GB/s of a whole model through 1 and 2 shards, and raw TCP
+# moving the same bytes over as many streams (kernel-default socket buffers,
+# and 64 KiB ones, which are faster on loopback). The shards run SGD with lr 0
+# so that the transport dominates; the cost of the optimizer step is reported
+# apart (optimizer_ms; kernel_*_ms: the bare update kernels and the other
+# passes a shard makes over a whole gradient, one thread). The machine is
+# noisy, so bertps and the peer alternate in short rounds against the same
+# running shards; GB/s are medians of all repetitions, ratios of medians.
+ps_transport() {
+  local cfg="$1" rounds="${PS_TRANSPORT_ROUNDS:-3}" reps="${PS_REPS:-3}" log="$out_dir/ps_logs"
+  local shards r
+  for shards in 1 2; do
+    start_shards "$shards" "$log/transport-$cfg-$shards" --config "$cfg" \
+        --optimizer sgd --lr 0 --weight_decay 0
+    local ours=() tcp=() small=()
+    for ((r = 0; r < rounds; r++)); do
+      ours+=("$(bazel-bin/tools/ps_bench --config "$cfg" --ps "$ps_addrs" \
+                --reps "$reps" --warmup 1 --kernels="$([ "$r" = 0 ] && echo true || echo false)")")
+      local bytes
+      bytes=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bytes"])' "${ours[0]}")
+      tcp+=("$(bazel-bin/tools/tcp_peer_bench --bytes "$bytes" --streams "$shards" --reps "$reps")")
+      small+=("$(bazel-bin/tools/tcp_peer_bench --bytes "$bytes" --streams "$shards" \
+                 --reps "$reps" --sockbuf 65536)")
+    done
+    stop_shards
+    /usr/bin/python3 - "$rounds" "${ours[@]}" "${tcp[@]}" "${small[@]}" <<'PY' | tee -a "$results"
+import json, statistics, sys
+n = int(sys.argv[1])
+runs = [json.loads(x) for x in sys.argv[2:]]
+ours, tcp, small = runs[:n], runs[n:2 * n], runs[2 * n:]
+first = ours[0]
+med = statistics.median
+r3 = lambda x: round(x, 3)
+def gbps(key):  # pooled GB/s of every repetition of every round
+    return [first["bytes"] / ms / 1e6 for o in ours for ms in o[key + "_ms"]]
+line = {"bench": "ps_transport", "config": first["config"], "shards": first["shards"],
+        "servers": first["servers"], "bytes": first["bytes"],
+        "rounds": n, "reps": n * first["reps"]}
+stats = {}
+for k in ("push", "pull", "push_applied"):
+    v = gbps(k)
+    stats[k] = med(v)
+    line[f"{k}_gbps_median"] = r3(med(v))
+    line[f"{k}_gbps_min"] = r3(min(v))
+    line[f"{k}_gbps_max"] = r3(max(v))
+t = [g for x in tcp for g in x["gbps"]]
+s = [g for x in small for g in x["gbps"]]
+line["tcp_streams"] = tcp[0]["streams"]
+line["tcp_gbps_median"] = r3(med(t))
+line["tcp_gbps_min"] = r3(min(t))
+line["tcp_gbps_max"] = r3(max(t))
+line["tcp_64k_sockbuf_gbps_median"] = r3(med(s))
+line["tcp_64k_sockbuf_gbps_min"] = r3(min(s))
+line["tcp_64k_sockbuf_gbps_max"] = r3(max(s))
+line["push_ratio_vs_tcp"] = r3(stats["push"] / med(t))
+line["pull_ratio_vs_tcp"] = r3(stats["pull"] / med(t))
+best = max(med(t), med(s))
+line["push_ratio_vs_best_tcp"] = r3(stats["push"] / best)
+line["pull_ratio_vs_best_tcp"] = r3(stats["pull"] / best)
+line["target_ratio"] = 0.70
+line["push_ratio_per_round"] = [r3(o["push_gbps_median"] / x["gbps_median"]) for o, x in zip(ours, tcp)]
+line["pull_ratio_per_round"] = [r3(o["pull_gbps_median"] / x["gbps_median"]) for o, x in zip(ours, tcp)]
+line["optimizer"] = first["optimizer"]
+line["optimizer_ms"] = round(med([o["optimizer_ms"] for o in ours]), 1)
+for k in ("kernel_sgd_ms", "kernel_adam_weight_decay_ms", "kernel_all_finite_ms",
+          "kernel_grad_squared_sum_ms", "kernel_memcpy_ms"):
+    if k in first:
+        line[k] = round(first[k], 1)
+print(json.dumps(line))
+PY
+  done
+}
+
+# Part 2: one training step of 1 worker + 1 shard (processes, loopback) vs
+# single-process bert_local train: batch 32, seq 128, 20 predictions, 1
+# compute thread, BERT's AdamWeightDecay (lr 1e-4, decay 0.01, clip 1.0,
+# linear decay over the run) on both sides. Per-step times come from the
+# cumulative examples/s of each JSON log line (--log_every 1); the first
+# steps of every run are dropped; runs alternate so that noise hits both.
+ps_step() {
+  local cfg="$1" steps="$2" drop="$3" rounds="${PS_STEP_ROUNDS:-3}" log="$out_dir/ps_logs"
+  local data="$out_dir/ps_data/$cfg"
+  if [ ! -s "$data/synthetic-1.tfrecord" ]; then
+    mkdir -p "$data"
+    bazel-bin/tools/bert_local synthetic-data --config "$cfg" --out "$data" --steps 512
+  fi
+  local r local_logs=() dist_logs=()
+  for ((r = 0; r < rounds; r++)); do
+    bazel-bin/tools/bert_local train --config "$cfg" --data "$data/*.tfrecord" \
+        --steps "$steps" --batch 32 --threads 1 --log_every 1 \
+        --out "$log/step-$cfg.safetensors" >"$log/step-$cfg-local-$r.jsonl"
+    local_logs+=("$log/step-$cfg-local-$r.jsonl")
+    start_shards 1 "$log/step-$cfg-$r" --config "$cfg" --total_steps "$steps"
+    bazel-bin/worker/bertps_worker --ps "$ps_addrs" --config "$cfg" \
+        --data "$data/*.tfrecord" --steps "$steps" --batch 32 --threads 1 \
+        --log_every 1 >"$log/step-$cfg-dist-$r.jsonl"
+    stop_shards
+    dist_logs+=("$log/step-$cfg-dist-$r.jsonl")
+  done
+  /usr/bin/python3 - "$cfg" "$drop" "${local_logs[*]}" "${dist_logs[*]}" <<'PY' | tee -a "$results"
+import json, statistics, sys
+cfg, drop = sys.argv[1], int(sys.argv[2])
+def steps_of(path):
+    # Per-step seconds from cumulative examples/s (batch 32, start at step 0).
+    lines = [json.loads(l) for l in open(path) if l.startswith("{") and "step" in l]
+    lines = [l for l in lines if "examples_per_sec" in l]
+    prev, out = 0.0, []
+    for l in lines:
+        t = l["step"] * 32 / l["examples_per_sec"]
+        out.append((t - prev, l))
+        prev = t
+    return out[drop:]
+def pooled(paths):
+    per_run = [steps_of(p) for p in paths.split()]
+    allsteps = [s for run in per_run for s in run]
+    return per_run, allsteps
+med = statistics.median
+lr, la = pooled(sys.argv[3])
+dr, da = pooled(sys.argv[4])
+local_ms = med([t for t, _ in la]) * 1e3
+dist_ms = med([t for t, _ in da]) * 1e3
+r = lambda x: round(x, 1)
+line = {"bench": "ps_step", "config": cfg, "batch": 32, "seq": 128, "preds": 20,
+        "threads": 1, "shards": 1, "workers": 1, "runs": len(lr),
+        "steps_timed_per_run": len(lr[0]),
+        "distributed_step_ms": r(dist_ms), "inprocess_step_ms": r(local_ms),
+        "ratio_inprocess_over_distributed": round(local_ms / dist_ms, 3),
+        "target_ratio": 0.95,
+        "distributed_run_medians_ms": [r(med([t for t, _ in run]) * 1e3) for run in dr],
+        "inprocess_run_medians_ms": [r(med([t for t, _ in run]) * 1e3) for run in lr]}
+for k in ("pull_ms", "compute_ms", "push_ms", "wait_ms"):
+    line["distributed_" + k] = r(med([l[k] for _, l in da]))
+line["distributed_other_ms"] = r(dist_ms - sum(line["distributed_" + k]
+                                     for k in ("pull_ms", "compute_ms", "push_ms", "wait_ms")))
+print(json.dumps(line))
+PY
+}
+
+bench_ps() {
+  local transport_cfg="${1:-base}" step_cfgs="${2:-tiny mini}"
+  trap 'stop_shards; bazel shutdown >/dev/null 2>&1' EXIT
+  bazel build -c opt //tools:ps_bench //tools:tcp_peer_bench //tools:bert_local \
+      //server/ps:bertps_server //worker:bertps_worker >/dev/null 2>&1
+  results="$out_dir/ps.jsonl"
+  : > "$results"
+  mkdir -p "$out_dir/ps_logs"
+  ps_transport "$transport_cfg"
+  local cfg
+  for cfg in $step_cfgs; do
+    case "$cfg" in
+      tiny) ps_step tiny 20 3 ;;
+      mini) ps_step mini 12 2 ;;
+      *) ps_step "$cfg" 6 1 ;;
+    esac
+  done
+}
+
 case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
-  *) echo "unknown benchmark '$what' (model)" >&2; exit 2 ;;
+  ps) bench_ps "${2:-}" "${3:-}" ;;
+  *) echo "unknown benchmark '$what' (model, ps)" >&2; exit 2 ;;
 esac

@@ -14,17 +14,24 @@
 // optimizer_ms = median(push applied) - median(push): what the shard's
 // update (with its norm pass, aggregation copy and snapshot publication)
 // adds to a push. For reference the bare update kernels (SGD and BERT's
-// AdamWeightDecay over the whole model, one thread, no network) are timed
-// in this process as well.
+// AdamWeightDecay over the whole model, one thread, no network) and the
+// other whole-gradient passes of a shard (finiteness check, squared norm, a
+// memcpy standing in for each copy) are timed in this process as well.
+//
+// --only push|pull repeats one operation (for profiling) and adds the
+// client's CPU seconds per GB.
 //
 // Shards: --ps lists running bertps_server addresses (the realistic set-up,
 // used by tools/bench.sh ps); without --ps, --shards in-process ShardServers
 // listen on 127.0.0.1 (same gRPC path over loopback, one process).
 //
 //   ps_bench --config base --ps 127.0.0.1:7000,127.0.0.1:7001 --reps 7
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +54,10 @@ ABSL_FLAG(std::string, ps, "",
 ABSL_FLAG(int, shards, 1, "In-process shards when --ps is empty.");
 ABSL_FLAG(int, reps, 7, "Timed repetitions.");
 ABSL_FLAG(int, warmup, 1, "Untimed repetitions first.");
+ABSL_FLAG(std::string, only, "",
+          "For profiling: 'push' or 'pull' repeats just that operation --reps "
+          "times after one applied push (and prints its times and the "
+          "client's CPU seconds per GB only).");
 ABSL_FLAG(bool, kernels, true,
           "Also time the bare optimizer kernels over the whole model.");
 
@@ -56,6 +67,14 @@ using Clock = std::chrono::steady_clock;
 
 double Secs(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// CPU seconds (user + system) this process used so far.
+double CpuSeconds() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 double Median(std::vector<double> v) {
@@ -108,7 +127,8 @@ int main(int argc, char** argv) {
   bertps::InitProcess(argc, argv, "ps_bench [flags]");
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return Fail(config.status());
-  const int reps = absl::GetFlag(FLAGS_reps), warmup = absl::GetFlag(FLAGS_warmup);
+  const int reps = absl::GetFlag(FLAGS_reps),
+            warmup = absl::GetFlag(FLAGS_warmup);
   if (reps < 1 || warmup < 0) {
     return Fail(absl::InvalidArgumentError("--reps >= 1, --warmup >= 0"));
   }
@@ -139,10 +159,12 @@ int main(int argc, char** argv) {
 
   bertps::PsClientOptions po;
   po.addresses = addresses;
-  auto client = bertps::PsClient::Connect(po, *config, bertps::BertTask::kPretrain);
+  auto client =
+      bertps::PsClient::Connect(po, *config, bertps::BertTask::kPretrain);
   if (!client.ok()) return Fail(client.status());
   bertps::PsClient& c = **client;
-  if (c.description(0).num_workers() != 1 || c.description(0).mode() != bertps::BSP) {
+  if (c.description(0).num_workers() != 1 ||
+      c.description(0).mode() != bertps::BSP) {
     return Fail(absl::FailedPreconditionError(
         "the shards must run BSP with --workers 1"));
   }
@@ -155,6 +177,38 @@ int main(int argc, char** argv) {
   // Small finite gradients (every element touched: no page faults timed).
   std::vector<float> grads(n), params(n, 0.f);  // (n) layout order
   for (int64_t i = 0; i < n; ++i) grads[i] = 1e-6f * static_cast<float>(i % 97);
+
+  const std::string only = absl::GetFlag(FLAGS_only);
+  if (!only.empty()) {
+    if (only != "push" && only != "pull") {
+      return Fail(absl::InvalidArgumentError("--only must be push or pull"));
+    }
+    bertps::PushHeader h;
+    h.set_worker(0);
+    h.set_step(step);
+    absl::StatusOr<int64_t> v = c.Push(h, grads.data());
+    if (!v.ok()) return Fail(v.status());
+    std::fprintf(stderr, "ps_bench: timing %s\n", only.c_str());
+    std::vector<double> secs;
+    const double cpu0 = CpuSeconds();
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = Clock::now();
+      v = only == "push" ? c.Push(h, grads.data())
+                         : c.Pull(0, step + 1, step + 1, params.data());
+      if (!v.ok()) return Fail(v.status());
+      secs.push_back(Secs(t0, Clock::now()));
+    }
+    nlohmann::ordered_json j;
+    j["bench"] = "ps_transport_" + only;
+    j["shards"] = c.num_shards();
+    j["bytes"] = static_cast<int64_t>(bytes);
+    Report(j, only, bytes, secs);
+    // Client CPU per payload byte: with the shards' CPU (from outside) it
+    // says where a transfer's time goes.
+    j["client_cpu_s_per_gb"] = (CpuSeconds() - cpu0) / (reps * bytes / 1e9);
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
 
   std::vector<double> push_applied, push, pull;
   for (int r = 0; r < warmup + reps; ++r, ++step) {
@@ -198,7 +252,9 @@ int main(int argc, char** argv) {
   Report(j, "push_applied", bytes, push_applied);
   j["optimizer_ms"] = (Median(push_applied) - Median(push)) * 1e3;
   int64_t duplicates = 0;
-  for (const auto& s : *after) duplicates = std::max(duplicates, s.pushes_duplicate());
+  for (const auto& s : *after) {
+    duplicates = std::max(duplicates, s.pushes_duplicate());
+  }
   j["shard_duplicates_seen"] = duplicates;
   if (absl::GetFlag(FLAGS_kernels)) {
     std::vector<float> state(2 * n, 0.f);  // (2, n)
@@ -207,6 +263,27 @@ int main(int argc, char** argv) {
     j["kernel_adam_weight_decay_ms"] =
         KernelMs(bertps::optim::OptimizerKind::kAdamWeightDecay, n,
                  params.data(), grads.data(), state.data());
+    // The passes a shard makes over a pushed gradient besides the update:
+    // the finiteness check of every chunk, the global norm, and the copies
+    // (staging, aggregation, snapshot) for which a memcpy stands in.
+    auto time_ms = [](auto&& f) {
+      std::vector<double> ms;
+      for (int r = 0; r < 3; ++r) {
+        const auto t0 = Clock::now();
+        f();
+        ms.push_back(Secs(t0, Clock::now()) * 1e3);
+      }
+      return Median(ms);
+    };
+    bool finite = true;
+    j["kernel_all_finite_ms"] = time_ms(
+        [&] { finite = finite && bertps::optim::AllFinite(grads.data(), n); });
+    double sq = 0;
+    j["kernel_grad_squared_sum_ms"] =
+        time_ms([&] { sq += bertps::optim::GradSquaredSum(grads.data(), n); });
+    j["kernel_memcpy_ms"] = time_ms(
+        [&] { std::memcpy(state.data(), grads.data(), sizeof(float) * n); });
+    if (!finite || !(sq >= 0)) return Fail(absl::InternalError("bad gradient"));
   }
   std::printf("%s\n", j.dump().c_str());
   client->reset();

@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -47,6 +48,11 @@ ABSL_FLAG(int, streams, 1, "Parallel TCP connections (the payload is split).");
 ABSL_FLAG(int, reps, 7, "Timed repetitions.");
 ABSL_FLAG(int, warmup, 1, "Untimed repetitions first.");
 ABSL_FLAG(int64_t, write_bytes, 4 << 20, "Bytes per write() call.");
+ABSL_FLAG(int64_t, buffer_bytes, 0,
+          "0: source and destination are whole-payload buffers (like a model's "
+          "gradient and parameters); > 0: each stream cycles through a buffer "
+          "of this size (cache-resident, as iperf3 does).");
+ABSL_FLAG(int, sockbuf, 0, "SO_SNDBUF/SO_RCVBUF bytes (0: kernel autotuning).");
 
 namespace {
 
@@ -95,29 +101,44 @@ absl::StatusOr<int> Connect(int port) {
   return fd;
 }
 
-absl::Status WriteAll(int fd, const char* p, int64_t n, int64_t chunk) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, static_cast<size_t>(std::min(n, chunk)));
+// Moves n bytes through `fd` in calls of at most `chunk` bytes, from/to
+// base[k % ring] for byte k of the stream.
+absl::Status WriteAll(int fd, const char* base, int64_t ring, int64_t n,
+                      int64_t chunk) {
+  for (int64_t k = 0; k < n;) {
+    const int64_t at = k % ring;
+    const int64_t len = std::min({n - k, chunk, ring - at});
+    const ssize_t w = ::write(fd, base + at, static_cast<size_t>(len));
     if (w < 0) {
       if (errno == EINTR) continue;
       return Errno("write");
     }
-    p += w;
-    n -= w;
+    k += w;
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadAll(int fd, char* p, int64_t n, int64_t chunk) {
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, static_cast<size_t>(std::min(n, chunk)));
+absl::Status ReadAll(int fd, char* base, int64_t ring, int64_t n,
+                     int64_t chunk) {
+  for (int64_t k = 0; k < n;) {
+    const int64_t at = k % ring;
+    const int64_t len = std::min({n - k, chunk, ring - at});
+    const ssize_t r = ::read(fd, base + at, static_cast<size_t>(len));
     if (r < 0) {
       if (errno == EINTR) continue;
       return Errno("read");
     }
     if (r == 0) return absl::DataLossError("peer closed the connection early");
-    p += r;
-    n -= r;
+    k += r;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetBuffers(int fd, int bytes) {
+  if (bytes <= 0) return absl::OkStatus();
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) != 0) {
+    return Errno("setsockopt SO_SNDBUF/SO_RCVBUF");
   }
   return absl::OkStatus();
 }
@@ -159,6 +180,14 @@ class Round {
   absl::Status status_;
 };
 
+// CPU seconds (user + system) of this process so far.
+double CpuSeconds() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -181,15 +210,24 @@ int main(int argc, char** argv) {
     return fail(absl::InvalidArgumentError(
         "--bytes, --streams, --reps, --write_bytes must be positive"));
   }
-  // Source and destination: touched up front so no page faults are timed
-  // (the parameter server's buffers are long-lived too).
-  std::vector<char> src(bytes), dst(bytes);  // (bytes)
-  for (int64_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 131);
-  std::memset(dst.data(), 0, dst.size());
-
-  // Stream s moves [begin[s], begin[s+1]).
+  const int64_t ring_flag = absl::GetFlag(FLAGS_buffer_bytes);
+  const int sockbuf = absl::GetFlag(FLAGS_sockbuf);
+  // Stream s moves payload bytes [begin[s], begin[s+1]).
   std::vector<int64_t> begin(streams + 1);
   for (int s = 0; s <= streams; ++s) begin[s] = bytes * s / streams;
+  // Flat: stream s reads/writes buffer bytes [begin[s], begin[s+1]); ring:
+  // [s * ring, (s + 1) * ring) cyclically.
+  const int64_t buffer = ring_flag > 0 ? streams * ring_flag : bytes;
+  // Source and destination: touched up front so no page faults are timed
+  // (the parameter server's buffers are long-lived too).
+  std::vector<char> src(buffer), dst(buffer);  // (buffer)
+  for (int64_t i = 0; i < buffer; ++i) src[i] = static_cast<char>(i * 131);
+  std::memset(dst.data(), 0, dst.size());
+  auto base = [&](int s) { return ring_flag > 0 ? s * ring_flag : begin[s]; };
+  auto ring = [&](int s) {
+    return ring_flag > 0 ? ring_flag : begin[s + 1] - begin[s];
+  };
+
   std::vector<int> send_fd(streams), recv_fd(streams);
   for (int s = 0; s < streams; ++s) {
     int port = 0;
@@ -202,6 +240,9 @@ int main(int argc, char** argv) {
     ::close(*lfd);
     send_fd[s] = *cfd;
     recv_fd[s] = afd;
+    absl::Status st = SetBuffers(*cfd, sockbuf);
+    if (st.ok()) st = SetBuffers(afd, sockbuf);
+    if (!st.ok()) return fail(st);
   }
 
   const int total = warmup + reps;
@@ -211,21 +252,23 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, s] {
       for (int r = 0; r < total; ++r) {
         round.AwaitStart(r);
-        round.Done(WriteAll(send_fd[s], src.data() + begin[s],
+        round.Done(WriteAll(send_fd[s], src.data() + base(s), ring(s),
                             begin[s + 1] - begin[s], chunk));
       }
     });
     threads.emplace_back([&, s] {
       for (int r = 0; r < total; ++r) {
         round.AwaitStart(r);
-        round.Done(ReadAll(recv_fd[s], dst.data() + begin[s],
+        round.Done(ReadAll(recv_fd[s], dst.data() + base(s), ring(s),
                            begin[s + 1] - begin[s], chunk));
       }
     });
   }
   std::vector<double> gbps;
   absl::Status status;
+  double cpu0 = 0, cpu1 = 0;
   for (int r = 0; r < total; ++r) {
+    if (r == warmup) cpu0 = CpuSeconds();
     absl::StatusOr<double> secs = round.Run(r);
     if (!secs.ok()) {
       status = secs.status();
@@ -233,6 +276,7 @@ int main(int argc, char** argv) {
     }
     if (r >= warmup) gbps.push_back(bytes / *secs / 1e9);
   }
+  cpu1 = CpuSeconds();
   if (!status.ok()) {
     // Unblock the remaining threads before leaving.
     for (int s = 0; s < streams; ++s) {
@@ -246,7 +290,7 @@ int main(int argc, char** argv) {
     ::close(send_fd[s]);
     ::close(recv_fd[s]);
   }
-  if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
+  if (ring_flag == 0 && std::memcmp(src.data(), dst.data(), bytes) != 0) {
     return fail(absl::DataLossError("received bytes differ from those sent"));
   }
   nlohmann::ordered_json j;
@@ -254,11 +298,16 @@ int main(int argc, char** argv) {
   j["streams"] = streams;
   j["bytes"] = bytes;
   j["write_bytes"] = chunk;
+  j["buffers"] = ring_flag > 0 ? "ring" : "flat";
+  if (ring_flag > 0) j["buffer_bytes"] = ring_flag;
+  j["sockbuf"] = sockbuf;
   j["reps"] = reps;
   j["gbps_median"] = Median(gbps);
   j["gbps_min"] = *std::min_element(gbps.begin(), gbps.end());
   j["gbps_max"] = *std::max_element(gbps.begin(), gbps.end());
   j["gbps"] = gbps;
+  // Sender and receiver CPU together, per GB of payload.
+  j["cpu_s_per_gb"] = (cpu1 - cpu0) / (reps * bytes / 1e9);
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }
