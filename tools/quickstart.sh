@@ -5,16 +5,17 @@
 # the loss plot and an evaluation of the exported model. Every process is
 # shut down at the end, also on Ctrl-C. The last line is one JSON object.
 #
-# Today the training data is synthetic (random token ids with a learnable
-# pattern, from `bert_local synthetic-data`): the preprocess role that turns
-# real text into BERT's TFRecord files has not landed yet (README "Status").
+# Data: Debian package descriptions (tools/get_data.sh corpus_small) and the
+# bert-base-uncased vocabulary, turned into BERT's TFRecord instances by
+# `bert_local create-pretraining-data` (parts 00-02 train, part 03 held out
+# for the final evaluation).
 #
-# Environment: EPOCHS (default 3), OUT (default out/quickstart).
+# Environment: STEPS (default 200), OUT (default out/quickstart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
 
-epochs="${EPOCHS:-3}"
+steps="${STEPS:-200}"
 out="${OUT:-out/quickstart}"
 pids=()
 stop_all() {
@@ -33,8 +34,17 @@ bin=bazel-bin
 rm -rf "$out"
 mkdir -p "$out/data"
 
-echo "quickstart: synthetic pretraining data (2 files x 256 examples, seq 128, 20 masked)"
-"$bin/tools/bert_local" synthetic-data --config tiny --out "$out/data" --steps 256
+echo "quickstart: fetching the vocabulary and a small real corpus"
+tools/get_data.sh vocab corpus_small
+vocab=data/vocab/bert-base-uncased-vocab.txt
+corpus=data/corpus/small
+echo "quickstart: making pretraining instances (seq 128, 20 masked positions)"
+"$bin/tools/bert_local" create-pretraining-data --vocab "$vocab" \
+    --input "$corpus/part-00.txt,$corpus/part-01.txt,$corpus/part-02.txt" \
+    --output "$out/data/train" --num_output_files 2 --dupe_factor 1 | tail -1
+"$bin/tools/bert_local" create-pretraining-data --vocab "$vocab" \
+    --input "$corpus/part-03.txt" --output "$out/data/heldout" \
+    --num_output_files 1 --dupe_factor 1 | tail -1
 
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export BERTPS_COORDINATOR="127.0.0.1:$port"
@@ -57,9 +67,9 @@ cat > "$out/job.pbtxt" <<EOF2
 name: "quickstart-bert-tiny"
 task: PRETRAIN
 model: "tiny"
-data: "$out/data/*.tfrecord"
+data: "$out/data/train-*.tfrecord"
 batch_size: 16
-epochs: $epochs
+steps: $steps
 num_ps_shards: 2
 num_workers: 2
 consistency { mode: BSP }
@@ -78,9 +88,9 @@ if [ "$rc" -ne 0 ]; then
   echo "{\"job\": \"$job\", \"state\": \"FAILED\", \"logs\": \"$out\"}"
   exit 1
 fi
-echo "quickstart: evaluating the exported model ($out/bert-tiny.safetensors)"
+echo "quickstart: evaluating the exported model on the held-out part"
 "$bin/tools/bert_local" eval --config tiny --weights "$out/bert-tiny.safetensors" \
-    --data "$out/data/*.tfrecord" --batch 32 > "$out/eval.json"
+    --data "$out/data/heldout-*.tfrecord" --batch 32 > "$out/eval.json"
 stop_all
 /usr/bin/python3 - "$job" "$out" <<'PY'
 import json, sys
@@ -90,11 +100,12 @@ ev = json.load(open(out + "/eval.json"))
 p = m["progress"]
 hist = m.get("history", [])
 print(json.dumps({
-    "job": job, "state": m["state"], "data": "synthetic", "model": "bert-tiny",
+    "job": job, "state": m["state"], "data": "debian package descriptions",
+    "model": "bert-tiny",
     "shards": 2, "workers": 2, "steps": p.get("step"),
     "examples_per_epoch": p.get("examples_per_epoch"),
     "first_loss": round(hist[0]["loss"], 4) if hist else None,
     "final_loss": round(p.get("loss", 0), 4),
     "examples_per_sec": round(p.get("examples_per_sec", 0), 1),
-    "eval": ev, "plot": out + "/loss.svg", "export": out + "/bert-tiny.safetensors"}))
+    "heldout_eval": ev, "plot": out + "/loss.svg", "export": out + "/bert-tiny.safetensors"}))
 PY
