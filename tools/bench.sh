@@ -189,6 +189,10 @@ best = max(med(t), med(s))
 line["push_ratio_vs_best_tcp"] = r3(stats["push"] / best)
 line["pull_ratio_vs_best_tcp"] = r3(stats["pull"] / best)
 line["target_ratio"] = 0.70
+# Fastest repetitions only: interference from other jobs only slows runs down,
+# so the ratio of the maxima estimates the ratio on a quiet machine.
+line["push_ratio_vs_tcp_fastest"] = r3(max(gbps("push")) / max(t))
+line["pull_ratio_vs_tcp_fastest"] = r3(max(gbps("pull")) / max(t))
 line["push_ratio_per_round"] = [r3(o["push_gbps_median"] / x["gbps_median"]) for o, x in zip(ours, tcp)]
 line["pull_ratio_per_round"] = [r3(o["pull_gbps_median"] / x["gbps_median"]) for o, x in zip(ours, tcp)]
 line["optimizer"] = first["optimizer"]
@@ -259,10 +263,16 @@ line = {"bench": "ps_step", "config": cfg, "batch": 32, "seq": 128, "preds": 20,
         "target_ratio": 0.95,
         "distributed_run_medians_ms": [r(med([t for t, _ in run]) * 1e3) for run in dr],
         "inprocess_run_medians_ms": [r(med([t for t, _ in run]) * 1e3) for run in lr]}
-for k in ("pull_ms", "compute_ms", "push_ms", "wait_ms"):
+# Fastest steps only (interference only slows steps down).
+line["distributed_step_ms_min"] = r(min(t for t, _ in da) * 1e3)
+line["inprocess_step_ms_min"] = r(min(t for t, _ in la) * 1e3)
+line["ratio_fastest_steps"] = round(min(t for t, _ in la) / min(t for t, _ in da), 3)
+parts = ("pull_ms", "compute_ms", "push_ms", "wait_ms")
+for k in parts:
     line["distributed_" + k] = r(med([l[k] for _, l in da]))
-line["distributed_other_ms"] = r(dist_ms - sum(line["distributed_" + k]
-                                     for k in ("pull_ms", "compute_ms", "push_ms", "wait_ms")))
+    line["distributed_" + k + "_min"] = r(min(l[k] for _, l in da))
+# The rest of a step (reading the batch, the log line), per step.
+line["distributed_other_ms"] = r(med([t * 1e3 - sum(l[k] for k in parts) for t, l in da]))
 print(json.dumps(line))
 PY
 }
@@ -280,7 +290,7 @@ bench_ps() {
   for cfg in $step_cfgs; do
     case "$cfg" in
       tiny) ps_step tiny 20 3 ;;
-      mini) ps_step mini 12 2 ;;
+      mini) ps_step mini 14 3 ;;
       *) ps_step "$cfg" 6 1 ;;
     esac
   done
