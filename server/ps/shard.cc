@@ -464,11 +464,15 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
   const double norm = std::sqrt(sq);
   const float clip = optim::ClipScale(oc, norm);
   const float scale = grad_scale * clip;
+  // Raw buffers taken here, where update_mu_ is held (the analysis does not
+  // follow it into the lambda).
+  float* const params = params_.data();
+  float* const state = state_.data();
   auto slice_of = [&](const SliceSpec& sl) {
     optim::Slice s;
-    s.param = params_.data() + sl.shard_offset;
+    s.param = params + sl.shard_offset;
     s.grad = grad + sl.shard_offset;
-    s.state = state_.data() + static_cast<int64_t>(state_slots_) * sl.shard_offset;
+    s.state = state + static_cast<int64_t>(state_slots_) * sl.shard_offset;
     s.n = sl.size();
     s.decay = sl.decay;
     return s;
