@@ -17,7 +17,8 @@ std::vector<std::string> InitProcess(int argc, char** argv,
   google::InstallFailureSignalHandler();
   // Large tensors are reused across steps and RPCs: keep freed pages instead
   // of handing them back to the kernel each time (see docs/performance.md).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  // (32 MiB is the largest mmap threshold glibc accepts on 64-bit.)
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   return std::vector<std::string>(rest.begin(), rest.end());
 }
