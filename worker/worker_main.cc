@@ -1,7 +1,7 @@
 // bertps_worker: the stateless worker daemon.
 //
-//   bertps_worker --role=train --ps 127.0.0.1:7000,127.0.0.1:7001 \
-//       --worker_index 0 --num_workers 2 --data 'data/*.tfrecord' \
+//   bertps_worker --role=train --ps 127.0.0.1:7000,127.0.0.1:7001
+//       --worker_index 0 --num_workers 2 --data 'data/*.tfrecord'
 //       --config tiny --batch 32 --steps 1000
 #include <cstdio>
 #include <iostream>

@@ -1,6 +1,6 @@
 // bertps_server: one parameter-server shard.
 //
-//   bertps_server --port 7000 --shard 0 --num_shards 2 \
+//   bertps_server --port 7000 --shard 0 --num_shards 2
 //       --peers 127.0.0.1:7000,127.0.0.1:7001 --config tiny --workers 2
 #include <cstdio>
 #include <atomic>
