@@ -57,7 +57,7 @@ ABSL_FLAG(int, warmup, 1, "Untimed repetitions first.");
 ABSL_FLAG(std::string, only, "",
           "For profiling: 'push' or 'pull' repeats just that operation --reps "
           "times after one applied push (and prints its times and the "
-          "client's CPU seconds per GB only).");
+          "client's CPU seconds and page faults per GB only).");
 ABSL_FLAG(bool, kernels, true,
           "Also time the bare optimizer kernels over the whole model.");
 
@@ -75,6 +75,13 @@ double CpuSeconds() {
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
          1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// Minor page faults of this process so far (fresh pages touched).
+int64_t MinorFaults() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
 }
 
 double Median(std::vector<double> v) {
@@ -191,6 +198,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps_bench: timing %s\n", only.c_str());
     std::vector<double> secs;
     const double cpu0 = CpuSeconds();
+    const int64_t faults0 = MinorFaults();
     for (int r = 0; r < reps; ++r) {
       const auto t0 = Clock::now();
       v = only == "push" ? c.Push(h, grads.data())
@@ -206,6 +214,8 @@ int main(int argc, char** argv) {
     // Client CPU per payload byte: with the shards' CPU (from outside) it
     // says where a transfer's time goes.
     j["client_cpu_s_per_gb"] = (CpuSeconds() - cpu0) / (reps * bytes / 1e9);
+    j["client_minor_faults_per_gb"] =
+        (MinorFaults() - faults0) / (reps * bytes / 1e9);
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
