@@ -104,7 +104,7 @@ start_shards() {
   local addrs i
   IFS=, read -r -a addrs <<<"$ps_addrs"
   for ((i = 0; i < n; i++)); do
-    bazel-bin/server/ps/bertps_server --host 127.0.0.1 --port "${addrs[$i]##*:}" \
+    "$ps_bin"/bertps_server --host 127.0.0.1 --port "${addrs[$i]##*:}" \
         --shard "$i" --num_shards "$n" --peers "$ps_addrs" --workers 1 "$@" \
         >"$prefix.$i.out" 2>"$prefix.$i.err" &
     ps_pids+=("$!")
@@ -145,12 +145,12 @@ ps_transport() {
         --optimizer sgd --lr 0 --weight_decay 0
     local ours=() tcp=() small=()
     for ((r = 0; r < rounds; r++)); do
-      ours+=("$(bazel-bin/tools/ps_bench --config "$cfg" --ps "$ps_addrs" \
+      ours+=("$("$ps_bin"/ps_bench --config "$cfg" --ps "$ps_addrs" \
                 --reps "$reps" --warmup 1 --kernels="$([ "$r" = 0 ] && echo true || echo false)")")
       local bytes
       bytes=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bytes"])' "${ours[0]}")
-      tcp+=("$(bazel-bin/tools/tcp_peer_bench --bytes "$bytes" --streams "$shards" --reps "$reps")")
-      small+=("$(bazel-bin/tools/tcp_peer_bench --bytes "$bytes" --streams "$shards" \
+      tcp+=("$("$ps_bin"/tcp_peer_bench --bytes "$bytes" --streams "$shards" --reps "$reps")")
+      small+=("$("$ps_bin"/tcp_peer_bench --bytes "$bytes" --streams "$shards" \
                  --reps "$reps" --sockbuf 65536)")
     done
     stop_shards
@@ -217,16 +217,16 @@ ps_step() {
   local data="$out_dir/ps_data/$cfg"
   if [ ! -s "$data/synthetic-1.tfrecord" ]; then
     mkdir -p "$data"
-    bazel-bin/tools/bert_local synthetic-data --config "$cfg" --out "$data" --steps 512
+    "$ps_bin"/bert_local synthetic-data --config "$cfg" --out "$data" --steps 512
   fi
   local r local_logs=() dist_logs=()
   for ((r = 0; r < rounds; r++)); do
-    bazel-bin/tools/bert_local train --config "$cfg" --data "$data/*.tfrecord" \
+    "$ps_bin"/bert_local train --config "$cfg" --data "$data/*.tfrecord" \
         --steps "$steps" --batch 32 --threads 1 --log_every 1 \
         --out "$log/step-$cfg.safetensors" >"$log/step-$cfg-local-$r.jsonl"
     local_logs+=("$log/step-$cfg-local-$r.jsonl")
     start_shards 1 "$log/step-$cfg-$r" --config "$cfg" --total_steps "$steps"
-    bazel-bin/worker/bertps_worker --ps "$ps_addrs" --config "$cfg" \
+    "$ps_bin"/bertps_worker --ps "$ps_addrs" --config "$cfg" \
         --data "$data/*.tfrecord" --steps "$steps" --batch 32 --threads 1 \
         --log_every 1 >"$log/step-$cfg-dist-$r.jsonl"
     stop_shards
@@ -282,6 +282,19 @@ bench_ps() {
   trap 'stop_shards; bazel shutdown >/dev/null 2>&1' EXIT
   bazel build -c opt //tools:ps_bench //tools:tcp_peer_bench //tools:bert_local \
       //server/ps:bertps_server //worker:bertps_worker >/dev/null 2>&1
+  # Private copies: a later build with other flags (--config=asan, ...) by
+  # anyone sharing this output tree would replace bazel-bin's files mid-run.
+  ps_bin="$out_dir/ps_bin"
+  mkdir -p "$ps_bin"
+  local b
+  for b in tools/ps_bench tools/tcp_peer_bench tools/bert_local \
+           server/ps/bertps_server worker/bertps_worker; do
+    if ldd "bazel-bin/$b" | grep -q 'libasan\|libtsan\|libubsan'; then
+      echo "bench ps: bazel-bin/$b is a sanitizer build; rebuild it without --config" >&2
+      return 1
+    fi
+    cp -f "bazel-bin/$b" "$ps_bin/"
+  done
   results="$out_dir/ps.jsonl"
   : > "$results"
   mkdir -p "$out_dir/ps_logs"
