@@ -48,6 +48,7 @@ void TrainMember::StartJob(const Assignment& a) {
         s.set_compute_ms(r.compute_ms);
         s.set_push_ms(r.push_ms);
         s.set_wait_ms(r.wait_ms);
+        s.set_checkpoint(r.checkpoint);
         absl::MutexLock l(&mu_);
         pending_.push_back(s);
         last_ = s;
@@ -96,6 +97,7 @@ absl::Status TrainMember::Run(absl::Duration give_up) {
       StopJob();  // cancelled, failed, finished or reassigned
       job_.clear();
       reported_end = false;
+      if (exit_when_job_ends_) break;
     }
     if (!a->stop() && !a->job_id().empty() && job_.empty()) StartJob(*a);
     (void)reported_end;

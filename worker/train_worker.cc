@@ -224,18 +224,22 @@ absl::Status TrainWorker::Run() {
       return absl::CancelledError("the job was stopped");
     }
     ASSIGN_OR_RETURN(TrainStepReport rep, Step(step));
-    if (options_.on_step) options_.on_step(rep);
     loss_sum += rep.loss;
     ++n;
     sum.pull_ms += rep.pull_ms;
     sum.compute_ms += rep.compute_ms;
     sum.push_ms += rep.push_ms;
     sum.wait_ms += rep.wait_ms;
+    // Worker 0 checkpoints every checkpoint_every steps and after the last
+    // step (when a directory is set), before reporting the step, so the
+    // report names the manifest (the coordinator evaluates it).
     if (options_.worker == 0 && !options_.checkpoint_dir.empty() &&
-        options_.checkpoint_every > 0 &&
-        (step + 1) % options_.checkpoint_every == 0) {
+        ((options_.checkpoint_every > 0 &&
+          (step + 1) % options_.checkpoint_every == 0) ||
+         step + 1 == options_.steps)) {
       ASSIGN_OR_RETURN(std::string manifest,
                        client_->Checkpoint(options_.checkpoint_dir, step + 1));
+      rep.checkpoint = manifest;
       if (options_.log) {
         nlohmann::ordered_json j;
         j["checkpoint"] = manifest;
@@ -243,6 +247,7 @@ absl::Status TrainWorker::Run() {
         *options_.log << j.dump() << std::endl;
       }
     }
+    if (options_.on_step) options_.on_step(rep);
     if (options_.log && ((step + 1) % options_.log_every == 0 ||
                          step + 1 == options_.steps)) {
       const double secs =

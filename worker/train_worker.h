@@ -70,6 +70,7 @@ struct TrainStepReport {
   double learning_rate = 0;
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
+  std::string checkpoint;  // manifest written after this step, if any
 };
 
 class TrainWorker {

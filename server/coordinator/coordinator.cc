@@ -1,12 +1,14 @@
 #include "server/coordinator/coordinator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/io/bert_example.h"
 #include "common/status.h"
+#include "nlohmann/json.hpp"
 #include "server/coordinator/job_spec.h"
 
 namespace bertps {
@@ -25,10 +27,131 @@ absl::StatusOr<int64_t> CountRecords(const JobSpec& spec) {
   return n;
 }
 
+// *into += from, recursively: numbers add, objects merge, anything else
+// keeps the first value seen.
+void MergeCounts(const nlohmann::ordered_json& from,
+                 nlohmann::ordered_json* into) {
+  for (auto it = from.begin(); it != from.end(); ++it) {
+    nlohmann::ordered_json& dst = (*into)[it.key()];
+    if (dst.is_null()) {
+      dst = it.value();
+    } else if (it.value().is_object() && dst.is_object()) {
+      MergeCounts(it.value(), &dst);
+    } else if (it.value().is_number_integer() && dst.is_number_integer()) {
+      dst = dst.get<int64_t>() + it.value().get<int64_t>();
+    } else if (it.value().is_number() && dst.is_number()) {
+      dst = dst.get<double>() + it.value().get<double>();
+    }
+  }
+}
+
+bool IsPool(Role r) { return r == PREPROCESS_ROLE || r == EVAL_ROLE; }
+
+bool HasEval(const JobSpec& s) {
+  return (s.task() == PRETRAIN || s.task() == CLASSIFY) &&
+         s.eval().data_size() > 0;
+}
+
+std::vector<std::string> EvalGlobs(const JobSpec& s) {
+  if (s.task() == EVAL && s.eval().data_size() == 0) {
+    return {s.data().begin(), s.data().end()};
+  }
+  return {s.eval().data().begin(), s.eval().data().end()};
+}
+
 }  // namespace
 
 bool IsFinal(JobState s) {
   return s == SUCCEEDED || s == FAILED || s == CANCELLED;
+}
+
+absl::StatusOr<std::vector<WorkItem>> MakeWorkItems(
+    const std::vector<std::string>& globs, int shards) {
+  ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(globs));
+  const int n = static_cast<int>(files.size());
+  const int parts = shards <= n ? 1 : (shards + n - 1) / n;
+  std::vector<WorkItem> items;
+  for (const std::string& f : files) {
+    for (int p = 0; p < parts; ++p) {
+      WorkItem w;
+      w.set_index(static_cast<int>(items.size()));
+      w.set_input(f);
+      w.set_part(p);
+      w.set_parts(parts);
+      items.push_back(std::move(w));
+    }
+  }
+  return items;
+}
+
+absl::Status AddEvalStats(const EvalStats& b, EvalStats* a) {
+  if (a->num_labels() == 0 && a->confusion_size() == 0) {
+    a->set_num_labels(b.num_labels());
+    a->mutable_confusion()->Resize(b.confusion_size(), 0);
+  }
+  if (a->num_labels() != b.num_labels() ||
+      a->confusion_size() != b.confusion_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eval statistics: ", b.num_labels(), " labels (", b.confusion_size(),
+        " cells) do not add to ", a->num_labels(), " labels"));
+  }
+  a->set_examples(a->examples() + b.examples());
+  a->set_mlm_loss_sum(a->mlm_loss_sum() + b.mlm_loss_sum());
+  a->set_mlm_weight(a->mlm_weight() + b.mlm_weight());
+  a->set_mlm_correct(a->mlm_correct() + b.mlm_correct());
+  a->set_nsp_correct(a->nsp_correct() + b.nsp_correct());
+  a->set_nsp_loss_sum(a->nsp_loss_sum() + b.nsp_loss_sum());
+  a->set_cls_loss_sum(a->cls_loss_sum() + b.cls_loss_sum());
+  for (int i = 0; i < b.confusion_size(); ++i) {
+    a->set_confusion(i, a->confusion(i) + b.confusion(i));
+  }
+  return absl::OkStatus();
+}
+
+EvalMetrics MetricsOf(const EvalStats& st,
+                      const std::vector<std::string>& label_names) {
+  EvalMetrics m;
+  *m.mutable_stats() = st;
+  m.set_examples(st.examples());
+  const double n = std::max<int64_t>(st.examples(), 1);
+  if (st.num_labels() == 0) {
+    const double w = std::max(st.mlm_weight(), 1e-12);
+    m.set_mlm_accuracy(st.mlm_correct() / w);
+    m.set_mlm_loss(st.mlm_loss_sum() / w);
+    m.set_mlm_perplexity(std::exp(m.mlm_loss()));
+    m.set_nsp_accuracy(st.nsp_correct() / n);
+    m.set_nsp_loss(st.nsp_loss_sum() / n);
+    return m;
+  }
+  const int L = st.num_labels();
+  auto cell = [&](int t, int p) -> int64_t {
+    const int i = t * L + p;
+    return i < st.confusion_size() ? st.confusion(i) : 0;
+  };
+  int64_t correct = 0;
+  double f1_sum = 0;
+  for (int c = 0; c < L; ++c) {
+    int64_t tp = cell(c, c), predicted = 0, actual = 0;
+    for (int k = 0; k < L; ++k) {
+      predicted += cell(k, c);
+      actual += cell(c, k);
+    }
+    correct += tp;
+    ClassMetrics* cm = m.add_classes();
+    cm->set_label(c < static_cast<int>(label_names.size())
+                      ? label_names[c]
+                      : absl::StrCat(c));
+    cm->set_precision(predicted ? double(tp) / predicted : 0);
+    cm->set_recall(actual ? double(tp) / actual : 0);
+    const double pr = cm->precision() + cm->recall();
+    cm->set_f1(pr > 0 ? 2 * cm->precision() * cm->recall() / pr : 0);
+    cm->set_support(actual);
+    f1_sum += cm->f1();
+  }
+  m.set_accuracy(correct / n);
+  m.set_loss(st.cls_loss_sum() / n);
+  m.set_macro_f1(f1_sum / L);
+  return m;
 }
 
 Coordinator::Coordinator(CoordinatorOptions options)
@@ -54,6 +177,25 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
     if (*n == 0) return absl::InvalidArgumentError("job spec: data: no examples");
     examples = *n;
   }
+  std::vector<WorkItem> items;
+  if (spec.task() == PREPROCESS) {
+    std::vector<std::string> globs(spec.data().begin(), spec.data().end());
+    absl::StatusOr<std::vector<WorkItem>> w =
+        MakeWorkItems(globs, spec.preprocess().shards());
+    if (!w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: data: ", w.status().message()));
+    }
+    items = std::move(*w);
+  }
+  if (spec.task() == EVAL || HasEval(spec)) {
+    absl::StatusOr<std::vector<WorkItem>> w =
+        MakeWorkItems(EvalGlobs(spec), spec.eval().shards());
+    if (!w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: eval.data: ", w.status().message()));
+    }
+  }
   const int64_t global_batch =
       static_cast<int64_t>(spec.batch_size()) * spec.num_workers();
   int64_t total = spec.steps();
@@ -70,6 +212,12 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
   job.status.set_state(PENDING);
   job.status.set_submit_time_ms(NowMs());
   job.status.mutable_progress()->set_total_steps(total);
+  for (WorkItem& w : items) {
+    Item it;
+    it.item = std::move(w);
+    job.work.push_back(std::move(it));
+  }
+  job.status.set_items_total(static_cast<int>(job.work.size()));
   EventLocked(job, "submitted");
   queue_.push_back(id);
   StartJobsLocked();
@@ -124,7 +272,7 @@ absl::StatusOr<std::vector<JobEvent>> Coordinator::WaitForEvents(
 
 absl::StatusOr<RegisterResponse> Coordinator::Register(
     const RegisterRequest& r) {
-  if (r.role() != PS && r.role() != TRAIN) {
+  if (r.role() != PS && r.role() != TRAIN && !IsPool(r.role())) {
     return absl::InvalidArgumentError(
         absl::StrCat("register: role ", Role_Name(r.role()),
                      " is not served by this coordinator yet"));
@@ -158,6 +306,14 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   Member& m = mit->second;
   m.last_seen = options_.now();
   m.alive = true;
+  if (IsPool(m.role)) {
+    for (const WorkResult& res : r.results()) TakeResultLocked(m, r.job_id(), res);
+    TickLocked();
+    if (m.job.empty()) LeaseLocked(m);
+    HeartbeatResponse resp;
+    *resp.mutable_assignment() = AssignmentLocked(m);
+    return resp;
+  }
   if (!r.job_id().empty() && r.job_id() == m.job) {
     Job& job = jobs_[m.job];
     if (job.status.state() == RUNNING) {
@@ -171,9 +327,30 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
                                   m.index, " (member ", m.id, "): ", r.error()));
       } else if (r.done() && m.role == TRAIN) {
         job.slot_done[m.index] = true;
-        if (std::all_of(job.slot_done.begin(), job.slot_done.end(),
+        if (!job.training_done &&
+            std::all_of(job.slot_done.begin(), job.slot_done.end(),
                         [](bool d) { return d; })) {
-          FinishLocked(job, SUCCEEDED, "");
+          job.training_done = true;
+          AdvanceLocked(job, job.status.progress().total_steps());
+          const JobSpec& spec = job.status.spec();
+          if (HasEval(spec) && !spec.eval().no_final()) {
+            if (job.last_checkpoint.empty()) {
+              FinishLocked(job, FAILED,
+                           "final eval: no checkpoint was reported (set "
+                           "checkpoint.dir)");
+            } else {
+              bool have = false;
+              for (const Round& rd : job.rounds) {
+                have |= rd.version == job.last_checkpoint_version;
+              }
+              if (!have) {
+                AddRoundLocked(job, "final", job.last_checkpoint_version,
+                               job.last_checkpoint);
+              }
+              EventLocked(job, "training done; final eval");
+            }
+          }
+          MaybeSucceedLocked(job);
         }
       }
     }
@@ -195,6 +372,10 @@ void Coordinator::TickLocked() {
     if (!m.alive || now - m.last_seen <= options_.member_timeout) continue;
     m.alive = false;
     if (m.job.empty()) continue;
+    if (IsPool(m.role)) {
+      ReleaseLocked(m);
+      continue;
+    }
     Job& job = jobs_[m.job];
     if (job.status.state() == RUNNING) {
       if (m.role == PS) {
@@ -218,13 +399,41 @@ void Coordinator::TickLocked() {
 }
 
 void Coordinator::StartJobsLocked() {
-  while (!queue_.empty()) {
-    Job& job = jobs_[queue_.front()];
+  // Train jobs start in FIFO order (a later one waits for an earlier one's
+  // members); PREPROCESS and EVAL jobs, which use the pools, start as soon
+  // as their pool has a live member.
+  bool train_blocked = false;
+  for (auto qit = queue_.begin(); qit != queue_.end();) {
+    Job& job = jobs_[*qit];
     if (job.status.state() != PENDING) {
-      queue_.pop_front();
+      qit = queue_.erase(qit);
       continue;
     }
     const JobSpec& spec = job.status.spec();
+    int pool[2] = {0, 0};  // live preprocess, eval members
+    for (const auto& [id, m] : members_) {
+      if (!m.alive) continue;
+      if (m.role == PREPROCESS_ROLE) ++pool[0];
+      if (m.role == EVAL_ROLE) ++pool[1];
+    }
+    if (spec.task() == PREPROCESS || spec.task() == EVAL) {
+      if (pool[spec.task() == PREPROCESS ? 0 : 1] == 0) {
+        ++qit;
+        continue;
+      }
+      qit = queue_.erase(qit);
+      job.status.set_state(RUNNING);
+      job.status.set_start_time_ms(NowMs());
+      if (spec.task() == EVAL) {
+        AddRoundLocked(job, "final", 0, spec.eval_checkpoint());
+      }
+      EventLocked(job, absl::StrCat("running: ", job.work.size(), " item(s)"));
+      continue;
+    }
+    if (train_blocked) {
+      ++qit;
+      continue;
+    }
     std::vector<Member*> ps, train;
     for (auto& [id, m] : members_) {
       if (!m.alive || !m.job.empty()) continue;
@@ -232,10 +441,13 @@ void Coordinator::StartJobsLocked() {
       if (m.role == TRAIN) train.push_back(&m);
     }
     if (static_cast<int>(ps.size()) < spec.num_ps_shards() ||
-        static_cast<int>(train.size()) < spec.num_workers()) {
-      return;  // FIFO: later jobs wait for this one
+        static_cast<int>(train.size()) < spec.num_workers() ||
+        (HasEval(spec) && pool[1] == 0)) {
+      train_blocked = true;  // FIFO: later train jobs wait for this one
+      ++qit;
+      continue;
     }
-    queue_.pop_front();
+    qit = queue_.erase(qit);
     job.shards.clear();
     job.status.clear_ps_addresses();
     for (int i = 0; i < spec.num_ps_shards(); ++i) {
@@ -291,6 +503,16 @@ void Coordinator::FinishLocked(Job& job, JobState state,
 
 void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
   if (!job.counted.insert({slot, r.step()}).second) return;  // a repeat
+  if (!r.checkpoint().empty() && r.step() + 1 > job.last_checkpoint_version) {
+    job.last_checkpoint = r.checkpoint();
+    job.last_checkpoint_version = r.step() + 1;
+    const JobSpec& spec = job.status.spec();
+    const int64_t every = spec.eval().every_steps();
+    if (HasEval(spec) && every > 0 && (r.step() + 1) % every == 0) {
+      AddRoundLocked(job, absl::StrCat("step-", r.step() + 1), r.step() + 1,
+                     r.checkpoint());
+    }
+  }
   JobProgress* p = job.status.mutable_progress();
   job.last_report[slot] = r;
   // Examples: global batch t is a fixed range of the data, consumed once
@@ -372,8 +594,176 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   a.set_job_id(m.job);
   *a.mutable_spec() = job.status.spec();
   a.set_index(m.index);
+  if (IsPool(m.role)) {
+    *a.mutable_item() = job.work[m.index].item;
+  }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);
   return a;
+}
+
+void Coordinator::ReleaseLocked(Member& m) {
+  if (m.job.empty()) return;
+  auto it = jobs_.find(m.job);
+  if (it != jobs_.end() && m.index >= 0 &&
+      m.index < static_cast<int>(it->second.work.size())) {
+    Item& item = it->second.work[m.index];
+    if (item.holder == m.id && !item.done) {
+      item.holder.clear();
+      EventLocked(it->second,
+                  absl::StrCat("item ", m.index, " (member ", m.id,
+                               ") given back; it will be redone"));
+    }
+  }
+  m.job.clear();
+  m.index = -1;
+}
+
+void Coordinator::LeaseLocked(Member& m) {
+  const bool eval = m.role == EVAL_ROLE;
+  for (auto& [id, job] : jobs_) {
+    if (job.status.state() != RUNNING) continue;
+    const bool pre = job.status.spec().task() == PREPROCESS;
+    if (pre == eval) continue;  // preprocess members take preprocess items
+    if (eval && job.rounds.empty()) continue;
+    for (size_t i = 0; i < job.work.size(); ++i) {
+      Item& item = job.work[i];
+      if (item.done || !item.holder.empty()) continue;
+      if (eval && item.item.round().empty()) continue;
+      item.holder = m.id;
+      m.job = id;
+      m.index = static_cast<int>(i);
+      return;
+    }
+  }
+}
+
+void Coordinator::TakeResultLocked(Member& m, const std::string& job_id,
+                                   const WorkResult& r) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  Job& job = it->second;
+  if (m.job == job_id && m.index == r.index()) {
+    m.job.clear();
+    m.index = -1;
+  }
+  if (job.status.state() != RUNNING) return;
+  if (r.index() < 0 || r.index() >= static_cast<int>(job.work.size())) return;
+  Item& item = job.work[r.index()];
+  if (item.done) return;  // redone by another member: counted once
+  if (!r.error().empty()) {
+    FinishLocked(job, FAILED,
+                 absl::StrCat("item ", r.index(), " (", item.item.input(),
+                              " part ", item.item.part(), "/",
+                              item.item.parts(), ", member ", m.id,
+                              "): ", r.error()));
+    return;
+  }
+  item.done = true;
+  item.holder.clear();
+  item.result = r;
+  job.status.set_items_done(job.status.items_done() + 1);
+  if (job.status.spec().task() == PREPROCESS) {
+    job.status.set_records_written(job.status.records_written() + r.records());
+    EventLocked(job, absl::StrCat("item ", r.index(), " done: ", r.records(),
+                                  " records"));
+  }
+  for (Round& round : job.rounds) {
+    if (r.index() >= round.first && r.index() < round.first + round.count) {
+      if (++round.done == round.count) FinishRoundLocked(job, round);
+    }
+  }
+  MaybeSucceedLocked(job);
+}
+
+void Coordinator::AddRoundLocked(Job& job, const std::string& name,
+                                 int64_t version,
+                                 const std::string& checkpoint) {
+  absl::StatusOr<std::vector<WorkItem>> items =
+      MakeWorkItems(EvalGlobs(job.status.spec()), job.status.spec().eval().shards());
+  if (!items.ok()) {
+    FinishLocked(job, FAILED, absl::StrCat("eval round ", name, ": ",
+                                           items.status().message()));
+    return;
+  }
+  Round round;
+  round.name = name;
+  round.version = version;
+  round.checkpoint = checkpoint;
+  round.first = static_cast<int>(job.work.size());
+  round.count = static_cast<int>(items->size());
+  for (WorkItem& w : *items) {
+    Item it;
+    it.item = std::move(w);
+    it.item.set_index(static_cast<int>(job.work.size()));
+    it.item.set_round(name);
+    it.item.set_checkpoint(checkpoint);
+    it.item.set_version(version);
+    job.work.push_back(std::move(it));
+  }
+  job.rounds.push_back(round);
+  job.status.set_items_total(static_cast<int>(job.work.size()));
+  EventLocked(job, absl::StrCat("eval ", name, ": ", round.count, " item(s)"));
+}
+
+void Coordinator::FinishRoundLocked(Job& job, Round& round) {
+  EvalStats total;
+  int64_t version = round.version;
+  for (int i = round.first; i < round.first + round.count; ++i) {
+    absl::Status st = AddEvalStats(job.work[i].result.eval(), &total);
+    if (!st.ok()) {
+      FinishLocked(job, FAILED, absl::StrCat("eval ", round.name, ": ",
+                                             st.message()));
+      return;
+    }
+    version = std::max(version, job.work[i].result.version());
+  }
+  const JobSpec& spec = job.status.spec();
+  std::vector<std::string> names(spec.label_names().begin(),
+                                 spec.label_names().end());
+  if (names.empty()) {
+    names.assign(spec.preprocess().labels().begin(),
+                 spec.preprocess().labels().end());
+  }
+  EvalMetrics m = MetricsOf(total, names);
+  m.set_round(round.name);
+  m.set_step(version);
+  m.set_time_ms(NowMs());
+  round.finished = true;
+  *job.status.add_evals() = m;
+  EventLocked(job,
+              total.num_labels() > 0
+                  ? absl::StrFormat("eval %s at step %d: accuracy %.4f, macro-F1 "
+                                    "%.4f over %d examples",
+                                    round.name, version, m.accuracy(),
+                                    m.macro_f1(), m.examples())
+                  : absl::StrFormat("eval %s at step %d: MLM accuracy %.4f, "
+                                    "perplexity %.2f, NSP accuracy %.4f over "
+                                    "%d examples",
+                                    round.name, version, m.mlm_accuracy(),
+                                    m.mlm_perplexity(), m.nsp_accuracy(),
+                                    m.examples()));
+}
+
+void Coordinator::MaybeSucceedLocked(Job& job) {
+  if (job.status.state() != RUNNING) return;
+  const Task task = job.status.spec().task();
+  if ((task == PRETRAIN || task == CLASSIFY) && !job.training_done) return;
+  for (const Item& item : job.work) {
+    if (!item.done) return;
+  }
+  if (task == PREPROCESS) {
+    // The cleaning reports of the items, merged in item order.
+    nlohmann::ordered_json merged = nlohmann::ordered_json::object();
+    for (const Item& item : job.work) {
+      if (item.result.report_json().empty()) continue;
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(
+          item.result.report_json(), nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object()) continue;
+      MergeCounts(j, &merged);
+    }
+    job.status.set_preprocess_report(merged.dump());
+  }
+  FinishLocked(job, SUCCEEDED, "");
 }
 
 }  // namespace bertps

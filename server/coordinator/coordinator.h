@@ -18,6 +18,17 @@
 // B, so a replaced worker reads exactly what the dead one would have, and
 // each example is counted once per epoch (reports are keyed by (slot, step)).
 //
+// Leased work items (PREPROCESS jobs; EVAL rounds of EVAL jobs and of train
+// jobs with eval data): the job's input is cut into items (file, part of
+// parts); preprocess and eval members form pools and lease one item at a
+// time on their heartbeat. A member that dies gives its item back (redone
+// by another); the first result of an item counts, later ones are ignored,
+// so each item is counted once. Items are pure functions of the job, so
+// whoever does one writes the same bytes. An eval round's statistics are
+// merged in item order into EvalMetrics when its last item is in. Train jobs
+// with eval data get a round for each checkpoint worker 0 reports at a
+// multiple of eval.every_steps, and a final round; they end after it.
+//
 // Thread-safety: thread-safe; WaitForEvents blocks without holding the lock.
 #ifndef BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
 #define BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
@@ -78,7 +89,21 @@ class Coordinator {
     absl::Time last_seen;
     bool alive = true;
     std::string job;   // assigned job, empty when idle
-    int index = -1;    // shard or worker index in that job
+    int index = -1;    // shard or worker index in that job; leased item
+  };
+  struct Item {
+    WorkItem item;
+    std::string holder;  // member id while leased
+    bool done = false;
+    WorkResult result;
+  };
+  struct Round {
+    std::string name;
+    int64_t version = 0;
+    std::string checkpoint;
+    int first = 0, count = 0;  // its items: work[first, first + count)
+    int done = 0;
+    bool finished = false;
   };
   struct Job {
     JobStatus status;
@@ -91,6 +116,11 @@ class Coordinator {
     std::map<int, StepReport> last_report;             // by slot
     std::vector<JobEvent> events;
     double tokens_per_example = 0;
+    std::vector<Item> work;            // leased items, in index order
+    std::vector<Round> rounds;         // eval rounds
+    bool training_done = false;        // all slots done (eval may remain)
+    std::string last_checkpoint;       // newest manifest worker 0 reported
+    int64_t last_checkpoint_version = 0;
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -107,6 +137,19 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Assignment AssignmentLocked(const Member& m) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Pool members (preprocess, eval): results in, next item out.
+  void TakeResultLocked(Member& m, const std::string& job_id,
+                        const WorkResult& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaseLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseLocked(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds an eval round over the job's eval data for a checkpoint.
+  void AddRoundLocked(Job& job, const std::string& name, int64_t version,
+                      const std::string& checkpoint)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishRoundLocked(Job& job, Round& round)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SUCCEEDED once training (if any) and every item are done.
+  void MaybeSucceedLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMs() const;
 
   const CoordinatorOptions options_;
@@ -119,6 +162,17 @@ class Coordinator {
 };
 
 bool IsFinal(JobState s);
+
+// Work items over files matched by `globs`: each file cut into
+// parts = max(1, ceil(shards / files)) parts (shards 0: one item per file).
+absl::StatusOr<std::vector<WorkItem>> MakeWorkItems(
+    const std::vector<std::string>& globs, int shards);
+
+// Merged metrics of statistics (classification when num_labels > 0).
+EvalMetrics MetricsOf(const EvalStats& stats,
+                      const std::vector<std::string>& label_names);
+// a += b (confusion matrices of the same size; InvalidArgument otherwise).
+absl::Status AddEvalStats(const EvalStats& b, EvalStats* a);
 
 }  // namespace bertps
 

@@ -1,5 +1,6 @@
 #include "server/coordinator/job_spec.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -47,8 +48,109 @@ void ApplyJobDefaults(JobSpec* s) {
   if (o->learning_rate() == 0) o->set_learning_rate(1e-4);
   if (o->weight_decay() == 0) o->set_weight_decay(0.01);
   if (o->clip_norm() == 0) o->set_clip_norm(1.0);
-  if (s->task() == CLASSIFY && s->num_labels() == 0) s->set_num_labels(2);
+  if (s->task() == CLASSIFY && s->num_labels() == 0) {
+    s->set_num_labels(s->label_names_size() > 0 ? s->label_names_size() : 2);
+  }
+  if (s->task() == PREPROCESS) {
+    PreprocessSpec* p = s->mutable_preprocess();
+    if (p->input_format().empty()) p->set_input_format("text");
+    if (p->output().empty()) p->set_output("pretrain");
+    if (p->max_seq_length() == 0) p->set_max_seq_length(128);
+    if (p->max_predictions_per_seq() == 0) p->set_max_predictions_per_seq(20);
+    if (p->masked_lm_prob() == 0) p->set_masked_lm_prob(0.15);
+    if (p->dupe_factor() == 0) p->set_dupe_factor(10);
+    if (p->short_seq_prob() == 0) p->set_short_seq_prob(0.1);
+    if (p->dev_fraction() == 0) p->set_dev_fraction(0.1);
+    if (p->test_fraction() == 0) p->set_test_fraction(0.1);
+    if (p->clean().normalization().empty()) {
+      p->mutable_clean()->set_normalization("NFC");
+    }
+    if (p->clean().near_threshold() == 0) p->mutable_clean()->set_near_threshold(0.8);
+    AugmentSpec* a = p->mutable_augment();
+    if (a->num_aug() > 0) {
+      if (a->alpha_sr() == 0) a->set_alpha_sr(0.1);
+      if (a->alpha_ri() == 0) a->set_alpha_ri(0.1);
+      if (a->alpha_rs() == 0) a->set_alpha_rs(0.1);
+      if (a->p_rd() == 0) a->set_p_rd(0.1);
+      if (a->wordnet_dir().empty()) a->set_wordnet_dir("/usr/share/wordnet");
+    }
+  }
+  // Eval during training reads worker 0's checkpoints.
+  if ((s->task() == PRETRAIN || s->task() == CLASSIFY) &&
+      s->eval().data_size() > 0 && s->eval().every_steps() > 0 &&
+      s->checkpoint().every_steps() == 0) {
+    s->mutable_checkpoint()->set_every_steps(s->eval().every_steps());
+  }
 }
+
+namespace {
+
+absl::Status ValidatePreprocess(const JobSpec& s) {
+  const PreprocessSpec& p = s.preprocess();
+  if (s.output_dir().empty()) return Bad("output_dir", "is required for preprocess");
+  if (p.vocab().empty()) return Bad("preprocess.vocab", "is required");
+  static const char* kFormats[] = {"text", "paragraphs", "jsonl", "fortunes"};
+  if (std::find(std::begin(kFormats), std::end(kFormats), p.input_format()) ==
+      std::end(kFormats)) {
+    return Bad("preprocess.input_format",
+               absl::StrCat("must be text, paragraphs, jsonl or fortunes, got '",
+                            p.input_format(), "'"));
+  }
+  if (p.output() != "pretrain" && p.output() != "classify") {
+    return Bad("preprocess.output",
+               absl::StrCat("must be pretrain or classify, got '", p.output(), "'"));
+  }
+  if (p.output() == "classify" && p.labels_size() < 2) {
+    return Bad("preprocess.labels", "needs at least two labels for classify");
+  }
+  if (p.max_seq_length() < 8 || p.max_seq_length() > 8192) {
+    return Bad("preprocess.max_seq_length", "must be in [8, 8192]");
+  }
+  if (p.max_predictions_per_seq() < 1 ||
+      p.max_predictions_per_seq() > p.max_seq_length()) {
+    return Bad("preprocess.max_predictions_per_seq",
+               "must be in [1, max_seq_length]");
+  }
+  if (p.masked_lm_prob() <= 0 || p.masked_lm_prob() >= 1) {
+    return Bad("preprocess.masked_lm_prob", "must be in (0, 1)");
+  }
+  if (p.short_seq_prob() < 0 || p.short_seq_prob() > 1) {
+    return Bad("preprocess.short_seq_prob", "must be in [0, 1]");
+  }
+  if (p.dupe_factor() < 1 || p.dupe_factor() > 1000) {
+    return Bad("preprocess.dupe_factor", "must be in [1, 1000]");
+  }
+  if (p.shards() < 0 || p.shards() > 100000) {
+    return Bad("preprocess.shards", "must be in [0, 100000]");
+  }
+  if (p.dev_fraction() < 0 || p.test_fraction() < 0 ||
+      p.dev_fraction() + p.test_fraction() >= 1) {
+    return Bad("preprocess.dev_fraction",
+               "and test_fraction must be >= 0 with a sum below 1");
+  }
+  const std::string& n = p.clean().normalization();
+  if (n != "NFC" && n != "NFKC" && n != "none") {
+    return Bad("preprocess.clean.normalization",
+               absl::StrCat("must be NFC, NFKC or none, got '", n, "'"));
+  }
+  if (p.clean().near_threshold() <= 0 || p.clean().near_threshold() > 1) {
+    return Bad("preprocess.clean.near_threshold", "must be in (0, 1]");
+  }
+  if (p.clean().min_chars() < 0 || p.clean().max_chars() < 0 ||
+      p.clean().min_words() < 0) {
+    return Bad("preprocess.clean", "length limits must be >= 0");
+  }
+  const AugmentSpec& a = p.augment();
+  if (a.num_aug() < 0 || a.num_aug() > 64) {
+    return Bad("preprocess.augment.num_aug", "must be in [0, 64]");
+  }
+  for (double v : {a.alpha_sr(), a.alpha_ri(), a.alpha_rs(), a.p_rd()}) {
+    if (v < 0 || v > 1) return Bad("preprocess.augment", "alphas must be in [0, 1]");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& s) {
   if (s.task() == TASK_UNSPECIFIED) return Bad("task", "is required");
@@ -92,6 +194,30 @@ absl::Status ValidateJobSpec(const JobSpec& s) {
     return Bad("checkpoint.dir", "is required with checkpoint.every_steps");
   }
   if (s.eval().every_steps() < 0) return Bad("eval.every_steps", "must be >= 0");
+  if (s.eval().shards() < 0) return Bad("eval.shards", "must be >= 0");
+  for (const std::string& d : s.eval().data()) {
+    if (d.empty()) return Bad("eval.data", "has an empty glob");
+  }
+  if (s.task() == PREPROCESS) return ValidatePreprocess(s);
+  if (s.task() == EVAL && s.eval_checkpoint().empty()) {
+    return Bad("eval_checkpoint", "is required for an eval job");
+  }
+  if ((s.task() == PRETRAIN || s.task() == CLASSIFY) &&
+      s.eval().data_size() > 0) {
+    if (s.checkpoint().dir().empty()) {
+      return Bad("checkpoint.dir",
+                 "is required with eval.data (eval reads checkpoints)");
+    }
+    if (s.eval().every_steps() > 0 &&
+        s.eval().every_steps() % s.checkpoint().every_steps() != 0) {
+      return Bad("eval.every_steps", "must be a multiple of checkpoint.every_steps");
+    }
+  }
+  if (s.label_names_size() > 0 && s.label_names_size() != s.num_labels()) {
+    return Bad("label_names", absl::StrCat("has ", s.label_names_size(),
+                                           " names for ", s.num_labels(),
+                                           " labels"));
+  }
   if (s.task() == CLASSIFY && s.num_labels() < 2) {
     return Bad("num_labels", "must be >= 2 for classification");
   }
