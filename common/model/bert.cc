@@ -9,6 +9,7 @@
 #include "common/model/attention.h"
 #include "common/model/dropout.h"
 #include "common/model/embedding.h"
+#include "common/model/encoder_layer.h"
 #include "common/model/layernorm.h"
 #include "common/model/linear.h"
 #include "common/status.h"
@@ -16,12 +17,9 @@
 namespace bertps {
 namespace {
 
-// Dropout sites: each location in the model has its own stream.
-constexpr uint32_t kSiteEmbedding = 1;
-constexpr uint32_t kSiteClassifier = 2;
-uint32_t SiteAttentionProbs(int64_t l) { return 16 + 4 * l; }
-uint32_t SiteAttentionOutput(int64_t l) { return 17 + 4 * l; }
-uint32_t SiteFfnOutput(int64_t l) { return 18 + 4 * l; }
+// Dropout sites (encoder_layer.h).
+constexpr uint32_t kSiteEmbedding = kDropoutSiteEmbedding;
+constexpr uint32_t kSiteClassifier = kDropoutSiteClassifier;
 
 // Carves views out of one allocation.
 template <typename T>
@@ -57,21 +55,7 @@ using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
 // Activations kept for the backward pass, per encoder layer.
 template <typename T>
-struct BertModel<T>::Layer {
-  T* qkvt;      // (3, B, NH, S, D)
-  T* probs;     // (B, NH, S, S)
-  T* ctx;       // (B*S, H) attention context, input of the output dense
-  T* attn_sum;  // (B*S, H) input of the first LayerNorm
-  T* ln1_mean;  // (B*S)
-  T* ln1_rstd;  // (B*S)
-  T* a;         // (B*S, H) first LayerNorm output
-  T* h1;        // (B*S, I) pre-activation
-  T* g;         // (B*S, I) activation output
-  T* ffn_sum;   // (B*S, H) input of the second LayerNorm
-  T* ln2_mean;  // (B*S)
-  T* ln2_rstd;  // (B*S)
-  T* out;       // (B*S, H) layer output
-};
+struct BertModel<T>::Layer : EncoderLayerActs<T> {};
 
 template <typename T>
 struct BertModel<T>::Buffers {
@@ -216,6 +200,37 @@ template <typename T>
 BertModel<T>::~BertModel() = default;
 
 template <typename T>
+EncoderLayerScratch<T> BertModel<T>::Scratch() const {
+  const Buffers& f = *buf_;
+  EncoderLayerScratch<T> k;
+  k.qkv = f.qkv;
+  k.probs_a = f.probs_a;
+  k.probs_b = f.probs_b;
+  k.headsa = f.headsa;
+  k.headsb = f.headsb;
+  k.dqkv = f.dqkv;
+  k.d_b = f.d_b;
+  k.d_c = f.d_c;
+  k.d_i = f.d_i;
+  return k;
+}
+
+template <typename T>
+EncoderLayerStep BertModel<T>::LayerStep(int64_t layer,
+                                         const BertBatchView& bt,
+                                         const StepOptions& o) const {
+  EncoderLayerStep st;
+  st.layer = layer;
+  st.b = bt.batch;
+  st.s = bt.seq;
+  st.key = DropoutKey{o.seed, o.step, 0};
+  st.hidden_dropout = o.train ? config_.hidden_dropout_prob : 0.0;
+  st.attention_dropout = o.train ? config_.attention_probs_dropout_prob : 0.0;
+  st.example_offset = o.example_offset;
+  return st;
+}
+
+template <typename T>
 absl::StatusOr<std::unique_ptr<BertModel<T>>> BertModel<T>::Create(
     const BertConfig& config, BertTask task, int64_t max_batch,
     int64_t max_seq, int64_t max_preds, kernels::MatmulEngine* mm) {
@@ -341,10 +356,9 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
   Buffers& f = *buf_;
   const BertConfig& c = config_;
   const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size;
-  const int64_t inter = c.intermediate_size, bs = b * s;
+  const int64_t bs = b * s;
   const double eps = c.layer_norm_eps;
   const double hp = o.train ? c.hidden_dropout_prob : 0.0;
-  const double ap = o.train ? c.attention_probs_dropout_prob : 0.0;
   const T* w = params_.data();
   auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
@@ -361,38 +375,13 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
   DropoutForward(key(kSiteEmbedding), hp, bs, h, s, o.example_offset, f.x0,
                  f.x0);
 
-  const AttentionDims adims{b, s, c.num_attention_heads, c.head_size()};
+  const EncoderLayerScratch<T> scratch = Scratch();
   const T* x = f.x0;
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
     Layer& l = f.layers[li];
-    const std::string p = absl::StrCat("bert.encoder.layer.", li, ".");
-    // Fused q/k/v projection: the three weights are contiguous (3H, H).
-    LinearForward(mm_, x, P(p + "attention.self.query.weight"),
-                  P(p + "attention.self.query.bias"), bs, h, 3 * h, f.qkv);
-    AttentionForward(mm_, adims,
-                     AttentionDropout{key(SiteAttentionProbs(li)), ap,
-                                      o.example_offset},
-                     f.qkv, bt.input_mask, l.qkvt, l.probs, f.probs_a,
-                     f.headsa, l.ctx);
-    LinearForward(mm_, l.ctx, P(p + "attention.output.dense.weight"),
-                  P(p + "attention.output.dense.bias"), bs, h, h, l.attn_sum);
-    DropoutForward(key(SiteAttentionOutput(li)), hp, bs, h, s,
-                   o.example_offset, l.attn_sum, l.attn_sum);
-    Vec<T>(l.attn_sum, bs * h) += CVec<T>(x, bs * h);
-    LayerNormForward(l.attn_sum, P(p + "attention.output.LayerNorm.weight"),
-                     P(p + "attention.output.LayerNorm.bias"), bs, h, eps,
-                     l.a, l.ln1_mean, l.ln1_rstd);
-    LinearForward(mm_, l.a, P(p + "intermediate.dense.weight"),
-                  P(p + "intermediate.dense.bias"), bs, h, inter, l.h1);
-    GeluForward(c.hidden_act, l.h1, bs * inter, l.g);
-    LinearForward(mm_, l.g, P(p + "output.dense.weight"),
-                  P(p + "output.dense.bias"), bs, inter, h, l.ffn_sum);
-    DropoutForward(key(SiteFfnOutput(li)), hp, bs, h, s, o.example_offset,
-                   l.ffn_sum, l.ffn_sum);
-    Vec<T>(l.ffn_sum, bs * h) += CVec<T>(l.a, bs * h);
-    LayerNormForward(l.ffn_sum, P(p + "output.LayerNorm.weight"),
-                     P(p + "output.LayerNorm.bias"), bs, h, eps, l.out,
-                     l.ln2_mean, l.ln2_rstd);
+    EncoderLayerForward<T>(mm_, c, LayerStep(li, bt, o),
+                           EncoderLayerTensorsOf<const T>(li, P), x,
+                           bt.input_mask, l, scratch);
     x = l.out;
   }
 
@@ -467,9 +456,8 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   Buffers& f = *buf_;
   const BertConfig& c = config_;
   const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size;
-  const int64_t inter = c.intermediate_size, bs = b * s;
+  const int64_t bs = b * s;
   const double hp = o.train ? c.hidden_dropout_prob : 0.0;
-  const double ap = o.train ? c.attention_probs_dropout_prob : 0.0;
   const T* w = params_.data();
   T* gr = grads_.data();
   auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
@@ -539,48 +527,15 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   const int num_tensors = static_cast<int>(layout_.tensors().size());
   ready(kEmbeddingTensors + kLayerTensors * c.num_hidden_layers, num_tensors);
 
-  const AttentionDims adims{b, s, c.num_attention_heads, c.head_size()};
+  const EncoderLayerScratch<T> scratch = Scratch();
   // Invariant at the top of each layer: f.d_a = d(layer output).
   for (int64_t li = c.num_hidden_layers - 1; li >= 0; --li) {
     Layer& l = f.layers[li];
     const T* x = li == 0 ? f.x0 : f.layers[li - 1].out;
-    const std::string p = absl::StrCat("bert.encoder.layer.", li, ".");
-    // out = LN2(dropout(dense2(gelu(dense1(a)))) + a)
-    LayerNormBackward(f.d_a, l.ffn_sum, P(p + "output.LayerNorm.weight"),
-                      l.ln2_mean, l.ln2_rstd, bs, h, f.d_b,
-                      G(p + "output.LayerNorm.weight"),
-                      G(p + "output.LayerNorm.bias"));
-    DropoutBackward(key(SiteFfnOutput(li)), hp, bs, h, s, o.example_offset,
-                    f.d_b, f.d_c);
-    LinearBackward(mm_, f.d_c, l.g, P(p + "output.dense.weight"), bs, inter, h,
-                   f.d_i, false, G(p + "output.dense.weight"),
-                   G(p + "output.dense.bias"));
-    GeluBackward(c.hidden_act, f.d_i, l.h1, bs * inter, f.d_i);
-    // d_b (residual into a) += d_i W1
-    LinearBackward(mm_, f.d_i, l.a, P(p + "intermediate.dense.weight"), bs, h,
-                   inter, f.d_b, true, G(p + "intermediate.dense.weight"),
-                   G(p + "intermediate.dense.bias"));
-    // a = LN1(dropout(dense_o(ctx)) + x)
-    LayerNormBackward(f.d_b, l.attn_sum,
-                      P(p + "attention.output.LayerNorm.weight"), l.ln1_mean,
-                      l.ln1_rstd, bs, h, f.d_a,
-                      G(p + "attention.output.LayerNorm.weight"),
-                      G(p + "attention.output.LayerNorm.bias"));
-    DropoutBackward(key(SiteAttentionOutput(li)), hp, bs, h, s,
-                    o.example_offset, f.d_a, f.d_c);
-    LinearBackward(mm_, f.d_c, l.ctx, P(p + "attention.output.dense.weight"),
-                   bs, h, h, f.d_b, false,
-                   G(p + "attention.output.dense.weight"),
-                   G(p + "attention.output.dense.bias"));
-    AttentionBackward(mm_, adims,
-                      AttentionDropout{key(SiteAttentionProbs(li)), ap,
-                                       o.example_offset},
-                      f.d_b, l.qkvt, l.probs, f.probs_a, f.probs_b, f.headsa,
-                      f.headsb, f.dqkv);
-    // d_a (residual into x) += dqkv Wqkv
-    LinearBackward(mm_, f.dqkv, x, P(p + "attention.self.query.weight"), bs, h,
-                   3 * h, f.d_a, true, G(p + "attention.self.query.weight"),
-                   G(p + "attention.self.query.bias"));
+    EncoderLayerBackward<T>(mm_, c, LayerStep(li, bt, o),
+                            EncoderLayerTensorsOf<const T>(li, P),
+                            EncoderLayerTensorsOf<T>(li, G), x, l, scratch,
+                            f.d_a);
     ready(kEmbeddingTensors + kLayerTensors * li,
           kEmbeddingTensors + kLayerTensors * (li + 1));
   }

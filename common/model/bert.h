@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "common/kernels/matmul.h"
 #include "common/model/bert_config.h"
+#include "common/model/encoder_layer.h"
 #include "common/model/params.h"
 #include "common/model/softmax.h"
 
@@ -108,6 +109,9 @@ class BertModel {
   absl::Status ValidateBatch(const BertBatchView& b) const;
   void Forward(const BertBatchView& b, const StepOptions& o, StepResult* r);
   void Backward(const BertBatchView& b, const StepOptions& o);
+  EncoderLayerScratch<T> Scratch() const;
+  EncoderLayerStep LayerStep(int64_t layer, const BertBatchView& b,
+                             const StepOptions& o) const;
 
   const BertConfig config_;
   const BertTask task_;
