@@ -1,0 +1,150 @@
+// TLS and bearer-token authentication for every bertps gRPC server and
+// client.
+//
+// One SecurityConfig per process, read from files named by flags (never
+// secrets on the command line):
+//   --tls_ca=FILE        CA bundle: clients verify servers with it; servers
+//                        verify client certificates with it (mutual TLS)
+//   --tls_cert=FILE --tls_key=FILE
+//                        this process's certificate and key: servers present
+//                        them; clients present them for mutual TLS
+//   --tls_require_client_cert
+//                        this process's servers require a client certificate
+//                        signed by --tls_ca
+//   --token_file=FILE    this process's bearer token, sent as
+//                        "authorization: Bearer TOKEN" on every outgoing RPC
+//   --auth_tokens_file=FILE
+//                        servers: accepted tokens, one "ROLE TOKEN" per line
+//                        (ROLE worker or admin; '#' comments, blank lines ok)
+//   --tls_server_name=NAME
+//                        override of the name checked in server certificates
+// With none set everything is plaintext and unauthenticated (local use).
+// A bearer token is only ever sent or accepted over TLS: a config with tokens
+// but without TLS is refused by ValidateSecurityConfig.
+//
+// Authorization: each method maps to an Access level (MethodRoles). The
+// server checks the token before the handler runs (a grpc
+// AuthMetadataProcessor attached to the server credentials): a missing or
+// unknown token is UNAUTHENTICATED, a valid token whose role is too weak is
+// PERMISSION_DENIED; in both cases the handler never runs. Tokens are
+// compared in constant time.
+//
+// Thread-safety: SecurityConfig is a plain value; the credentials and
+// channels returned are thread-safe gRPC objects shared by their users.
+#ifndef BERTPS_COMMON_SECURITY_H_
+#define BERTPS_COMMON_SECURITY_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace bertps {
+
+enum class AuthRole { kWorker, kAdmin };
+
+// What a method requires. kWorker is satisfied by worker and admin tokens.
+enum class Access { kOpen, kAnyToken, kWorker, kAdmin };
+
+struct AcceptedToken {
+  AuthRole role;
+  std::string token;
+};
+
+struct SecurityConfig {
+  std::string ca_pem;    // empty: clients use the system roots (if TLS)
+  std::string cert_pem;  // this process's certificate chain
+  std::string key_pem;   // its private key
+  bool require_client_cert = false;
+  std::string server_name;  // empty: the host part of the target address
+  std::string token;        // sent on outgoing calls; empty: none
+  std::vector<AcceptedToken> accepted_tokens;  // empty: servers check none
+
+  // Clients dial with TLS.
+  bool client_tls() const { return !ca_pem.empty() || !cert_pem.empty(); }
+  // Servers listen with TLS.
+  bool server_tls() const { return !cert_pem.empty() && !key_pem.empty(); }
+  // Servers check tokens.
+  bool auth() const { return !accepted_tokens.empty(); }
+};
+
+// The file paths of a config (the flags, or bertpsctl's options).
+struct SecurityFiles {
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  bool tls_require_client_cert = false;
+  std::string token_file;
+  std::string auth_tokens_file;
+  std::string tls_server_name;
+};
+
+// Reads the files and validates the result. Errors name the flag and file.
+absl::StatusOr<SecurityConfig> SecurityConfigFromFiles(
+    const SecurityFiles& files);
+// SecurityConfigFromFiles of the process-wide flags above.
+absl::StatusOr<SecurityConfig> SecurityConfigFromFlags();
+
+// Consistency: cert and key together; mutual TLS needs a CA and a server
+// certificate; tokens only with TLS.
+absl::Status ValidateSecurityConfig(const SecurityConfig& config);
+// A process that serves: when TLS is configured at all it must be able to
+// serve TLS (so nothing listens in plaintext by accident).
+absl::Status ValidateServing(const SecurityConfig& config);
+
+// Parses an accepted-tokens file's text ("ROLE TOKEN" lines).
+absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
+    absl::string_view text);
+absl::StatusOr<AuthRole> ParseAuthRole(absl::string_view name);
+const char* AuthRoleName(AuthRole role);
+
+// Equality of two strings in time that depends only on their lengths.
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+// The role of `token` among `accepted` (every entry is compared, in constant
+// time each); NOT_FOUND when none matches.
+absl::StatusOr<AuthRole> LookupToken(const std::vector<AcceptedToken>& accepted,
+                                     absl::string_view token);
+
+// Method -> Access. Keys are full method names "/pkg.Service/Method" or a
+// whole service "/pkg.Service/*"; the exact name wins. Methods listed nowhere
+// get `otherwise`.
+struct MethodRoles {
+  std::map<std::string, Access> rules;
+  Access otherwise = Access::kAdmin;
+  Access Lookup(absl::string_view method) const;
+};
+// The bertps policy: ParameterServer and ClusterService need a worker (or
+// admin) token; JobService SubmitJob/CancelJob need admin, its other methods
+// any valid token; grpc.health.v1 and reflection are open.
+MethodRoles DefaultMethodRoles();
+
+// The decision for one call (what the server-side check applies):
+// OK, UNAUTHENTICATED or PERMISSION_DENIED. `authorization` is the value of
+// the "authorization" metadata (empty when absent).
+absl::Status Authorize(const std::vector<AcceptedToken>& accepted,
+                       const MethodRoles& roles, absl::string_view method,
+                       absl::string_view authorization);
+
+// Server credentials: TLS when the config has a certificate (mutual TLS when
+// require_client_cert), else insecure; with accepted tokens, the token check
+// of `roles` is attached. Pass them to ServerBuilder::AddListeningPort.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
+    const SecurityConfig& config,
+    const MethodRoles& roles = DefaultMethodRoles());
+
+// A channel to `address`: TLS when client_tls() (presenting the certificate
+// if any), the token on every call, server_name as the TLS target name.
+std::shared_ptr<grpc::Channel> MakeChannel(
+    const std::string& address, const SecurityConfig& config,
+    grpc::ChannelArguments args = {});
+
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_SECURITY_H_
