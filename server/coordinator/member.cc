@@ -35,16 +35,20 @@ absl::Status MemberClient::Register() {
 absl::StatusOr<Assignment> MemberClient::Heartbeat(
     const std::string& job, const std::vector<StepReport>& reports, bool done,
     const std::string& error) {
+  HeartbeatRequest req;
+  req.set_job_id(job);
+  for (const StepReport& r : reports) *req.add_steps() = r;
+  req.set_done(done);
+  req.set_error(error);
+  return Heartbeat(std::move(req));
+}
+
+absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (member_id_.empty()) RETURN_IF_ERROR(Register());
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
-    HeartbeatRequest req;
     req.set_member_id(member_id_);
-    req.set_job_id(job);
-    for (const StepReport& r : reports) *req.add_steps() = r;
-    req.set_done(done);
-    req.set_error(error);
     HeartbeatResponse resp;
     absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
     if (st.code() == absl::StatusCode::kNotFound) {

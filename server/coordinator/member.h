@@ -25,6 +25,8 @@ class MemberClient {
   absl::StatusOr<Assignment> Heartbeat(const std::string& job,
                                        const std::vector<StepReport>& reports,
                                        bool done, const std::string& error);
+  // Any request (member_id is filled in).
+  absl::StatusOr<Assignment> Heartbeat(HeartbeatRequest request);
   absl::Duration interval() const { return interval_; }
   const std::string& member_id() const { return member_id_; }
 

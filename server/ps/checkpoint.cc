@@ -745,5 +745,23 @@ absl::Status ExportCheckpoint(const std::string& manifest_path,
                   "export");
 }
 
+absl::StatusOr<int64_t> LoadCheckpointParams(const std::string& manifest_path,
+                                             const ParamLayout& layout,
+                                             float* params) {
+  ASSIGN_OR_RETURN(Manifest m, ReadManifest(manifest_path));
+  ASSIGN_OR_RETURN(std::vector<PlanTensor> plan,
+                   ParsePlanText(m.plan_text, m.num_shards));
+  RETURN_IF_ERROR(CheckCheckpointModel(manifest_path, m, plan, layout));
+  std::vector<Target> targets;
+  for (const ParamSpec& p : layout.tensors()) {
+    targets.push_back(Target{p.name, 0, p.size, p.offset});
+  }
+  std::vector<float> values(layout.total_size());  // (total)
+  RETURN_IF_ERROR(Gather(manifest_path, m, plan, targets, /*parts=*/1,
+                         layout.total_size(), values.data()));
+  std::copy(values.begin(), values.end(), params);
+  return m.version;
+}
+
 }  // namespace ps
 }  // namespace bertps

@@ -118,6 +118,13 @@ absl::StatusOr<int64_t> RestoreShard(const std::string& manifest_path,
 absl::Status ExportCheckpoint(const std::string& manifest_path,
                               const std::string& out_path);
 
+// The whole model's parameters from the checkpoint (every shard file
+// verified) into params (layout.total_size(), layout order), which must be
+// the checkpoint's model; untouched on error. Returns the version.
+absl::StatusOr<int64_t> LoadCheckpointParams(const std::string& manifest_path,
+                                             const ParamLayout& layout,
+                                             float* params);
+
 }  // namespace ps
 }  // namespace bertps
 

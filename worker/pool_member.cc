@@ -1,0 +1,110 @@
+#include "worker/pool_member.h"
+
+#include <utility>
+
+#include "glog/logging.h"
+
+namespace bertps {
+
+PoolMember::PoolMember(const std::string& coordinator, Role role,
+                       ItemHandler handler)
+    : member_(coordinator, role, ""), handler_(std::move(handler)) {}
+
+PoolMember::~PoolMember() { CancelItem(); }
+
+void PoolMember::CancelItem() {
+  cancel_ = true;
+  if (thread_.joinable()) thread_.join();
+  cancel_ = false;
+  job_.clear();
+  index_ = -1;
+}
+
+void PoolMember::StartItem(const Assignment& a) {
+  CancelItem();
+  job_ = a.job_id();
+  index_ = a.item().index();
+  {
+    absl::MutexLock l(&mu_);
+    finished_ = false;
+  }
+  thread_ = std::thread([this, spec = a.spec(), item = a.item(),
+                         job = a.job_id()] {
+    absl::StatusOr<WorkResult> r = handler_(spec, item, cancel_);
+    absl::MutexLock l(&mu_);
+    finished_ = true;
+    if (!r.ok() && r.status().code() == absl::StatusCode::kCancelled) return;
+    WorkResult res;
+    if (r.ok()) {
+      res = std::move(*r);
+      ++items_done_;
+    } else {
+      res.set_error(r.status().ToString());
+      LOG(ERROR) << job << " item " << item.index() << ": " << r.status();
+    }
+    res.set_index(item.index());
+    res.set_round(item.round());
+    results_.emplace_back(job, std::move(res));
+  });
+}
+
+absl::Status PoolMember::Run(absl::Duration give_up) {
+  absl::Time last_ok = absl::Now();
+  while (!stop_) {
+    std::vector<std::pair<std::string, WorkResult>> results;
+    bool finished;
+    {
+      absl::MutexLock l(&mu_);
+      results.swap(results_);
+      finished = finished_;
+    }
+    if (finished && thread_.joinable()) {
+      thread_.join();
+      job_.clear();
+      index_ = -1;
+    }
+    // Results of one job per heartbeat (the request names one job).
+    HeartbeatRequest req;
+    std::vector<std::pair<std::string, WorkResult>> later;
+    for (auto& [job, res] : results) {
+      if (req.job_id().empty()) req.set_job_id(job);
+      if (job == req.job_id()) {
+        *req.add_results() = res;
+      } else {
+        later.emplace_back(job, std::move(res));
+      }
+    }
+    if (req.job_id().empty()) req.set_job_id(job_);
+    absl::StatusOr<Assignment> a = member_.Heartbeat(req);
+    if (!a.ok()) {
+      absl::MutexLock l(&mu_);
+      results_.insert(results_.begin(), results.begin(), results.end());
+      if (absl::Now() - last_ok > give_up) return a.status();
+      LOG(WARNING) << a.status();
+      absl::SleepFor(member_.interval());
+      continue;
+    }
+    last_ok = absl::Now();
+    if (!later.empty()) {
+      absl::MutexLock l(&mu_);
+      results_.insert(results_.begin(), later.begin(), later.end());
+    }
+    const bool has = !a->stop() && a->has_item();
+    const bool same = has && a->job_id() == job_ && a->item().index() == index_;
+    if (!same && !job_.empty()) CancelItem();  // no longer ours
+    if (has && job_.empty()) {
+      // A lease we are not working on (new, or after a result): start it.
+      bool reported = false;
+      for (const auto& [job, res] : results) {
+        reported |= job == a->job_id() && res.index() == a->item().index();
+      }
+      if (!reported) StartItem(*a);
+    }
+    if (!results.empty() || !later.empty()) continue;  // next lease at once
+    absl::SleepFor(member_.interval());
+  }
+  CancelItem();
+  return absl::OkStatus();
+}
+
+}  // namespace bertps
