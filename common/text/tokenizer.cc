@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -51,6 +52,110 @@ struct BasicScratch {
   std::vector<char32_t> cps, lowered, nfd;
 };
 
+// DecodeUtf8 with the common 2- and 3-byte forms inline (the others, and
+// every ill-formed sequence, are left to DecodeUtf8).
+inline char32_t DecodeNext(absl::string_view text, size_t* pos) {
+  const auto* p = reinterpret_cast<const uint8_t*>(text.data());
+  const size_t n = text.size(), i = *pos;
+  const uint8_t b0 = p[i];
+  if (b0 >= 0xC2 && b0 <= 0xDF && i + 1 < n && (p[i + 1] & 0xC0) == 0x80) {
+    *pos = i + 2;
+    return (char32_t{b0} & 0x1F) << 6 | (p[i + 1] & 0x3F);
+  }
+  // E0 and ED restrict the second byte (overlongs, surrogates).
+  if (b0 >= 0xE1 && b0 <= 0xEF && b0 != 0xED && i + 2 < n &&
+      (p[i + 1] & 0xC0) == 0x80 && (p[i + 2] & 0xC0) == 0x80) {
+    *pos = i + 3;
+    return (char32_t{b0} & 0x0F) << 12 | char32_t{p[i + 1] & 0x3Fu} << 6 |
+           (p[i + 2] & 0x3F);
+  }
+  return DecodeUtf8(text, pos);
+}
+
+// Decodes a non-ASCII code point of well-formed UTF-8.
+inline char32_t DecodeWellFormed(const char* s, size_t* pos) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s) + *pos;
+  if (p[0] < 0xE0) {
+    *pos += 2;
+    return (char32_t{p[0]} & 0x1F) << 6 | (p[1] & 0x3F);
+  }
+  if (p[0] < 0xF0) {
+    *pos += 3;
+    return (char32_t{p[0]} & 0x0F) << 12 | char32_t{p[1] & 0x3Fu} << 6 |
+           (p[2] & 0x3F);
+  }
+  *pos += 4;
+  return (char32_t{p[0]} & 0x07) << 18 | char32_t{p[1] & 0x3Fu} << 12 |
+         char32_t{p[2] & 0x3Fu} << 6 | (p[3] & 0x3F);
+}
+
+// BasicTokenizer's facts about one code point of the Basic Multilingual
+// Plane, from unicode.h. `lower` is what lowercasing gives for the code point
+// alone: str.lower(), NFD, nonspacing marks removed (possibly nothing). It is
+// exact inside a word whenever no code point of the word has kBmpLowerSlow:
+// then no context applies (U+03A3 is the only context-dependent str.lower()
+// here) and canonical reordering only permutes marks of non-zero combining
+// class, which are all Mn and removed, so the word's result is the
+// concatenation of its code points' `lower`.
+enum : uint8_t {
+  kBmpPunct = 1,       // IsPunctuation(cp)
+  kBmpLowerSlow = 2,   // lowercasing a word with cp takes the general path
+  kBmpLowerPunct = 4,  // `lower` is a single punctuation code point
+};
+struct BmpChar {
+  CharClass cls = CharClass::kDrop;
+  uint8_t flags = 0;
+  uint8_t lower_len = 0;  // bytes of `lower`
+  char lower[13] = {};    // UTF-8
+};
+static_assert(sizeof(BmpChar) == 16, "one table entry per 16 bytes");
+
+// The table for U+0000..U+FFFF (1 MiB), built on first use (a few ms),
+// immutable afterwards and never freed.
+const BmpChar* BmpTable() {
+  static const BmpChar* const table = [] {
+    auto* t = new BmpChar[0x10000];
+    std::vector<char32_t> one(1), lowered, nfd;
+    std::string bytes;
+    for (char32_t cp = 0; cp < 0x10000; ++cp) {
+      BmpChar& e = t[cp];
+      if (cp >= 0xD800 && cp <= 0xDFFF) {  // surrogates are never decoded
+        e.flags = kBmpLowerSlow;
+        continue;
+      }
+      e.cls = ClassifyChar(cp);
+      e.flags = IsPunctuation(cp) ? kBmpPunct : 0;
+      one[0] = cp;
+      lowered.clear();
+      PythonLower(one, &lowered);
+      nfd.clear();
+      Nfd(lowered, &nfd);
+      bytes.clear();
+      int kept = 0, punct = 0;
+      bool slow = cp == 0x03A3;  // final sigma depends on the neighbours
+      for (char32_t c : nfd) {
+        if (IsNonspacingMark(c)) continue;
+        if (CanonicalCombiningClass(c) != 0) slow = true;  // reorderable
+        ++kept;
+        punct += IsPunctuation(c) ? 1 : 0;
+        AppendUtf8(c, &bytes);
+      }
+      if ((punct > 0 && kept > 1) || bytes.size() > sizeof(e.lower)) {
+        slow = true;
+      }
+      if (slow) {
+        e.flags |= kBmpLowerSlow;
+        continue;
+      }
+      if (punct > 0) e.flags |= kBmpLowerPunct;
+      e.lower_len = static_cast<uint8_t>(bytes.size());
+      std::memcpy(e.lower, bytes.data(), bytes.size());
+    }
+    return t;
+  }();
+  return table;
+}
+
 // Python str.strip() of whitespace, on well-formed UTF-8.
 absl::string_view StripPythonSpace(absl::string_view s) {
   size_t b = 0;
@@ -97,8 +202,16 @@ bool IsAscii(absl::string_view s) {
 void Vocab::Add(std::string token) {
   const int32_t id = static_cast<int32_t>(tokens_.size());
   max_token_bytes_ = std::max(max_token_bytes_, token.size());
+  auto note_start = [this](absl::string_view t, size_t table) {
+    if (t.size() < 2) return;
+    uint8_t& m = max_bytes_by_start_[table | static_cast<uint8_t>(t[0]) << 8 |
+                                     static_cast<uint8_t>(t[1])];
+    m = static_cast<uint8_t>(std::max<size_t>(m, std::min<size_t>(t.size(), 255)));
+  };
+  note_start(token, 0);
   if (token.size() >= 2 && token[0] == '#' && token[1] == '#') {
     cont_ids_.insert_or_assign(token.substr(2), id);
+    note_start(absl::string_view(token).substr(2), 0x10000);
   }
   ids_.insert_or_assign(token, id);
   tokens_.push_back(std::move(token));
@@ -165,9 +278,11 @@ template <typename Fn>
 void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
   BasicScratch s;
   const bool lower = do_lower_case_;
+  const BmpChar* bmp = nullptr;  // fetched at the first non-ASCII byte
 
-  // Emits the tokens of the word in s.word (`ascii`: all bytes < 0x80).
-  auto process = [&](bool ascii) {
+  // Emits the tokens of the word in s.word (`ascii`: all bytes < 0x80;
+  // `slow`: lowercasing needs the general path, see BmpChar).
+  auto process = [&](bool ascii, bool slow) {
     const std::string& w = s.word;
     if (ascii) {
       size_t start = 0;
@@ -187,8 +302,16 @@ void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
       size_t start = 0;
       for (size_t k = 0; k < w.size();) {
         const size_t cp_start = k;
-        const char32_t cp = DecodeUtf8(w, &k);
-        if (IsPunctuation(cp)) {
+        bool punct;
+        if (static_cast<uint8_t>(w[k]) < 0x80) {
+          punct = kAsciiKinds[static_cast<uint8_t>(w[k])] == kPunct;
+          ++k;
+        } else {
+          const char32_t cp = DecodeWellFormed(w.data(), &k);
+          punct = cp < 0x10000 ? (bmp[cp].flags & kBmpPunct) != 0
+                               : IsPunctuation(cp);
+        }
+        if (punct) {
           if (cp_start > start) {
             fn(absl::string_view(w.data() + start, cp_start - start));
           }
@@ -199,6 +322,33 @@ void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
       if (start < w.size()) {
         fn(absl::string_view(w.data() + start, w.size() - start));
       }
+      return;
+    }
+    if (!slow) {  // the concatenation of the table's `lower` strings
+      s.piece.clear();
+      for (size_t k = 0; k < w.size();) {
+        const uint8_t b = static_cast<uint8_t>(w[k]);
+        if (b < 0x80) {
+          if (kAsciiKinds[b] == kPunct) {
+            if (!s.piece.empty()) fn(absl::string_view(s.piece));
+            s.piece.clear();
+            fn(absl::string_view(w.data() + k, 1));
+          } else {
+            s.piece.push_back(static_cast<char>(b));
+          }
+          ++k;
+          continue;
+        }
+        const BmpChar& e = bmp[DecodeWellFormed(w.data(), &k)];
+        if (e.flags & kBmpLowerPunct) {
+          if (!s.piece.empty()) fn(absl::string_view(s.piece));
+          s.piece.clear();
+          fn(absl::string_view(e.lower, e.lower_len));
+        } else {
+          s.piece.append(e.lower, e.lower_len);
+        }
+      }
+      if (!s.piece.empty()) fn(absl::string_view(s.piece));
       return;
     }
     // str.lower(), NFD, drop Mn, then the punctuation split.
@@ -224,13 +374,14 @@ void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
     if (!s.piece.empty()) fn(absl::string_view(s.piece));
   };
 
-  bool ascii = true;
+  bool ascii = true, slow = false;
   auto flush = [&] {
     if (!s.word.empty()) {
-      process(ascii);
+      process(ascii, slow);
       s.word.clear();
     }
     ascii = true;
+    slow = false;
   };
 
   const char* p = text.data();
@@ -252,9 +403,19 @@ void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
       continue;
     }
     const size_t start = i;
-    const char32_t cp = DecodeUtf8(text, &i);
+    const char32_t cp = DecodeNext(text, &i);
     if (cp == kInvalidCodePoint) continue;
-    switch (ClassifyChar(cp)) {
+    if (bmp == nullptr) bmp = BmpTable();
+    CharClass cls;
+    bool cp_slow;
+    if (cp < 0x10000) {
+      cls = bmp[cp].cls;
+      cp_slow = (bmp[cp].flags & kBmpLowerSlow) != 0;
+    } else {
+      cls = ClassifyChar(cp);
+      cp_slow = true;
+    }
+    switch (cls) {
       case CharClass::kDrop:
         break;
       case CharClass::kSpace:
@@ -264,11 +425,13 @@ void BasicTokenizer::Run(absl::string_view text, Fn&& fn) const {
         flush();
         s.word.append(p + start, i - start);
         ascii = false;
+        slow = cp_slow;
         flush();
         break;
       case CharClass::kOther:
         s.word.append(p + start, i - start);
         ascii = false;
+        slow |= cp_slow;
         break;
     }
   }
@@ -315,7 +478,14 @@ bool WordpieceTokenizer::Split(absl::string_view word, PieceFn&& piece) const {
   while (start < n) {
     // Longest candidate first; nothing longer than the longest entry can
     // match. Candidates end on code point boundaries.
-    size_t end = std::min(n, start + max_bytes);
+    size_t longest = max_bytes;
+    if (start + 1 < n) {  // pieces of 2+ bytes: bounded by their first two
+      const size_t m = vocab_->max_token_bytes_from(
+          static_cast<uint8_t>(p[start]), static_cast<uint8_t>(p[start + 1]),
+          start != 0);
+      longest = m == 255 ? max_bytes : std::max<size_t>(m, 1);
+    }
+    size_t end = std::min(n, start + longest);
     while (end > start && end < n && IsContinuationByte(p[end])) --end;
     int32_t id = Vocab::kNotFound;
     while (end > start) {

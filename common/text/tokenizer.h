@@ -21,9 +21,15 @@
 // final sigma) Python's behaviour is reproduced, see unicode.h.
 //
 // Speed: one pass over the bytes with an ASCII fast path; no allocation per
-// character or per word (scratch buffers are per call); vocabulary lookups in
-// flat hash maps keyed by string_view, with pieces longer than the longest
-// vocabulary entry never looked up.
+// character or per word (scratch buffers are per call). Outside ASCII, the
+// per-code-point facts of the Basic Multilingual Plane (class, punctuation,
+// str.lower() + NFD without Mn, as UTF-8) come from a table computed once per
+// process from unicode.h (utf8proc) on first use (~1 MiB, immutable); words
+// whose result depends on context (capital sigma, reorderable marks that
+// survive accent stripping, code points above U+FFFF) take the general path.
+// Vocabulary lookups in flat hash maps keyed by string_view; candidate pieces
+// longer than the longest vocabulary entry with the same first two bytes are
+// never looked up.
 //
 // Thread-safety: all classes are immutable after construction; const methods
 // may be called concurrently. Ownership: WordpieceTokenizer points at a Vocab
@@ -73,15 +79,25 @@ class Vocab {
   const std::string& token(int32_t id) const { return tokens_[id]; }
   // Longest token in bytes (for both maps): longer pieces never match.
   size_t max_token_bytes() const { return max_token_bytes_; }
+  // A bound on the length of a token (continuation: of a "##" token's
+  // suffix) of two or more bytes that starts with the two bytes `b0 b1`:
+  // longer prefixes of a word starting with them never match.
+  size_t max_token_bytes_from(uint8_t b0, uint8_t b1,
+                              bool continuation) const {
+    return max_bytes_by_start_[(continuation ? 0x10000 : 0) | b0 << 8 | b1];
+  }
 
  private:
-  Vocab() = default;
+  Vocab() : max_bytes_by_start_(2 * 0x10000, 0) {}
   void Add(std::string token);
 
   std::vector<std::string> tokens_;                     // (size())
   absl::flat_hash_map<std::string, int32_t> ids_;       // token -> last id
   absl::flat_hash_map<std::string, int32_t> cont_ids_;  // "##x": x -> id
   size_t max_token_bytes_ = 0;
+  // (2, 65536): word-initial, continuation; by the first two bytes; 255
+  // stands for 255 or more.
+  std::vector<uint8_t> max_bytes_by_start_;
 };
 
 // tokenization.py BasicTokenizer.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/text/unicode.h"
@@ -264,6 +265,102 @@ TEST(BasicTokenizerTest, ArbitraryBytesNeverCrashAndGiveValidUtf8) {
   }
 }
 
+// The BasicTokenizer algorithm written plainly from unicode.h, code point by
+// code point, with no table and no fast path: the reference that the
+// tokenizer's per-code-point table and fast paths must reproduce.
+std::vector<std::string> ReferenceBasic(absl::string_view text, bool lower) {
+  std::vector<std::vector<char32_t>> words(1);
+  for (size_t i = 0; i < text.size();) {
+    const char32_t cp = DecodeUtf8(text, &i);
+    if (cp == kInvalidCodePoint) continue;
+    switch (ClassifyChar(cp)) {
+      case CharClass::kDrop:
+        break;
+      case CharClass::kSpace:
+        words.emplace_back();
+        break;
+      case CharClass::kCjk:
+        words.push_back({cp});
+        words.emplace_back();
+        break;
+      case CharClass::kOther:
+        words.back().push_back(cp);
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::vector<char32_t>& w : words) {
+    std::vector<char32_t> cps = w;
+    if (lower) {
+      std::vector<char32_t> lowered, nfd;
+      PythonLower(w, &lowered);
+      Nfd(lowered, &nfd);
+      cps.clear();
+      for (char32_t c : nfd) {
+        if (!IsNonspacingMark(c)) cps.push_back(c);
+      }
+    }
+    std::string piece;
+    for (char32_t c : cps) {
+      if (IsPunctuation(c)) {
+        if (!piece.empty()) out.push_back(piece);
+        piece.clear();
+        AppendUtf8(c, &piece);
+        out.push_back(piece);
+        piece.clear();
+      } else {
+        AppendUtf8(c, &piece);
+      }
+    }
+    if (!piece.empty()) out.push_back(piece);
+  }
+  return out;
+}
+
+TEST(BasicTokenizerTest, EveryBmpCodePointAsTheReference) {
+  // Each code point alone, between letters, after a capital letter, before
+  // a combining mark and next to a capital sigma (context-dependent cases).
+  for (char32_t cp = 0x80; cp < 0x10000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string c;
+    AppendUtf8(cp, &c);
+    for (const std::string& text :
+         {c, "a" + c + "b", "\xC3\x89" + c + "x", c + "\xCC\x81\xCC\xA3",
+          "\xCE\xA3" + c, c + "\xCE\xA3", "A" + c + "\xCE\xA3 " + c + c}) {
+      for (bool lower : {true, false}) {
+        ASSERT_EQ(Basic(text, lower), ReferenceBasic(text, lower))
+            << "U+" << std::hex << static_cast<uint32_t>(cp)
+            << " lower=" << lower;
+      }
+    }
+  }
+}
+
+TEST(BasicTokenizerTest, RandomMixedScriptTextAsTheReference) {
+  // Code points from blocks with marks, case pairs, punctuation, Hangul,
+  // CJK (and beyond the BMP), plus ASCII and ill-formed bytes.
+  const std::vector<std::pair<char32_t, char32_t>> blocks = {
+      {0x20, 0x7F},       {0x80, 0x250},     {0x300, 0x370},
+      {0x370, 0x530},     {0x590, 0x700},    {0x900, 0xE80},
+      {0x1E00, 0x2070},   {0x3000, 0x3100},  {0x4E00, 0x4E40},
+      {0xAC00, 0xAC40},   {0xF900, 0xFB50},  {0xFE00, 0x10000},
+      {0x1D160, 0x1D170}, {0x1F600, 0x1F650}, {0x20000, 0x20010}};
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string text;
+    for (int n = rng() % 30; n > 0; --n) {
+      const auto& [lo, hi] = blocks[rng() % blocks.size()];
+      const char32_t cp = lo + rng() % (hi - lo);
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      AppendUtf8(cp, &text);
+      if (rng() % 50 == 0) text.push_back(static_cast<char>(0x80 | rng() % 64));
+    }
+    for (bool lower : {true, false}) {
+      ASSERT_EQ(Basic(text, lower), ReferenceBasic(text, lower))
+          << text << " lower=" << lower;
+    }
+  }
+}
+
 // ---------------------------------------------------- WordpieceTokenizer
 
 TEST(WordpieceTokenizerTest, GreedyLongestMatchFirst) {
@@ -324,6 +421,29 @@ TEST(WordpieceTokenizerTest, MultiByteCandidatesEndOnCodePoints) {
   EXPECT_THAT(wp->Tokenize("x\u00e9\u00e9"),
               ElementsAre("x\u00e9", "##\u00e9"));
   EXPECT_THAT(wp->Tokenize("\u00e9"), ElementsAre("[UNK]"));
+}
+
+TEST(WordpieceTokenizerTest, LongestMatchAcrossTokenLengths) {
+  // Candidates are bounded by the longest token with the same first two
+  // bytes; a longer token with other first bytes must not hide a match, and
+  // a one-byte token is always tried.
+  const Vocab v = Vocab::FromTokens(
+      {"[UNK]", "abcdefghij", "ab", "x", "##yz", "##y", "##z",
+       "\xD0\xB4", "##\xD0\xB6\xD0\xB8", "##\xD0\xB8"});
+  EXPECT_EQ(v.max_token_bytes_from('a', 'b', false), 10u);
+  EXPECT_EQ(v.max_token_bytes_from('y', 'z', true), 2u);
+  EXPECT_EQ(v.max_token_bytes_from('x', 'y', false), 0u);
+  auto wp = WordpieceTokenizer::Create(&v);
+  ASSERT_TRUE(wp.ok());
+  std::vector<std::string> t;
+  wp->TokenizeWord("abcdefghijyz", &t);
+  wp->TokenizeWord("abyzy", &t);
+  wp->TokenizeWord("xyzz", &t);
+  wp->TokenizeWord("\xD0\xB4\xD0\xB6\xD0\xB8\xD0\xB8", &t);
+  wp->TokenizeWord("\xD0\xB4\xD0\xB6", &t);
+  EXPECT_THAT(t, ElementsAre("abcdefghij", "##yz", "ab", "##yz", "##y", "x",
+                             "##yz", "##z", "\xD0\xB4",
+                             "##\xD0\xB6\xD0\xB8", "##\xD0\xB8", "[UNK]"));
 }
 
 TEST(WordpieceTokenizerTest, UnknownTokenMustBeInVocab) {

@@ -76,14 +76,14 @@ bool IsFinalSigma(const std::vector<char32_t>& in, size_t i) {
   return j == in.size() || !IsCased(in[j]);
 }
 
-uint8_t CombiningClass(char32_t cp) {
+}  // namespace
+
+uint8_t CanonicalCombiningClass(char32_t cp) {
   if (cp < 0x300) return 0;  // the first non-zero class is U+0300's
   return static_cast<uint8_t>(
       utf8proc_get_property(static_cast<utf8proc_int32_t>(cp))
           ->combining_class);
 }
-
-}  // namespace
 
 char32_t DecodeUtf8(absl::string_view s, size_t* pos) {
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
@@ -247,12 +247,12 @@ void Nfd(const std::vector<char32_t>& in, std::vector<char32_t>* out) {
   char32_t* d = out->data();
   const size_t n = out->size();
   for (size_t i = start + 1; i < n; ++i) {
-    const uint8_t cc = CombiningClass(d[i]);
+    const uint8_t cc = CanonicalCombiningClass(d[i]);
     if (cc == 0) continue;
     size_t j = i;
     const char32_t c = d[i];
     while (j > start) {
-      const uint8_t prev = CombiningClass(d[j - 1]);
+      const uint8_t prev = CanonicalCombiningClass(d[j - 1]);
       if (prev == 0 || prev <= cc) break;
       d[j] = d[j - 1];
       --j;

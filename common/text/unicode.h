@@ -75,6 +75,10 @@ void Nfd(const std::vector<char32_t>& in, std::vector<char32_t>* out);
 // lowercasing ("accent stripping").
 bool IsNonspacingMark(char32_t cp);
 
+// Canonical_Combining_Class of `cp` (0 for starters), the key of NFD's
+// canonical ordering.
+uint8_t CanonicalCombiningClass(char32_t cp);
+
 }  // namespace bertps::text
 
 #endif  // BERTPS_COMMON_TEXT_UNICODE_H_
