@@ -47,9 +47,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   std::unique_ptr<PsClient> c(new PsClient(options, config, task,
                                            std::move(layout), std::move(plan)));
   for (size_t i = 0; i < options.addresses.size(); ++i) {
-    auto channel = grpc::CreateCustomChannel(options.addresses[i],
-                                             grpc::InsecureChannelCredentials(),
-                                             ps::ClientChannelArguments());
+    auto channel = MakeChannel(options.addresses[i], options.security,
+                               ps::ClientChannelArguments());
     c->stubs_.push_back(ParameterServer::NewStub(channel));
     // A shard that is starting, or has not yet taken the job from the
     // coordinator, answers UNAVAILABLE: retry until connect_timeout.

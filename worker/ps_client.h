@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
+#include "common/security.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/ps/partition.h"
 
@@ -36,6 +37,7 @@ struct PsClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(120);
   absl::Duration connect_timeout = absl::Seconds(60);
   bool compress_bf16 = false;
+  SecurityConfig security;  // TLS and bearer token (common/security.h)
 };
 
 class PsClient {

@@ -6,8 +6,9 @@
 
 namespace bertps {
 
-TrainMember::TrainMember(const std::string& coordinator)
-    : member_(coordinator, TRAIN, "") {}
+TrainMember::TrainMember(const std::string& coordinator,
+                         const SecurityConfig& security)
+    : security_(security), member_(coordinator, TRAIN, "", security) {}
 
 TrainMember::~TrainMember() { StopJob(); }
 
@@ -34,6 +35,7 @@ void TrainMember::StartJob(const Assignment& a) {
       absl::StatusOr<TrainWorkerOptions> o =
           TrainWorkerOptionsFromSpec(spec, index, ps);
       if (!o.ok()) return o.status();
+      o->ps.security = security_;
       o->cancel = &cancel_;
       o->on_step = [this](const TrainStepReport& r) {
         StepReport s;

@@ -15,13 +15,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "server/coordinator/member.h"
 
 namespace bertps {
 
 class TrainMember {
  public:
-  explicit TrainMember(const std::string& coordinator);
+  // Dials the coordinator and the shards with `security`.
+  explicit TrainMember(const std::string& coordinator,
+                       const SecurityConfig& security = SecurityConfig());
   ~TrainMember();
   // Until Stop(); fails only if the coordinator cannot be reached for
   // `give_up` in a row.
@@ -41,6 +44,7 @@ class TrainMember {
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_{false};
   std::thread thread_;
+  const SecurityConfig security_;
   std::string job_;            // running or finished job
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);

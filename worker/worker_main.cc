@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/init.h"
+#include "common/security.h"
 #include "common/kernels/threads.h"
 #include "common/signals.h"
 #include "glog/logging.h"
@@ -63,12 +64,17 @@ int main(int argc, char** argv) {
   // Health (a gRPC server with only grpc.health.v1) and metrics.
   std::unique_ptr<grpc::Server> health;
   if (absl::GetFlag(FLAGS_health_port) >= 0) {
+  absl::StatusOr<bertps::SecurityConfig> security =
+      bertps::SecurityConfigFromFlags();
+  if (!security.ok()) return fail(security.status());
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder b;
     int port = 0;
+    absl::Status serving = bertps::ValidateServing(*security);
+    if (!serving.ok()) return fail(serving);
     b.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":",
                                     absl::GetFlag(FLAGS_health_port)),
-                       grpc::InsecureServerCredentials(), &port);
+                       bertps::ServerCredentials(*security), &port);
     health = b.BuildAndStart();
     if (!health) return fail(absl::UnavailableError("cannot open the health port"));
     std::printf("health on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(), port);
@@ -84,7 +90,7 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   if (!coordinator.empty()) {
-    bertps::TrainMember member(coordinator);
+    bertps::TrainMember member(coordinator, *security);
     std::atomic<bool> done{false};
     std::thread exporter;
     if (metrics) {
@@ -125,6 +131,7 @@ int main(int argc, char** argv) {
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status());
   o.config = *config;
+  o.ps.security = *security;
   auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
   if (!task.ok()) return fail(task.status());
   o.task = *task;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/init.h"
 #include "common/metrics.h"
+#include "common/security.h"
 #include "common/signals.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -24,6 +25,15 @@ ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_coordinator [flags]");
+  absl::StatusOr<bertps::SecurityConfig> security =
+      bertps::SecurityConfigFromFlags();
+  absl::Status security_ok =
+      security.ok() ? bertps::ValidateServing(*security) : security.status();
+  if (!security_ok.ok()) {
+    std::fprintf(stderr, "bertps_coordinator: %s\n",
+                 security_ok.ToString().c_str());
+    return 1;
+  }
   bertps::CoordinatorOptions options;
   options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
   bertps::Coordinator coordinator(options);
@@ -59,7 +69,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_port)),
-                           grpc::InsecureServerCredentials(), &port);
+                           bertps::ServerCredentials(*security), &port);
   builder.RegisterService(&jobs);
   builder.RegisterService(&cluster);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -10,12 +10,18 @@ namespace bertps {
 MemberClient::MemberClient(const std::string& coordinator, Role role,
                            std::string my_address,
                            absl::Duration rpc_timeout)
+    : MemberClient(coordinator, role, std::move(my_address), SecurityConfig(),
+                   rpc_timeout) {}
+
+MemberClient::MemberClient(const std::string& coordinator, Role role,
+                           std::string my_address,
+                           const SecurityConfig& security,
+                           absl::Duration rpc_timeout)
     : coordinator_(coordinator),
       role_(role),
       my_address_(std::move(my_address)),
       rpc_timeout_(rpc_timeout),
-      stub_(ClusterService::NewStub(grpc::CreateChannel(
-          coordinator, grpc::InsecureChannelCredentials()))) {}
+      stub_(ClusterService::NewStub(MakeChannel(coordinator, security))) {}
 
 absl::Status MemberClient::Register() {
   grpc::ClientContext ctx;

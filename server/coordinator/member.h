@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace bertps {
@@ -20,6 +21,10 @@ class MemberClient {
  public:
   MemberClient(const std::string& coordinator, Role role,
                std::string my_address,
+               absl::Duration rpc_timeout = absl::Seconds(10));
+  // Dials with `security` (TLS, bearer token; common/security.h).
+  MemberClient(const std::string& coordinator, Role role,
+               std::string my_address, const SecurityConfig& security,
                absl::Duration rpc_timeout = absl::Seconds(10));
 
   absl::StatusOr<Assignment> Heartbeat(const std::string& job,

@@ -10,8 +10,9 @@ namespace ps {
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
     const ShardOptions& options, const std::string& address,
-    std::vector<std::string> peers) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardServer> s, StartIdle(address));
+    std::vector<std::string> peers, const SecurityConfig& security) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServer> s,
+                   StartIdle(address, security));
   RETURN_IF_ERROR(s->Install(options, std::move(peers)));
   return s;
 }
@@ -26,13 +27,12 @@ absl::Status ShardServer::Install(const ShardOptions& options,
 }
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
-    const std::string& address) {
-  std::unique_ptr<ShardServer> s(new ShardServer({}));
+    const std::string& address, const SecurityConfig& security) {
+  std::unique_ptr<ShardServer> s(new ShardServer({}, security));
   s->service_ = std::make_unique<ShardService>();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &s->port_);
+  builder.AddListeningPort(address, ServerCredentials(security), &s->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(s->service_.get());

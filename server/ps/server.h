@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/security.h"
 #include "grpcpp/server.h"
 #include "server/ps/service.h"
 #include "server/ps/shard.h"
@@ -20,13 +21,16 @@ namespace ps {
 class ShardServer {
  public:
   // Listens on `address` (host:port, port 0 = any free one). `peers` are
-  // all shards' addresses (may be set later with SetPeers).
+  // all shards' addresses (may be set later with SetPeers). `security`:
+  // how it listens and how it dials peers (common/security.h).
   static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
       const ShardOptions& options, const std::string& address,
-      std::vector<std::string> peers);
+      std::vector<std::string> peers,
+      const SecurityConfig& security = SecurityConfig());
   // A server with no shard yet (UNAVAILABLE until Install).
   static absl::StatusOr<std::unique_ptr<ShardServer>> StartIdle(
-      const std::string& address);
+      const std::string& address,
+      const SecurityConfig& security = SecurityConfig());
   // Creates the shard of a job and serves it; replaces any previous one.
   absl::Status Install(const ShardOptions& options,
                        std::vector<std::string> peers);
@@ -42,9 +46,12 @@ class ShardServer {
   ShardCore* core() { return service_->core().get(); }
   void Shutdown();
   void Wait() { server_->Wait(); }
+  const SecurityConfig& security() const { return security_; }
 
  private:
-  ShardServer(std::vector<std::string> peers) : link_(std::move(peers)) {}
+  ShardServer(std::vector<std::string> peers, const SecurityConfig& security)
+      : security_(security), link_(std::move(peers), security) {}
+  const SecurityConfig security_;
   GrpcPeerLink link_;
   std::unique_ptr<ShardService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "common/init.h"
+#include "common/security.h"
 #include "common/signals.h"
 #include "glog/logging.h"
 #include "server/ps/checkpoint.h"
@@ -101,6 +102,11 @@ int main(int argc, char** argv) {
   std::atomic<bool> metrics_done{false};
   std::unique_ptr<bertps::MetricsEndpoint> metrics;
   std::thread metrics_thread;
+  absl::StatusOr<bertps::SecurityConfig> security =
+      bertps::SecurityConfigFromFlags();
+  absl::Status security_ok =
+      security.ok() ? bertps::ValidateServing(*security) : security.status();
+  if (!security_ok.ok()) return Fail(security_ok);
   struct Join {
     std::atomic<bool>* done;
     std::thread* t;
@@ -111,8 +117,9 @@ int main(int argc, char** argv) {
   } join{&metrics_done, &metrics_thread};
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (!coordinator.empty()) {
-    auto server = bertps::ps::ShardServer::StartIdle(absl::StrCat(
-        absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)));
+    auto server = bertps::ps::ShardServer::StartIdle(
+        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
+        *security);
     if (!server.ok()) return Fail(server.status());
     std::printf("bertps_server listening on %s, taking jobs from %s\n",
                 (*server)->address().c_str(), coordinator.c_str());
@@ -171,7 +178,7 @@ int main(int argc, char** argv) {
   }
   const std::string address = absl::StrCat(absl::GetFlag(FLAGS_host), ":",
                                            absl::GetFlag(FLAGS_port));
-  auto server = bertps::ps::ShardServer::Start(o, address, peers);
+  auto server = bertps::ps::ShardServer::Start(o, address, peers, *security);
   if (!server.ok()) return Fail(server.status());
   std::string restore = absl::GetFlag(FLAGS_restore);
   if (!restore.empty()) {

@@ -166,7 +166,9 @@ grpc::Status ShardService::Stats(grpc::ServerContext*, const StatsRequest*,
   return grpc::Status::OK;
 }
 
-GrpcPeerLink::GrpcPeerLink(std::vector<std::string> addresses) {
+GrpcPeerLink::GrpcPeerLink(std::vector<std::string> addresses,
+                           SecurityConfig security)
+    : security_(std::move(security)) {
   SetAddresses(std::move(addresses));
 }
 
@@ -188,9 +190,8 @@ absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
     }
     address = addresses_[to_shard];
     if (!stubs_[to_shard]) {
-      stubs_[to_shard] = ParameterServer::NewStub(grpc::CreateCustomChannel(
-          addresses_[to_shard], grpc::InsecureChannelCredentials(),
-          ClientChannelArguments()));
+      stubs_[to_shard] = ParameterServer::NewStub(MakeChannel(
+          addresses_[to_shard], security_, ClientChannelArguments()));
     }
     stub = stubs_[to_shard].get();
   }

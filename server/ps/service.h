@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/ps/shard.h"
@@ -63,13 +64,16 @@ class ShardService final : public ParameterServer::Service {
 // Sends partial sums to peer shards over gRPC (lazy channels).
 class GrpcPeerLink : public PeerLink {
  public:
-  explicit GrpcPeerLink(std::vector<std::string> addresses);
+  // Dials peers with `security` (TLS, bearer token; common/security.h).
+  explicit GrpcPeerLink(std::vector<std::string> addresses,
+                        SecurityConfig security = SecurityConfig());
   // Replaces the addresses (e.g. once ephemeral ports are known).
   void SetAddresses(std::vector<std::string> addresses);
   absl::Status Send(int to_shard, const ExchangeRequest& request,
                     absl::Time deadline) override;
 
  private:
+  const SecurityConfig security_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_

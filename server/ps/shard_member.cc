@@ -24,7 +24,8 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
 }
 
 ShardMember::ShardMember(const std::string& coordinator, ShardServer* server)
-    : member_(coordinator, PS, server->address()), server_(server) {}
+    : member_(coordinator, PS, server->address(), server->security()),
+      server_(server) {}
 
 absl::Status ShardMember::Run(absl::Duration give_up) {
   absl::Time last_ok = absl::Now();

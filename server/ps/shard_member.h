@@ -22,6 +22,7 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
 class ShardMember {
  public:
   ShardMember(const std::string& coordinator, ShardServer* server);
+  // Dials the coordinator with the server's SecurityConfig.
   absl::Status Run(absl::Duration give_up = absl::Minutes(2));
   void Stop() { stop_ = true; }
 
