@@ -31,6 +31,9 @@
 #                 (Debian wordnet-base, WordNet 3.0)
 #   slices        data/corpus/slices/: small, fixed samples of the corpora
 #                 above that unit tests read (see fetch_slices)
+#   k8s_validator data/node/k8s-validator/: npm kubernetes-models (the
+#                 Kubernetes OpenAPI schema as validators) and js-yaml, as
+#                 pinned by tests/k8s/package-lock.json (tests/k8s_test.sh)
 #
 # Debian packages are fetched with `apt-get download` and unpacked with
 # `dpkg -x` under data/.cache/deb/ (nothing is installed on the system).
@@ -627,8 +630,29 @@ fetch_slices() {
   log "slices: wrote $dir"
 }
 
+# npm ci installs exactly tests/k8s/package-lock.json (each tarball checked
+# against its integrity hash, no install scripts run); a stamp holding the
+# lock file's md5 marks a complete install.
+fetch_k8s_validator() {
+  local dest="$DATA_DIR/node/k8s-validator" lock="$PWD/tests/k8s/package-lock.json"
+  local want
+  want=$(md5_of "$lock")
+  if [ -f "$dest/.installed" ] && [ "$(cat "$dest/.installed")" = "$want" ]; then
+    log "k8s_validator: present ($dest)"
+    return
+  fi
+  command -v npm >/dev/null || die "npm is needed to fetch k8s_validator"
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  cp "$PWD/tests/k8s/package.json" "$lock" "$dest/"
+  (cd "$dest" && npm ci --ignore-scripts --no-audit --no-fund --silent) ||
+      die "k8s_validator: npm ci failed (no registry access?)"
+  echo "$want" >"$dest/.installed"
+  log "k8s_validator: installed into $dest"
+}
+
 ALL_SOURCES=(vocab js_reference corpus_small debian bible gcide fortunes spamassassin
-             wordnet slices)
+             wordnet slices k8s_validator)
 sources=("$@")
 [ ${#sources[@]} -gt 0 ] || sources=("${ALL_SOURCES[@]}")
 for s in "${sources[@]}"; do

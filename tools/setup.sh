@@ -15,6 +15,19 @@ PACKAGES=(
   python3 python3-torch python3-numpy libopenblas0
 )
 
+# `setup.sh --build-only` (the Dockerfile's build stage): only what building
+# the binaries needs, without the test and benchmark peers.
+BUILD_ONLY=0
+if [ "${1:-}" = "--build-only" ]; then
+  BUILD_ONLY=1
+  TEST_ONLY=" clang-14 libclang-rt-14-dev python3 python3-torch python3-numpy libopenblas0 "
+  kept=()
+  for p in "${PACKAGES[@]}"; do
+    [[ "$TEST_ONLY" == *" $p "* ]] || kept+=("$p")
+  done
+  PACKAGES=("${kept[@]}")
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -24,7 +37,8 @@ done
 
 # Node.js runs the independent reference tokenizer (tools/get_data.sh fetches
 # it with npm); the machine's own node is used when present.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if [ "$BUILD_ONLY" = 0 ] && { ! command -v node >/dev/null 2>&1 ||
+                              ! command -v npm >/dev/null 2>&1; }; then
   missing+=(nodejs npm)
 fi
 
