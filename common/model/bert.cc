@@ -260,10 +260,16 @@ int64_t BertModel<T>::activation_bytes() const {
 
 template <typename T>
 absl::Status BertModel<T>::ValidateBatch(const BertBatchView& b) const {
-  if (b.batch <= 0 || b.batch > max_batch_ || b.seq <= 0 || b.seq > max_seq_) {
+  return ValidateBertBatch(config_, task_, max_batch_, max_seq_, max_preds_, b);
+}
+
+absl::Status ValidateBertBatch(const BertConfig& config, BertTask task,
+                               int64_t max_batch, int64_t max_seq,
+                               int64_t max_preds, const BertBatchView& b) {
+  if (b.batch <= 0 || b.batch > max_batch || b.seq <= 0 || b.seq > max_seq) {
     return absl::InvalidArgumentError(absl::StrCat(
         "batch shape (", b.batch, ", ", b.seq, ") outside model capacity (",
-        max_batch_, ", ", max_seq_, ")"));
+        max_batch, ", ", max_seq, ")"));
   }
   if (!b.input_ids || !b.input_mask || !b.segment_ids) {
     return absl::InvalidArgumentError(
@@ -271,28 +277,28 @@ absl::Status BertModel<T>::ValidateBatch(const BertBatchView& b) const {
   }
   const int64_t bs = b.batch * b.seq;
   for (int64_t i = 0; i < bs; ++i) {
-    if (b.input_ids[i] < 0 || b.input_ids[i] >= config_.vocab_size) {
+    if (b.input_ids[i] < 0 || b.input_ids[i] >= config.vocab_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("input_ids[", i / b.seq, "][", i % b.seq, "] = ",
                        b.input_ids[i], " outside vocabulary of ",
-                       config_.vocab_size));
+                       config.vocab_size));
     }
-    if (b.segment_ids[i] < 0 || b.segment_ids[i] >= config_.type_vocab_size) {
+    if (b.segment_ids[i] < 0 || b.segment_ids[i] >= config.type_vocab_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("segment_ids[", i / b.seq, "][", i % b.seq, "] = ",
                        b.segment_ids[i], " outside [0, ",
-                       config_.type_vocab_size, ")"));
+                       config.type_vocab_size, ")"));
     }
     if (b.input_mask[i] != 0 && b.input_mask[i] != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "input_mask[", i / b.seq, "][", i % b.seq, "] must be 0 or 1"));
     }
   }
-  if (task_ == BertTask::kPretrain) {
-    if (b.preds <= 0 || b.preds > max_preds_) {
+  if (task == BertTask::kPretrain) {
+    if (b.preds <= 0 || b.preds > max_preds) {
       return absl::InvalidArgumentError(
           absl::StrCat("masked positions per sequence ", b.preds,
-                       " outside model capacity ", max_preds_));
+                       " outside model capacity ", max_preds));
     }
     if (!b.masked_lm_positions || !b.masked_lm_ids || !b.masked_lm_weights ||
         !b.next_sentence_labels) {
@@ -306,7 +312,7 @@ absl::Status BertModel<T>::ValidateBatch(const BertBatchView& b) const {
                          i % b.preds, "] = ", b.masked_lm_positions[i],
                          " outside the sequence"));
       }
-      if (b.masked_lm_ids[i] < 0 || b.masked_lm_ids[i] >= config_.vocab_size) {
+      if (b.masked_lm_ids[i] < 0 || b.masked_lm_ids[i] >= config.vocab_size) {
         return absl::InvalidArgumentError(
             absl::StrCat("masked_lm_ids[", i / b.preds, "][", i % b.preds,
                          "] = ", b.masked_lm_ids[i], " outside vocabulary"));
@@ -330,10 +336,10 @@ absl::Status BertModel<T>::ValidateBatch(const BertBatchView& b) const {
       return absl::InvalidArgumentError("classification batch lacks label_ids");
     }
     for (int64_t i = 0; i < b.batch; ++i) {
-      if (b.label_ids[i] < 0 || b.label_ids[i] >= config_.num_labels) {
+      if (b.label_ids[i] < 0 || b.label_ids[i] >= config.num_labels) {
         return absl::InvalidArgumentError(
             absl::StrCat("label_ids[", i, "] = ", b.label_ids[i],
-                         " outside [0, ", config_.num_labels, ")"));
+                         " outside [0, ", config.num_labels, ")"));
       }
     }
   }

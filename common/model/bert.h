@@ -74,6 +74,12 @@ struct StepResult {
   std::vector<float> logits;  // (B, NL) classify, else empty
 };
 
+// Checks a batch against a model's capacity (shapes, ids and labels in
+// range, mask 0/1, what the task needs).
+absl::Status ValidateBertBatch(const BertConfig& config, BertTask task,
+                               int64_t max_batch, int64_t max_seq,
+                               int64_t max_preds, const BertBatchView& b);
+
 template <typename T>
 class BertModel {
  public:
