@@ -63,7 +63,7 @@ struct SpecialIds {
 // share.
 class InstanceMaker {
  public:
-  InstanceMaker(const std::vector<Document>& docs,
+  InstanceMaker(const std::vector<TokenizedDocument>& docs,
                 const std::vector<size_t>& order, const Vocab& vocab,
                 SpecialIds ids, const PretrainingDataOptions& o, Rng* rng,
                 PretrainingDataStats* st)
@@ -84,7 +84,7 @@ class InstanceMaker {
 
   // create_instances_from_document for the document at shuffled index k.
   void FromDocument(size_t k, std::vector<PretrainingInstance>* out) {
-    const Document& doc = docs_[order_[k]];
+    const TokenizedDocument& doc = docs_[order_[k]];
     const int64_t max_num_tokens = o_.max_seq_length - 3;
     int64_t target = max_num_tokens;
     if (rng_.Random() < o_.short_seq_prob) {
@@ -114,7 +114,7 @@ class InstanceMaker {
           r = rng_.RandInt(0, num_docs - 1);
           if (r != static_cast<int64_t>(k)) break;
         }
-        const Document& rdoc = docs_[order_[r]];
+        const TokenizedDocument& rdoc = docs_[order_[r]];
         const int64_t start =
             rng_.RandInt(0, static_cast<int64_t>(rdoc.size()) - 1);
         for (size_t j = start; j < rdoc.size(); ++j) {
@@ -232,7 +232,7 @@ class InstanceMaker {
     }
   }
 
-  const std::vector<Document>& docs_;
+  const std::vector<TokenizedDocument>& docs_;
   const std::vector<size_t>& order_;  // shuffled index -> document
   const int32_t vocab_size_;
   const SpecialIds ids_;
@@ -303,12 +303,12 @@ std::string PretrainingDataStats::ToJson() const {
 }
 
 void AppendDocuments(const FullTokenizer& tokenizer, absl::string_view text,
-                     std::vector<Document>* documents,
+                     std::vector<TokenizedDocument>* documents,
                      PretrainingDataStats* stats) {
   PretrainingDataStats local;
   PretrainingDataStats& st = stats != nullptr ? *stats : local;
   st.input_bytes += static_cast<int64_t>(text.size());
-  Document doc;
+  TokenizedDocument doc;
   auto finish = [&] {
     if (doc.empty()) return;
     ++st.documents;
@@ -337,7 +337,7 @@ void AppendDocuments(const FullTokenizer& tokenizer, absl::string_view text,
 }
 
 absl::StatusOr<std::vector<PretrainingInstance>> CreateInstances(
-    const std::vector<Document>& documents, const Vocab& vocab,
+    const std::vector<TokenizedDocument>& documents, const Vocab& vocab,
     const PretrainingDataOptions& options, PretrainingDataStats* stats) {
   RETURN_IF_ERROR(options.Validate());
   SpecialIds ids;
@@ -348,7 +348,7 @@ absl::StatusOr<std::vector<PretrainingInstance>> CreateInstances(
     return absl::InvalidArgumentError(
         "pretraining data: no documents (no input line gave a token)");
   }
-  for (const Document& d : documents) {
+  for (const TokenizedDocument& d : documents) {
     if (d.empty()) {
       return absl::InvalidArgumentError("pretraining data: empty document");
     }
@@ -414,7 +414,7 @@ absl::Status CreatePretrainingData(const FullTokenizer& tokenizer,
     return absl::InvalidArgumentError("pretraining data: no input files");
   }
   PretrainingDataStats st;
-  std::vector<Document> documents;
+  std::vector<TokenizedDocument> documents;
   for (const std::string& f : input_files) {
     ASSIGN_OR_RETURN(std::string text, io::ReadFileToString(f));
     AppendDocuments(tokenizer, text, &documents, &st);

@@ -111,7 +111,7 @@ struct PretrainingDataStats {
 };
 
 // A tokenized document: sentences of token ids.
-using Document = std::vector<std::vector<int32_t>>;
+using TokenizedDocument = std::vector<std::vector<int32_t>>;
 
 // One instance before padding. L = tokens.size() <= S, M <= P.
 struct PretrainingInstance {
@@ -128,7 +128,7 @@ struct PretrainingInstance {
 // without tokens are dropped, as are empty documents. Updates stats
 // (input_bytes, documents, sentences, input_tokens) if not null.
 void AppendDocuments(const FullTokenizer& tokenizer, absl::string_view text,
-                     std::vector<Document>* documents,
+                     std::vector<TokenizedDocument>* documents,
                      PretrainingDataStats* stats);
 
 // Every instance of the reference's create_training_instances over
@@ -136,7 +136,7 @@ void AppendDocuments(const FullTokenizer& tokenizer, absl::string_view text,
 // final shuffled order. Errors: invalid options; `vocab` lacks [CLS], [SEP]
 // or [MASK]; no documents. Updates the instance fields of stats if not null.
 absl::StatusOr<std::vector<PretrainingInstance>> CreateInstances(
-    const std::vector<Document>& documents, const Vocab& vocab,
+    const std::vector<TokenizedDocument>& documents, const Vocab& vocab,
     const PretrainingDataOptions& options, PretrainingDataStats* stats);
 
 // The instance padded to the options' S and P.

@@ -119,8 +119,8 @@ const FullTokenizer& Tokenizer() {
   return *tok;
 }
 
-std::vector<Document> CorpusDocuments(PretrainingDataStats* st) {
-  std::vector<Document> docs;
+std::vector<TokenizedDocument> CorpusDocuments(PretrainingDataStats* st) {
+  std::vector<TokenizedDocument> docs;
   for (const std::string& f : LicenseCorpus().files) {
     auto text = io::ReadFileToString(f);
     EXPECT_TRUE(text.ok()) << text.status();
@@ -163,7 +163,7 @@ std::vector<int32_t> Original(const PretrainingInstance& inst) {
 
 TEST(AppendDocumentsTest, BlankLinesSeparateDocumentsAndEmptyLinesDrop) {
   const FullTokenizer& tok = Tokenizer();
-  std::vector<Document> docs;
+  std::vector<TokenizedDocument> docs;
   PretrainingDataStats st;
   // Line 3 is whitespace only (blank); "\x01" tokenizes to nothing.
   AppendDocuments(tok, "the license.\nfree software\n \t\n\n\x01\nthe program",
@@ -286,7 +286,7 @@ class StatisticsTest : public testing::Test {
   static void SetUpTestSuite() {
     if (LicenseCorpus().files.empty()) return;
     PretrainingDataStats st;
-    std::vector<Document> docs = CorpusDocuments(&st);
+    std::vector<TokenizedDocument> docs = CorpusDocuments(&st);
     PretrainingDataOptions o;
     o.dupe_factor = 200;
     auto inst = CreateInstances(docs, Tokenizer().vocab(), o, &st);
@@ -470,7 +470,7 @@ void CountGroupMasking(const std::vector<PretrainingInstance>& instances,
 
 TEST(PretrainingDataTest, WholeWordMaskingGroupsContinuationPieces) {
   REQUIRE_CORPUS();
-  std::vector<Document> docs = CorpusDocuments(nullptr);
+  std::vector<TokenizedDocument> docs = CorpusDocuments(nullptr);
   PretrainingDataOptions o;
   o.dupe_factor = 3;
   o.do_whole_word_mask = true;
@@ -527,7 +527,7 @@ TEST(PretrainingDataTest, BadInputIsAnError) {
   auto no_mask = FullTokenizer::Create(
       Vocab::FromTokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"}), true);
   ASSERT_TRUE(no_mask.ok());
-  std::vector<Document> docs = {{{4}}};
+  std::vector<TokenizedDocument> docs = {{{4}}};
   auto r = CreateInstances(docs, (*no_mask)->vocab(), o, nullptr);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), testing::HasSubstr("[MASK]"));
@@ -540,7 +540,7 @@ TEST(PretrainingDataTest, SingleDocumentSingleSentenceStillWorks) {
   // One document: the random next comes from the same document after ten
   // tries, as in the reference.
   const FullTokenizer& tok = Tokenizer();
-  std::vector<Document> docs = {{tok.Encode("free software foundation")}};
+  std::vector<TokenizedDocument> docs = {{tok.Encode("free software foundation")}};
   PretrainingDataOptions o;
   o.dupe_factor = 5;
   PretrainingDataStats st;
