@@ -394,6 +394,12 @@ std::string Usage() {
       "  --timeout_s N            deadline of each RPC (default 30)\n"
       "  --watch_probe_s N        watch: check the coordinator after N s "
       "without events (default 30)\n"
+      "  --tls_ca FILE            TLS: the CA that signed the coordinator's "
+      "certificate\n"
+      "  --token_file FILE        bearer token (admin to submit and cancel)\n"
+      "  --tls_cert FILE --tls_key FILE  client certificate (mutual TLS)\n"
+      "  --tls_server_name NAME   name checked in the coordinator's "
+      "certificate\n"
       "exit codes: 0 ok, 1 error, 2 bad command line, 3 job failed, 4 job "
       "cancelled\n");
 }
@@ -459,6 +465,19 @@ absl::StatusOr<CommandLine> ParseCommandLine(
     } else if (name == "watch_probe_s") {
       ASSIGN_OR_RETURN(std::string v, take_value());
       RETURN_IF_ERROR(seconds(name, v, &cmd.options.watch_probe_after));
+    } else if (name == "tls_ca" || name == "tls_cert" || name == "tls_key" ||
+               name == "token_file" || name == "tls_server_name") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      if (v.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " must not be empty"));
+      }
+      SecurityFiles& f = cmd.options.security;
+      (name == "tls_ca"       ? f.tls_ca
+       : name == "tls_cert"   ? f.tls_cert
+       : name == "tls_key"    ? f.tls_key
+       : name == "token_file" ? f.token_file
+                              : f.tls_server_name) = v;
     } else if (name == "o" || name == "out" || name == "output") {
       ASSIGN_OR_RETURN(cmd.options.out, take_value());
       if (cmd.options.out.empty()) {
@@ -805,12 +824,16 @@ int Main(const std::vector<std::string>& args, const char* env_coordinator,
   }
   cmd->options.tty = stdout_is_tty;
   if (cmd->help) return RunCommand(nullptr, *cmd, out, err);
+  absl::StatusOr<SecurityConfig> security =
+      SecurityConfigFromFiles(cmd->options.security);
+  if (!security.ok()) {
+    err << "bertpsctl: " << security.status().message() << "\n";
+    return kExitError;
+  }
   grpc::ChannelArguments channel_args;
   channel_args.SetMaxReceiveMessageSize(64 << 20);  // long job histories
-  std::unique_ptr<JobService::Stub> stub =
-      JobService::NewStub(grpc::CreateCustomChannel(
-          cmd->options.coordinator, grpc::InsecureChannelCredentials(),
-          channel_args));
+  std::unique_ptr<JobService::Stub> stub = JobService::NewStub(
+      MakeChannel(cmd->options.coordinator, *security, channel_args));
   return RunCommand(stub.get(), *cmd, out, err);
 }
 

@@ -33,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace bertps {
@@ -57,6 +58,9 @@ struct CtlOptions {
   bool json = false;             // status, list, metrics
   bool tty = false;              // watch: redraw one progress line in place
   std::string out = "loss.svg";  // plot
+  // TLS and bearer token: --tls_ca, --tls_cert, --tls_key, --token_file,
+  // --tls_server_name, as in the daemons (common/security.h).
+  SecurityFiles security;
 };
 
 struct CommandLine {

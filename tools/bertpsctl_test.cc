@@ -606,6 +606,26 @@ TEST(BertpsctlParseTest, FlagsAnywhereAndDefaults) {
   EXPECT_EQ(c->args, std::vector<std::string>{"-weird-id"});
 }
 
+TEST(BertpsctlParseTest, SecurityFlags) {
+  auto c = ParseCommandLine({"--tls_ca", "ca.crt", "--token_file=admin.token",
+                             "list", "--tls_server_name", "bertps",
+                             "--tls_cert=c.crt", "--tls_key", "c.key"},
+                            nullptr);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->options.security.tls_ca, "ca.crt");
+  EXPECT_EQ(c->options.security.token_file, "admin.token");
+  EXPECT_EQ(c->options.security.tls_server_name, "bertps");
+  EXPECT_EQ(c->options.security.tls_cert, "c.crt");
+  EXPECT_EQ(c->options.security.tls_key, "c.key");
+  EXPECT_FALSE(ParseCommandLine({"--tls_ca=", "list"}, nullptr).ok());
+  // A token without TLS is refused before anything is dialed.
+  std::ostringstream out, err;
+  EXPECT_EQ(Main({"--token_file", "/nonexistent/admin.token", "list"}, nullptr,
+                 false, out, err),
+            kExitError);
+  EXPECT_TRUE(absl::StrContains(err.str(), "token_file")) << err.str();
+}
+
 TEST(BertpsctlFormatTest, ProgressLineAndEta) {
   JobStatus s = Running("j", 40, 100, 5.23);
   EXPECT_EQ(ProgressLine(s, true, absl::Seconds(42)),

@@ -40,11 +40,11 @@ class TrainMember {
   void StartJob(const Assignment& a);
   void StopJob();
 
+  const SecurityConfig security_;
   MemberClient member_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_{false};
   std::thread thread_;
-  const SecurityConfig security_;
   std::string job_;            // running or finished job
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);

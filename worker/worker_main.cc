@@ -61,17 +61,17 @@ int main(int argc, char** argv) {
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  // Health (a gRPC server with only grpc.health.v1) and metrics.
-  std::unique_ptr<grpc::Server> health;
-  if (absl::GetFlag(FLAGS_health_port) >= 0) {
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   if (!security.ok()) return fail(security.status());
+  // Health (a gRPC server with only grpc.health.v1) and metrics.
+  std::unique_ptr<grpc::Server> health;
+  if (absl::GetFlag(FLAGS_health_port) >= 0) {
+    absl::Status serving = bertps::ValidateServing(*security);
+    if (!serving.ok()) return fail(serving);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder b;
     int port = 0;
-    absl::Status serving = bertps::ValidateServing(*security);
-    if (!serving.ok()) return fail(serving);
     b.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":",
                                     absl::GetFlag(FLAGS_health_port)),
                        bertps::ServerCredentials(*security), &port);
@@ -128,10 +128,10 @@ int main(int argc, char** argv) {
   o.ps.addresses = absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
   o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.ps.compress_bf16 = absl::GetFlag(FLAGS_bf16_push);
+  o.ps.security = *security;
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status());
   o.config = *config;
-  o.ps.security = *security;
   auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
   if (!task.ok()) return fail(task.status());
   o.task = *task;

@@ -99,14 +99,14 @@ std::thread StartMetrics(bertps::ps::ShardServer* server,
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_server [flags]");
-  std::atomic<bool> metrics_done{false};
-  std::unique_ptr<bertps::MetricsEndpoint> metrics;
-  std::thread metrics_thread;
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   absl::Status security_ok =
       security.ok() ? bertps::ValidateServing(*security) : security.status();
   if (!security_ok.ok()) return Fail(security_ok);
+  std::atomic<bool> metrics_done{false};
+  std::unique_ptr<bertps::MetricsEndpoint> metrics;
+  std::thread metrics_thread;
   struct Join {
     std::atomic<bool>* done;
     std::thread* t;

@@ -21,8 +21,8 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
 
 class ShardMember {
  public:
-  ShardMember(const std::string& coordinator, ShardServer* server);
   // Dials the coordinator with the server's SecurityConfig.
+  ShardMember(const std::string& coordinator, ShardServer* server);
   absl::Status Run(absl::Duration give_up = absl::Minutes(2));
   void Stop() { stop_ = true; }
 
