@@ -20,10 +20,15 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/gauge.h"
+#include "worker/eval_item.h"
+#include "worker/pool_member.h"
+#include "worker/preprocess_item.h"
 #include "worker/train_member.h"
 #include "worker/train_worker.h"
 
-ABSL_FLAG(std::string, role, "train", "Worker role: train.");
+ABSL_FLAG(std::string, role, "train",
+          "Worker role: train, preprocess or eval (the latter two need "
+          "--coordinator).");
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take work from it (the job flags below are "
           "then ignored).");
@@ -55,9 +60,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bertps_worker: %s\n", s.ToString().c_str());
     return 1;
   };
-  if (absl::GetFlag(FLAGS_role) != "train") {
-    return fail(absl::InvalidArgumentError(
-        "--role: only 'train' exists in this build"));
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (role != "train" && role != "preprocess" && role != "eval") {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--role: '", role, "' is not one of train, preprocess, eval")));
+  }
+  if (role != "train" && absl::GetFlag(FLAGS_coordinator).empty()) {
+    return fail(absl::InvalidArgumentError(absl::StrCat(
+        "--role=", role, " takes its work from a coordinator: set --coordinator")));
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
@@ -89,6 +99,30 @@ int main(int argc, char** argv) {
                 absl::GetFlag(FLAGS_host).c_str(), metrics->port());
   }
   std::fflush(stdout);
+  if (role == "preprocess" || role == "eval") {
+    // Pool roles: lease items from the coordinator until a signal.
+    bertps::PreprocessItemRunner preprocess;
+    bertps::EvalItemRunner eval;
+    bertps::ItemHandler handler =
+        [&](const bertps::JobSpec& spec, const bertps::WorkItem& item,
+            const std::atomic<bool>& cancel) {
+          return role == "eval" ? eval.Run(spec, item, cancel)
+                                : preprocess.Run(spec, item, cancel);
+        };
+    bertps::PoolMember member(
+        coordinator,
+        role == "eval" ? bertps::EVAL_ROLE : bertps::PREPROCESS_ROLE, handler);
+    std::thread waiter([&] {
+      int sig = bertps::WaitForShutdownSignal();
+      LOG(INFO) << "signal " << sig << ": leaving";
+      member.Stop();
+    });
+    absl::Status st = member.Run();
+    waiter.detach();
+    if (health) health->Shutdown();
+    if (!st.ok()) return fail(st);
+    return 0;
+  }
   if (!coordinator.empty()) {
     bertps::TrainMember member(coordinator, *security);
     std::atomic<bool> done{false};
