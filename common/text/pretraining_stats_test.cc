@@ -56,8 +56,8 @@ const Corpus& SmallCorpus() {
   static const Corpus* corpus = [] {
     auto* c = new Corpus;
     const std::string dir = DataDir();
-    auto tok = FullTokenizer::Create(
-        dir + "/vocab/bert-base-uncased-vocab.txt", true);
+    auto tok =
+        FullTokenizer::Create(dir + "/vocab/bert-base-uncased-vocab.txt", true);
     if (!tok.ok()) {
       c->missing = tok.status().ToString();
       return c;
@@ -172,22 +172,23 @@ void ExpectReferenceStatistics(const Observed& r) {
               0.005);
 }
 
-#define REQUIRE_CORPUS()                                               \
-  do {                                                                 \
-    if (!SmallCorpus().missing.empty())                                \
-      GTEST_SKIP() << "run tools/get_data.sh vocab corpus_small: "     \
-                   << SmallCorpus().missing;                           \
+#define REQUIRE_CORPUS()                                           \
+  do {                                                             \
+    if (!SmallCorpus().missing.empty())                            \
+      GTEST_SKIP() << "run tools/get_data.sh vocab corpus_small: " \
+                   << SmallCorpus().missing;                       \
   } while (0)
 
 TEST(PretrainingStatsTest, CorpusIsReal) {
   REQUIRE_CORPUS();
   const PretrainingDataStats& in = SmallCorpus().input;
-  std::printf("corpus: %lld bytes, %lld documents, %lld sentences, %lld "
-              "tokens\n",
-              static_cast<long long>(in.input_bytes),
-              static_cast<long long>(in.documents),
-              static_cast<long long>(in.sentences),
-              static_cast<long long>(in.input_tokens));
+  std::printf(
+      "corpus: %lld bytes, %lld documents, %lld sentences, %lld "
+      "tokens\n",
+      static_cast<long long>(in.input_bytes),
+      static_cast<long long>(in.documents),
+      static_cast<long long>(in.sentences),
+      static_cast<long long>(in.input_tokens));
   EXPECT_GT(in.input_bytes, 2000000);
   EXPECT_GT(in.documents, 5000);
 }

@@ -206,7 +206,8 @@ void Vocab::Add(std::string token) {
     if (t.size() < 2) return;
     uint8_t& m = max_bytes_by_start_[table | static_cast<uint8_t>(t[0]) << 8 |
                                      static_cast<uint8_t>(t[1])];
-    m = static_cast<uint8_t>(std::max<size_t>(m, std::min<size_t>(t.size(), 255)));
+    m = static_cast<uint8_t>(
+        std::max<size_t>(m, std::min<size_t>(t.size(), 255)));
   };
   note_start(token, 0);
   if (token.size() >= 2 && token[0] == '#' && token[1] == '#') {

@@ -82,8 +82,7 @@ class Vocab {
   // A bound on the length of a token (continuation: of a "##" token's
   // suffix) of two or more bytes that starts with the two bytes `b0 b1`:
   // longer prefixes of a word starting with them never match.
-  size_t max_token_bytes_from(uint8_t b0, uint8_t b1,
-                              bool continuation) const {
+  size_t max_token_bytes_from(uint8_t b0, uint8_t b1, bool continuation) const {
     return max_bytes_by_start_[(continuation ? 0x10000 : 0) | b0 << 8 | b1];
   }
 

@@ -339,10 +339,10 @@ TEST(BasicTokenizerTest, RandomMixedScriptTextAsTheReference) {
   // Code points from blocks with marks, case pairs, punctuation, Hangul,
   // CJK (and beyond the BMP), plus ASCII and ill-formed bytes.
   const std::vector<std::pair<char32_t, char32_t>> blocks = {
-      {0x20, 0x7F},       {0x80, 0x250},     {0x300, 0x370},
-      {0x370, 0x530},     {0x590, 0x700},    {0x900, 0xE80},
-      {0x1E00, 0x2070},   {0x3000, 0x3100},  {0x4E00, 0x4E40},
-      {0xAC00, 0xAC40},   {0xF900, 0xFB50},  {0xFE00, 0x10000},
+      {0x20, 0x7F},       {0x80, 0x250},      {0x300, 0x370},
+      {0x370, 0x530},     {0x590, 0x700},     {0x900, 0xE80},
+      {0x1E00, 0x2070},   {0x3000, 0x3100},   {0x4E00, 0x4E40},
+      {0xAC00, 0xAC40},   {0xF900, 0xFB50},   {0xFE00, 0x10000},
       {0x1D160, 0x1D170}, {0x1F600, 0x1F650}, {0x20000, 0x20010}};
   std::mt19937 rng(11);
   for (int iter = 0; iter < 20000; ++iter) {
@@ -427,9 +427,9 @@ TEST(WordpieceTokenizerTest, LongestMatchAcrossTokenLengths) {
   // Candidates are bounded by the longest token with the same first two
   // bytes; a longer token with other first bytes must not hide a match, and
   // a one-byte token is always tried.
-  const Vocab v = Vocab::FromTokens(
-      {"[UNK]", "abcdefghij", "ab", "x", "##yz", "##y", "##z",
-       "\xD0\xB4", "##\xD0\xB6\xD0\xB8", "##\xD0\xB8"});
+  const Vocab v =
+      Vocab::FromTokens({"[UNK]", "abcdefghij", "ab", "x", "##yz", "##y", "##z",
+                         "\xD0\xB4", "##\xD0\xB6\xD0\xB8", "##\xD0\xB8"});
   EXPECT_EQ(v.max_token_bytes_from('a', 'b', false), 10u);
   EXPECT_EQ(v.max_token_bytes_from('y', 'z', true), 2u);
   EXPECT_EQ(v.max_token_bytes_from('x', 'y', false), 0u);
@@ -442,8 +442,8 @@ TEST(WordpieceTokenizerTest, LongestMatchAcrossTokenLengths) {
   wp->TokenizeWord("\xD0\xB4\xD0\xB6\xD0\xB8\xD0\xB8", &t);
   wp->TokenizeWord("\xD0\xB4\xD0\xB6", &t);
   EXPECT_THAT(t, ElementsAre("abcdefghij", "##yz", "ab", "##yz", "##y", "x",
-                             "##yz", "##z", "\xD0\xB4",
-                             "##\xD0\xB6\xD0\xB8", "##\xD0\xB8", "[UNK]"));
+                             "##yz", "##z", "\xD0\xB4", "##\xD0\xB6\xD0\xB8",
+                             "##\xD0\xB8", "[UNK]"));
 }
 
 TEST(WordpieceTokenizerTest, UnknownTokenMustBeInVocab) {
