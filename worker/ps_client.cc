@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "server/ps/checkpoint.h"
+#include "server/ps/chunk_codec.h"
 #include "server/ps/service.h"
 
 namespace bertps {
@@ -50,6 +51,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     auto channel = MakeChannel(options.addresses[i], options.security,
                                ps::ClientChannelArguments());
     c->stubs_.push_back(ParameterServer::NewStub(channel));
+    c->channels_.push_back(channel);
     // A shard that is starting, or has not yet taken the job from the
     // coordinator, answers UNAVAILABLE: retry until connect_timeout.
     const absl::Time until = absl::Now() + options.connect_timeout;
@@ -116,29 +118,37 @@ absl::Status PsClient::PullShard(int shard, int worker, int64_t min_version,
   req.set_worker(worker);
   req.set_min_version(min_version);
   req.set_step(step);
-  auto reader = stubs_[shard]->Pull(&ctx, req);
-  PullResponse msg;
+  // The payload of each chunk is copied once, from the received slices
+  // straight into params.
+  const grpc::internal::RpcMethod method(
+      ps::kPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING);
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+      grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+          channels_[shard].get(), method, &ctx, req));
+  grpc::ByteBuffer buf;
+  ps::ParsedPullResponse msg;
   bool have_version = false;
   int64_t received = 0;
-  while (reader->Read(&msg)) {
-    if (msg.has_chunk()) {
-      const TensorChunk& c = msg.chunk();
-      const ParamSpec* spec = layout_.Find(c.name());
-      const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
-      if (spec == nullptr || c.dtype() != F32 || c.offset() < 0 ||
-          c.offset() + n > spec->size) {
-        ctx.TryCancel();
-        reader->Finish();
-        return absl::DataLossError(absl::StrCat(
-            "shard ", shard, " sent a malformed chunk of ", c.name()));
-      }
-      std::memcpy(params + spec->offset + c.offset(), c.data().data(),
-                  sizeof(float) * n);
-      received += n;
-    } else {
-      *version = msg.version();
+  while (reader->Read(&buf)) {
+    absl::Status parsed = ps::ParsePullResponse(buf, &msg);
+    const ps::ChunkRef& c = msg.chunk;
+    if (parsed.ok() && msg.has_version) {
+      *version = msg.version;
       have_version = true;
+      continue;
     }
+    const ParamSpec* spec = parsed.ok() && msg.has_chunk ? layout_.Find(c.name)
+                                                         : nullptr;
+    const int64_t n = static_cast<int64_t>(c.data_bytes / sizeof(float));
+    if (spec == nullptr || c.dtype != F32 || c.offset < 0 ||
+        c.data_bytes % sizeof(float) != 0 || c.offset + n > spec->size) {
+      ctx.TryCancel();
+      reader->Finish();
+      return absl::DataLossError(absl::StrCat(
+          "shard ", shard, " sent a malformed chunk of ", c.name));
+    }
+    c.CopyDataTo(params + spec->offset + c.offset);
+    received += n;
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
   if (!st.ok()) {
@@ -184,7 +194,7 @@ struct PsClient::PushStream::Shard {
   int index = 0;
   grpc::ClientContext ctx;
   PushResponse resp;
-  std::unique_ptr<grpc::ClientWriter<PushRequest>> writer;
+  std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer;
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
@@ -202,13 +212,16 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
     auto sh = std::make_unique<PushStream::Shard>();
     sh->index = i;
     NewContext(&sh->ctx);
-    sh->writer = stubs_[i]->Push(&sh->ctx, &sh->resp);
+    const grpc::internal::RpcMethod method(
+        ps::kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING);
+    sh->writer.reset(
+        grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+            channels_[i].get(), method, &sh->ctx, &sh->resp));
     PushRequest first;
     *first.mutable_header() = header;
-    if (!sh->writer->Write(first)) sh->broken = true;
+    if (!sh->writer->Write(ps::EncodeMessage(first))) sh->broken = true;
     PushStream::Shard* raw = sh.get();
     sh->thread = std::thread([this, raw] {
-      PushRequest msg;
       std::vector<uint16_t> bf16;
       for (;;) {
         std::pair<int, const float*> item;
@@ -226,10 +239,8 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
           if (sl.tensor != item.first) continue;
           for (int64_t off = sl.begin; off < sl.end; off += ps::kChunkElements) {
             const int64_t n = std::min(ps::kChunkElements, sl.end - off);
-            TensorChunk* c = msg.mutable_chunk();
-            c->set_name(spec.name);
-            c->set_offset(off);
             const float* g = item.second + off;
+            grpc::ByteBuffer msg;
             if (options_.compress_bf16) {
               // Error feedback: send bf16(g + r), keep the rounding error.
               float* r = residual_.data() + spec.offset + off;
@@ -239,11 +250,14 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
                 bf16[k] = io::F32ToBf16(v);
                 r[k] = v - io::Bf16ToF32(bf16[k]);
               }
-              c->set_dtype(BF16);
-              c->set_data(bf16.data(), 2 * n);
+              msg = ps::EncodeChunk(spec.name, BF16, off,
+                                    grpc::Slice(bf16.data(), 2 * n));
             } else {
-              c->set_dtype(F32);
-              c->set_data(g, sizeof(float) * n);
+              // Sent from the gradient itself, which stays valid until
+              // Finish() (a synchronous Write returns once it is written).
+              msg = ps::EncodeChunk(
+                  spec.name, F32, off,
+                  grpc::Slice(g, sizeof(float) * n, grpc::Slice::STATIC_SLICE));
             }
             if (!raw->writer->Write(msg)) {
               raw->broken = true;

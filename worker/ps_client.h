@@ -94,6 +94,8 @@ class PsClient {
   const ParamLayout layout_;
   const ps::PartitionPlan plan_;
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
+  // Pull and Push run on raw byte buffers over these (server/ps/chunk_codec.h).
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<DescribeResponse> described_;
   std::vector<float> residual_;  // bf16 error feedback (layout order)
 };

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/support/method_handler.h"
+#include "server/ps/chunk_codec.h"
 
 namespace bertps {
 namespace ps {
@@ -21,6 +23,30 @@ grpc::ChannelArguments ClientChannelArguments() {
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   return args;
+}
+
+ShardService::ShardService(std::shared_ptr<ShardCore> core)
+    : core_(std::move(core)) {
+  // Method indices in proto/ps.proto: 1 Pull, 2 Push. Their protobuf
+  // handlers are replaced by byte-buffer ones; the method names, and the
+  // bytes on the wire, stay the same.
+  MarkMethodStreamed(
+      1, new grpc::internal::BidiStreamingHandler<ShardService, PullRequest,
+                                                  grpc::ByteBuffer>(
+             [](ShardService* s, grpc::ServerContext* ctx,
+                grpc::ServerReaderWriter<grpc::ByteBuffer, PullRequest>* rw) {
+               return s->PullRaw(ctx, rw);
+             },
+             this));
+  MarkMethodStreamed(
+      2, new grpc::internal::BidiStreamingHandler<ShardService,
+                                                  grpc::ByteBuffer,
+                                                  PushResponse>(
+             [](ShardService* s, grpc::ServerContext* ctx,
+                grpc::ServerReaderWriter<PushResponse, grpc::ByteBuffer>* rw) {
+               return s->PushRaw(ctx, rw);
+             },
+             this));
 }
 
 absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current() const {
@@ -45,20 +71,26 @@ grpc::Status ShardService::Describe(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
-                                const PullRequest* req,
-                                grpc::ServerWriter<PullResponse>* writer) {
+grpc::Status ShardService::PullRaw(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<grpc::ByteBuffer, PullRequest>* writer) {
   BERTPS_CORE_OR_RETURN(shard);
+  PullRequest request;
+  if (!writer->Read(&request)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a pull needs its request");
+  }
+  const PullRequest* req = &request;
   absl::StatusOr<std::shared_ptr<const Snapshot>> snap = shard->AcquireSnapshot(
       req->worker(), req->min_version(), req->step(), DeadlineOf(ctx));
   if (!snap.ok()) return ToGrpcStatus(snap.status());
-  const Snapshot& s = **snap;
   PullResponse head;
-  head.set_version(s.version);
-  if (!writer->Write(head)) return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  head.set_version((*snap)->version);
+  if (!writer->Write(EncodeMessage(head))) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  }
   std::vector<std::string> names(req->names().begin(), req->names().end());
   const PartitionPlan& plan = shard->plan();
-  PullResponse msg;
   for (int i : shard->local_slices()) {
     const SliceSpec& sl = plan.slices()[i];
     if (!names.empty() &&
@@ -67,13 +99,16 @@ grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
     }
     for (int64_t off = sl.begin; off < sl.end; off += kChunkElements) {
       const int64_t n = std::min(kChunkElements, sl.end - off);
-      TensorChunk* c = msg.mutable_chunk();
-      c->set_name(sl.name);
-      c->set_dtype(F32);
-      c->set_offset(off);
-      c->set_data(s.params.data() + sl.shard_offset + (off - sl.begin),
-                  sizeof(float) * n);
-      if (!writer->Write(msg)) {
+      // The payload is sent from the snapshot itself; each slice keeps the
+      // snapshot alive until the transport has written it.
+      const float* data =
+          (*snap)->params.data() + sl.shard_offset + (off - sl.begin);
+      auto* hold = new std::shared_ptr<const Snapshot>(*snap);
+      grpc::Slice payload(
+          const_cast<float*>(data), sizeof(float) * n,
+          [](void* p) { delete static_cast<std::shared_ptr<const Snapshot>*>(p); },
+          hold);
+      if (!writer->Write(EncodeChunk(sl.name, F32, off, std::move(payload)))) {
         return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
       }
       if (ctx->IsCancelled()) {
@@ -84,26 +119,30 @@ grpc::Status ShardService::Pull(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardService::Push(grpc::ServerContext* ctx,
-                                grpc::ServerReader<PushRequest>* reader,
-                                PushResponse* resp) {
+grpc::Status ShardService::PushRaw(
+    grpc::ServerContext* ctx,
+    grpc::ServerReaderWriter<PushResponse, grpc::ByteBuffer>* reader) {
   BERTPS_CORE_OR_RETURN(shard);
-  PushRequest msg;
-  if (!reader->Read(&msg) || !msg.has_header()) {
+  grpc::ByteBuffer buf;
+  ParsedPushRequest msg;
+  if (!reader->Read(&buf) || !ParsePushRequest(buf, &msg).ok() ||
+      !msg.has_header) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a push must start with its header");
   }
   absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> session =
-      shard->BeginPush(msg.header());
+      shard->BeginPush(msg.header);
   if (!session.ok()) return ToGrpcStatus(session.status());
   absl::Status bad;
-  while (reader->Read(&msg)) {
+  while (reader->Read(&buf)) {
     if (!bad.ok()) continue;  // drain, nothing more is taken
-    if (!msg.has_chunk()) {
+    bad = ParsePushRequest(buf, &msg);
+    if (!bad.ok()) continue;
+    if (!msg.has_chunk) {
       bad = absl::InvalidArgumentError("a push carries one header only");
       continue;
     }
-    bad = shard->AddChunk(session->get(), msg.chunk());
+    bad = shard->AddChunk(session->get(), msg.chunk);
   }
   if (ctx->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED,
@@ -113,7 +152,9 @@ grpc::Status ShardService::Push(grpc::ServerContext* ctx,
   absl::StatusOr<PushResponse> r =
       shard->FinishPush(std::move(*session), DeadlineOf(ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
-  *resp = *r;
+  if (!reader->Write(*r)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+  }
   return grpc::Status::OK;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/security.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/ps/shard.h"
@@ -27,8 +28,9 @@ constexpr int64_t kChunkElements = 512 * 1024;
 // for the coordinator to assign it a job) every call is UNAVAILABLE.
 class ShardService final : public ParameterServer::Service {
  public:
-  explicit ShardService(std::shared_ptr<ShardCore> core = nullptr)
-      : core_(std::move(core)) {}
+  // Pull and Push are served on raw byte buffers (server/ps/chunk_codec.h):
+  // the same wire format, without copies of the tensor payloads.
+  explicit ShardService(std::shared_ptr<ShardCore> core = nullptr);
   void Install(std::shared_ptr<ShardCore> core) {
     absl::MutexLock l(&mu_);
     core_ = std::move(core);
@@ -40,10 +42,14 @@ class ShardService final : public ParameterServer::Service {
 
   grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
                         DescribeResponse*) override;
-  grpc::Status Pull(grpc::ServerContext*, const PullRequest*,
-                    grpc::ServerWriter<PullResponse>*) override;
-  grpc::Status Push(grpc::ServerContext*, grpc::ServerReader<PushRequest>*,
-                    PushResponse*) override;
+  // Pull and Push as registered (server side, a client or server stream is
+  // a bidirectional stream used one way): Pull reads its one request.
+  grpc::Status PullRaw(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<grpc::ByteBuffer, PullRequest>* stream);
+  grpc::Status PushRaw(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<PushResponse, grpc::ByteBuffer>* stream);
   grpc::Status Announce(grpc::ServerContext*, const AnnounceRequest*,
                         AnnounceResponse*) override;
   grpc::Status Exchange(grpc::ServerContext*, const ExchangeRequest*,

@@ -244,44 +244,46 @@ void ShardCore::ReturnBuffer(std::vector<float> buffer) {
 }
 
 absl::Status ShardCore::AddChunk(PushSession* s, const TensorChunk& chunk) {
-  auto it = by_name_.find(chunk.name());
+  return AddChunk(s, ChunkRef::Of(chunk));
+}
+
+absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
+  auto it = by_name_.find(chunk.name);
   if (it == by_name_.end()) {
-    const bool known = layout_.Find(chunk.name()) != nullptr;
+    const bool known = layout_.Find(chunk.name) != nullptr;
     return absl::InvalidArgumentError(absl::StrCat(
         "shard ", options_.shard, ": ",
         known ? "tensor has no slice on this shard: " : "unknown tensor: ",
-        chunk.name()));
+        chunk.name));
   }
-  const ParamSpec& spec = *layout_.Find(chunk.name());
-  if (chunk.shape_size() > 0 &&
-      std::vector<int64_t>(chunk.shape().begin(), chunk.shape().end()) !=
-          spec.shape) {
+  const ParamSpec& spec = *layout_.Find(chunk.name);
+  if (!chunk.shape.empty() && chunk.shape != spec.shape) {
     return absl::InvalidArgumentError(
-        absl::StrCat("wrong shape for ", chunk.name()));
+        absl::StrCat("wrong shape for ", chunk.name));
   }
   int elem = 0;
-  if (chunk.dtype() == F32) {
+  if (chunk.dtype == F32) {
     elem = 4;
-  } else if (chunk.dtype() == BF16) {
+  } else if (chunk.dtype == BF16) {
     elem = 2;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "gradient chunk of ", chunk.name(), " must be F32 or BF16"));
+        "gradient chunk of ", chunk.name, " must be F32 or BF16"));
   }
-  if (chunk.data().size() % elem != 0 || chunk.data().empty()) {
+  if (chunk.data_bytes % elem != 0 || chunk.data_bytes == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "chunk of ", chunk.name(), " has ", chunk.data().size(),
+        "chunk of ", chunk.name, " has ", chunk.data_bytes,
         " bytes, not a positive multiple of ", elem));
   }
-  const int64_t n = static_cast<int64_t>(chunk.data().size()) / elem;
-  const int64_t off = chunk.offset();
+  const int64_t n = static_cast<int64_t>(chunk.data_bytes) / elem;
+  const int64_t off = chunk.offset;
   // Find the local slice containing [off, off + n).
   for (int idx : it->second) {
     const SliceSpec& sl = plan_.slices()[idx];
     if (off < sl.begin || off >= sl.end) continue;
     if (off + n > sl.end) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "chunk of ", chunk.name(), " [", off, ", ", off + n,
+          "chunk of ", chunk.name, " [", off, ", ", off + n,
           ") crosses the slice end ", sl.end));
     }
     const size_t local = std::find(local_slices().begin(),
@@ -289,28 +291,28 @@ absl::Status ShardCore::AddChunk(PushSession* s, const TensorChunk& chunk) {
                          local_slices().begin();
     if (off != s->next[local]) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "chunk of ", chunk.name(), " at element ", off,
+          "chunk of ", chunk.name, " at element ", off,
           " is out of order or overlapping (expected ", s->next[local], ")"));
     }
     float* dst = s->grad.data() + sl.shard_offset + (off - sl.begin);
     if (elem == 4) {
-      std::memcpy(dst, chunk.data().data(), 4 * n);
+      chunk.CopyDataTo(dst);
     } else {
-      const uint16_t* src =
-          reinterpret_cast<const uint16_t*>(chunk.data().data());
-      for (int64_t i = 0; i < n; ++i) dst[i] = io::Bf16ToF32(src[i]);
+      std::vector<uint16_t> bf16(n);  // (n) the pieces made contiguous
+      chunk.CopyDataTo(bf16.data());
+      for (int64_t i = 0; i < n; ++i) dst[i] = io::Bf16ToF32(bf16[i]);
     }
     if (!optim::AllFinite(dst, n)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "gradient of ", chunk.name(), " has NaN or Inf in elements [", off,
+          "gradient of ", chunk.name, " has NaN or Inf in elements [", off,
           ", ", off + n, ")"));
     }
     s->next[local] = off + n;
-    s->bytes += static_cast<int64_t>(chunk.data().size());
+    s->bytes += static_cast<int64_t>(chunk.data_bytes);
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("chunk of ", chunk.name(), " at element ", off,
+      absl::StrCat("chunk of ", chunk.name, " at element ", off,
                    " is outside this shard's slices of the tensor"));
 }
 

@@ -46,6 +46,7 @@
 #include "common/model/params.h"
 #include "common/optim/optimizer.h"
 #include "proto/ps.pb.h"
+#include "server/ps/chunk_ref.h"
 #include "server/ps/partition.h"
 
 namespace bertps {
@@ -118,6 +119,9 @@ class ShardCore {
   absl::StatusOr<std::unique_ptr<PushSession>> BeginPush(
       const PushHeader& header);
   absl::Status AddChunk(PushSession* session, const TensorChunk& chunk);
+  // The same for a chunk whose payload lies in received transport buffers:
+  // copied once, straight into the staging buffer.
+  absl::Status AddChunk(PushSession* session, const ChunkRef& chunk);
   absl::StatusOr<PushResponse> FinishPush(std::unique_ptr<PushSession> session,
                                           absl::Time deadline);
 

@@ -1,0 +1,300 @@
+#include "server/ps/chunk_codec.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+// Protobuf wire types.
+constexpr int kVarint = 0;
+constexpr int kFixed64 = 1;
+constexpr int kLen = 2;
+constexpr int kFixed32 = 5;
+
+void PutVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void PutTag(int field, int wire_type, std::string* out) {
+  PutVarint(static_cast<uint64_t>(field) << 3 | wire_type, out);
+}
+
+// Reads bytes across the slices of a received message.
+class Cursor {
+ public:
+  explicit Cursor(const std::vector<grpc::Slice>& slices) : s_(slices) {}
+
+  size_t pos() const { return pos_; }
+
+  bool ReadByte(uint8_t* b) {
+    while (idx_ < s_.size() && off_ == s_[idx_].size()) {
+      ++idx_;
+      off_ = 0;
+    }
+    if (idx_ == s_.size()) return false;
+    *b = s_[idx_].begin()[off_++];
+    ++pos_;
+    return true;
+  }
+
+  bool ReadVarint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!ReadByte(&b)) return false;
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;  // longer than 10 bytes
+  }
+
+  // The next n bytes, as views into the slices (appended to out, if given).
+  bool ReadPieces(size_t n, std::vector<absl::string_view>* out) {
+    while (n > 0) {
+      if (idx_ == s_.size()) return false;
+      const size_t avail = s_[idx_].size() - off_;
+      const size_t take = std::min(avail, n);
+      if (take > 0 && out != nullptr) {
+        out->emplace_back(
+            reinterpret_cast<const char*>(s_[idx_].begin()) + off_, take);
+      }
+      off_ += take;
+      pos_ += take;
+      n -= take;
+      if (off_ == s_[idx_].size()) {
+        ++idx_;
+        off_ = 0;
+      }
+    }
+    return true;
+  }
+
+  bool ReadString(size_t n, std::string* out) {
+    std::vector<absl::string_view> pieces;
+    if (!ReadPieces(n, &pieces)) return false;
+    out->clear();
+    out->reserve(n);
+    for (absl::string_view p : pieces) out->append(p.data(), p.size());
+    return true;
+  }
+
+  // Skips a field's value of the given wire type.
+  bool SkipValue(int wire_type) {
+    uint64_t v;
+    switch (wire_type) {
+      case kVarint:
+        return ReadVarint(&v);
+      case kFixed64:
+        return ReadPieces(8, nullptr);
+      case kLen:
+        return ReadVarint(&v) && ReadPieces(v, nullptr);
+      case kFixed32:
+        return ReadPieces(4, nullptr);
+      default:
+        return false;  // groups are not used by these messages
+    }
+  }
+
+ private:
+  const std::vector<grpc::Slice>& s_;
+  size_t idx_ = 0;  // current slice
+  size_t off_ = 0;  // offset in it
+  size_t pos_ = 0;  // bytes consumed
+};
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed ", what, " message on the wire"));
+}
+
+// Reads a tag; false at the end of the message.
+bool NextField(Cursor* c, size_t end, int* field, int* wire_type, bool* ok) {
+  *ok = true;
+  if (c->pos() >= end) return false;
+  uint64_t tag;
+  if (!c->ReadVarint(&tag) || (tag >> 3) == 0 || c->pos() > end) {
+    *ok = false;
+    return false;
+  }
+  *field = static_cast<int>(tag >> 3);
+  *wire_type = static_cast<int>(tag & 7);
+  return true;
+}
+
+// Merges the TensorChunk occupying [c->pos(), end) into out (protobuf merge
+// semantics: later scalars win, repeated fields append).
+bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
+  int field, wt;
+  bool ok;
+  while (NextField(c, end, &field, &wt, &ok)) {
+    uint64_t v;
+    if (field == 1 && wt == kLen) {  // name
+      if (!c->ReadVarint(&v) || v > end - c->pos() ||
+          !c->ReadString(v, &out->name)) {
+        return false;
+      }
+    } else if (field == 2 && wt == kVarint) {  // dtype
+      if (!c->ReadVarint(&v)) return false;
+      out->dtype = static_cast<DType>(static_cast<int32_t>(v));
+    } else if (field == 3 && wt == kLen) {  // shape, packed
+      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
+      const size_t sub_end = c->pos() + v;
+      while (c->pos() < sub_end) {
+        if (!c->ReadVarint(&v)) return false;
+        out->shape.push_back(static_cast<int64_t>(v));
+      }
+      if (c->pos() != sub_end) return false;
+    } else if (field == 3 && wt == kVarint) {  // shape, unpacked
+      if (!c->ReadVarint(&v)) return false;
+      out->shape.push_back(static_cast<int64_t>(v));
+    } else if (field == 4 && wt == kVarint) {  // offset
+      if (!c->ReadVarint(&v)) return false;
+      out->offset = static_cast<int64_t>(v);
+    } else if (field == 5 && wt == kLen) {  // data
+      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
+      out->data.clear();
+      if (!c->ReadPieces(v, &out->data)) return false;
+      out->data_bytes = v;
+    } else if (!c->SkipValue(wt)) {
+      return false;
+    }
+    if (c->pos() > end) return false;
+  }
+  return ok && c->pos() == end;
+}
+
+// A length-delimited field's end position (after reading its length).
+bool ReadLength(Cursor* c, size_t limit, size_t* end) {
+  uint64_t v;
+  if (!c->ReadVarint(&v) || v > limit - c->pos()) return false;
+  *end = c->pos() + v;
+  return true;
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
+                             int64_t offset, grpc::Slice data) {
+  // Fields in number order, defaults left out: what protobuf itself writes.
+  size_t body = 1 + VarintSize(name.size()) + name.size();
+  if (dtype != 0) body += 1 + VarintSize(static_cast<int64_t>(dtype));
+  if (offset != 0) body += 1 + VarintSize(static_cast<uint64_t>(offset));
+  if (data.size() > 0) body += 1 + VarintSize(data.size()) + data.size();
+  std::string prefix;
+  prefix.reserve(32 + name.size());
+  PutTag(2, kLen, &prefix);
+  PutVarint(body, &prefix);
+  PutTag(1, kLen, &prefix);
+  PutVarint(name.size(), &prefix);
+  prefix.append(name.data(), name.size());
+  if (dtype != 0) {
+    PutTag(2, kVarint, &prefix);
+    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(dtype)), &prefix);
+  }
+  if (offset != 0) {
+    PutTag(4, kVarint, &prefix);
+    PutVarint(static_cast<uint64_t>(offset), &prefix);
+  }
+  if (data.size() == 0) {
+    grpc::Slice only(prefix);
+    return grpc::ByteBuffer(&only, 1);
+  }
+  PutTag(5, kLen, &prefix);
+  PutVarint(data.size(), &prefix);
+  grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {
+  grpc::Slice s(message.SerializeAsString());
+  return grpc::ByteBuffer(&s, 1);
+}
+
+absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
+                              ParsedPushRequest* out) {
+  *out = ParsedPushRequest();
+  if (!buffer.Valid()) return Malformed("push");
+  if (!buffer.Dump(&out->slices).ok()) return Malformed("push");
+  const size_t total = buffer.Length();
+  Cursor c(out->slices);
+  int field, wt;
+  bool ok;
+  while (NextField(&c, total, &field, &wt, &ok)) {
+    size_t end;
+    if (field == 1 && wt == kLen) {  // header
+      std::string bytes;
+      if (!ReadLength(&c, total, &end) || !c.ReadString(end - c.pos(), &bytes)) {
+        return Malformed("push");
+      }
+      if (out->has_chunk) out->chunk = ChunkRef();
+      out->has_chunk = false;
+      if (!out->header.MergeFromString(bytes)) return Malformed("push header");
+      out->has_header = true;
+    } else if (field == 2 && wt == kLen) {  // chunk
+      if (out->has_header) out->header.Clear();
+      out->has_header = false;
+      if (!ReadLength(&c, total, &end) ||
+          !ParseTensorChunk(&c, end, &out->chunk)) {
+        return Malformed("push chunk");
+      }
+      out->has_chunk = true;
+    } else if (!c.SkipValue(wt)) {
+      return Malformed("push");
+    }
+  }
+  if (!ok || c.pos() != total) return Malformed("push");
+  return absl::OkStatus();
+}
+
+absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
+                               ParsedPullResponse* out) {
+  *out = ParsedPullResponse();
+  if (!buffer.Valid()) return Malformed("pull");
+  if (!buffer.Dump(&out->slices).ok()) return Malformed("pull");
+  const size_t total = buffer.Length();
+  Cursor c(out->slices);
+  int field, wt;
+  bool ok;
+  while (NextField(&c, total, &field, &wt, &ok)) {
+    uint64_t v;
+    size_t end;
+    if (field == 1 && wt == kVarint) {  // version
+      if (!c.ReadVarint(&v)) return Malformed("pull");
+      if (out->has_chunk) out->chunk = ChunkRef();
+      out->has_chunk = false;
+      out->version = static_cast<int64_t>(v);
+      out->has_version = true;
+    } else if (field == 2 && wt == kLen) {  // chunk
+      out->has_version = false;
+      if (!ReadLength(&c, total, &end) ||
+          !ParseTensorChunk(&c, end, &out->chunk)) {
+        return Malformed("pull chunk");
+      }
+      out->has_chunk = true;
+    } else if (!c.SkipValue(wt)) {
+      return Malformed("pull");
+    }
+  }
+  if (!ok || c.pos() != total) return Malformed("pull");
+  return absl::OkStatus();
+}
+
+}  // namespace ps
+}  // namespace bertps

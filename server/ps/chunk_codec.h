@@ -1,0 +1,68 @@
+// Copy-free encoding and decoding of the parameter server's streamed
+// messages (PushRequest, PullResponse; docs/wire-format.md) on gRPC byte
+// buffers. The bytes on the wire are exactly the protobuf encoding of those
+// messages -- any protobuf client or server interoperates -- but a chunk's
+// payload is never copied into a std::string:
+//   - EncodeChunk() sends the payload as a gRPC slice that refers to the
+//     caller's memory (after a small encoded prefix), so the transport writes
+//     it to the socket from where it lies;
+//   - ParsePushRequest() / ParsePullResponse() leave the payload in the
+//     received slices (ChunkRef pieces), so the receiver copies it once,
+//     straight into its destination.
+//
+// Thread-safety: pure functions. Ownership: a parsed message holds references
+// to the received slices; its ChunkRef is valid while the message lives.
+#ifndef BERTPS_SERVER_PS_CHUNK_CODEC_H_
+#define BERTPS_SERVER_PS_CHUNK_CODEC_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "proto/ps.pb.h"
+#include "server/ps/chunk_ref.h"
+
+namespace bertps {
+namespace ps {
+
+// Full method names of the streamed RPCs (proto/ps.proto).
+inline constexpr char kPullMethod[] = "/bertps.ParameterServer/Pull";
+inline constexpr char kPushMethod[] = "/bertps.ParameterServer/Push";
+
+// PushRequest {chunk} or PullResponse {chunk} (both carry the chunk as field
+// 2): a TensorChunk {name, dtype, offset, data}, data given as a slice (which
+// may refer to memory the caller keeps alive until the write completed).
+grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
+                             int64_t offset, grpc::Slice data);
+// Any message, serialised by protobuf (headers, the pull's version).
+grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message);
+
+struct ParsedPushRequest {
+  std::vector<grpc::Slice> slices;  // keep chunk's pieces alive
+  bool has_header = false;
+  PushHeader header;
+  bool has_chunk = false;
+  ChunkRef chunk;
+};
+struct ParsedPullResponse {
+  std::vector<grpc::Slice> slices;
+  bool has_version = false;
+  int64_t version = 0;
+  bool has_chunk = false;
+  ChunkRef chunk;
+};
+
+// Parse a received message (any valid protobuf encoding, unknown fields
+// skipped); InvalidArgument on malformed bytes. `out` is reset first.
+absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
+                              ParsedPushRequest* out);
+absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
+                               ParsedPullResponse* out);
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_PS_CHUNK_CODEC_H_

@@ -1,0 +1,179 @@
+// The hand-written chunk codec against protobuf itself: what EncodeChunk
+// writes parses as the same protobuf message, and whatever protobuf writes
+// (any split into transport slices) parses to the same fields.
+#include "server/ps/chunk_codec.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+std::string Flatten(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(b.Dump(&slices).ok());
+  std::string out;
+  for (const auto& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// The bytes as a buffer of slices cut at `cuts` (positions).
+grpc::ByteBuffer Split(const std::string& bytes, std::vector<size_t> cuts) {
+  std::vector<grpc::Slice> slices;
+  size_t prev = 0;
+  cuts.push_back(bytes.size());
+  for (size_t c : cuts) {
+    slices.emplace_back(bytes.data() + prev, c - prev);
+    prev = c;
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+std::string Payload(const ChunkRef& c) {
+  std::string out(c.data_bytes, '\0');
+  c.CopyDataTo(out.data());
+  return out;
+}
+
+std::vector<float> Values(int n) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = 0.01f * i - 1.5f;
+  return v;
+}
+
+TEST(ChunkCodecTest, EncodedChunkIsTheProtobufEncoding) {
+  const std::vector<float> v = Values(1000);
+  for (int64_t offset : {int64_t{0}, int64_t{7}, int64_t{23440896}}) {
+    grpc::ByteBuffer b = EncodeChunk(
+        "bert.embeddings.word_embeddings.weight", F32, offset,
+        grpc::Slice(v.data(), sizeof(float) * v.size(),
+                    grpc::Slice::STATIC_SLICE));
+    const std::string bytes = Flatten(b);
+    PushRequest want;
+    TensorChunk* c = want.mutable_chunk();
+    c->set_name("bert.embeddings.word_embeddings.weight");
+    c->set_dtype(F32);
+    c->set_offset(offset);
+    c->set_data(v.data(), sizeof(float) * v.size());
+    EXPECT_EQ(bytes, want.SerializeAsString());  // byte for byte
+    PullResponse pull;
+    ASSERT_TRUE(pull.ParseFromString(bytes));
+    EXPECT_EQ(pull.chunk().SerializeAsString(), c->SerializeAsString());
+  }
+}
+
+TEST(ChunkCodecTest, ParsesProtobufBytesSplitAnywhere) {
+  const std::vector<float> v = Values(64);
+  PushRequest m;
+  TensorChunk* c = m.mutable_chunk();
+  c->set_name("bert.encoder.layer.0.attention.self.query.weight");
+  c->set_dtype(F32);
+  c->add_shape(128);
+  c->add_shape(128);
+  c->set_offset(4096);
+  c->set_data(v.data(), sizeof(float) * v.size());
+  const std::string bytes = m.SerializeAsString();
+  for (size_t cut = 1; cut < bytes.size(); ++cut) {
+    ParsedPushRequest p;
+    ASSERT_TRUE(ParsePushRequest(Split(bytes, {cut}), &p).ok()) << cut;
+    ASSERT_TRUE(p.has_chunk);
+    EXPECT_FALSE(p.has_header);
+    EXPECT_EQ(p.chunk.name, c->name());
+    EXPECT_EQ(p.chunk.dtype, F32);
+    EXPECT_EQ(p.chunk.shape, (std::vector<int64_t>{128, 128}));
+    EXPECT_EQ(p.chunk.offset, 4096);
+    EXPECT_EQ(Payload(p.chunk), c->data());
+  }
+  // Many small slices.
+  std::vector<size_t> cuts;
+  for (size_t i = 3; i < bytes.size(); i += 5) cuts.push_back(i);
+  ParsedPushRequest p;
+  ASSERT_TRUE(ParsePushRequest(Split(bytes, cuts), &p).ok());
+  EXPECT_EQ(Payload(p.chunk), c->data());
+  EXPECT_GT(p.chunk.data.size(), 10u);
+}
+
+TEST(ChunkCodecTest, HeadersAndVersions) {
+  PushRequest h;
+  h.mutable_header()->set_worker(3);
+  h.mutable_header()->set_step(17);
+  h.mutable_header()->set_examples(32);
+  h.mutable_header()->set_grad_sq_sum(2.5);
+  ParsedPushRequest p;
+  ASSERT_TRUE(ParsePushRequest(EncodeMessage(h), &p).ok());
+  ASSERT_TRUE(p.has_header);
+  EXPECT_FALSE(p.has_chunk);
+  EXPECT_EQ(p.header.SerializeAsString(), h.header().SerializeAsString());
+
+  PullResponse v;
+  v.set_version(123456789012);
+  ParsedPullResponse q;
+  ASSERT_TRUE(ParsePullResponse(EncodeMessage(v), &q).ok());
+  EXPECT_TRUE(q.has_version);
+  EXPECT_FALSE(q.has_chunk);
+  EXPECT_EQ(q.version, 123456789012);
+
+  // A pull chunk through the pull parser.
+  const std::vector<float> x = Values(10);
+  ASSERT_TRUE(ParsePullResponse(
+                  EncodeChunk("cls.predictions.bias", F32, 30000,
+                              grpc::Slice(x.data(), 40)),
+                  &q)
+                  .ok());
+  ASSERT_TRUE(q.has_chunk);
+  EXPECT_FALSE(q.has_version);
+  EXPECT_EQ(q.chunk.name, "cls.predictions.bias");
+  EXPECT_EQ(q.chunk.offset, 30000);
+  std::vector<float> got(10);
+  q.chunk.CopyDataTo(got.data());
+  EXPECT_EQ(got, x);
+}
+
+TEST(ChunkCodecTest, UnknownFieldsAreSkipped) {
+  // A newer sender's chunk with an extra field (number 9, varint and bytes).
+  TensorChunk c;
+  c.set_name("bert.pooler.dense.bias");
+  c.set_dtype(BF16);
+  c.set_data(std::string(6, '\x01'));
+  std::string chunk = c.SerializeAsString();
+  chunk += std::string("\x48\x05\x4a\x02xy", 6);
+  std::string bytes = "\x12";
+  bytes.push_back(static_cast<char>(chunk.size()));
+  bytes += chunk;
+  ParsedPushRequest p;
+  ASSERT_TRUE(ParsePushRequest(Split(bytes, {}), &p).ok());
+  EXPECT_EQ(p.chunk.name, "bert.pooler.dense.bias");
+  EXPECT_EQ(p.chunk.dtype, BF16);
+  EXPECT_EQ(Payload(p.chunk), std::string(6, '\x01'));
+}
+
+TEST(ChunkCodecTest, MalformedBytesAreRejected) {
+  const std::vector<float> v = Values(16);
+  const std::string bytes = Flatten(
+      EncodeChunk("bert.pooler.dense.weight", F32, 0, grpc::Slice(v.data(), 64)));
+  // Every truncation is an error, never a crash or a short chunk.
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    ParsedPushRequest p;
+    EXPECT_FALSE(ParsePushRequest(Split(bytes.substr(0, n), {}), &p).ok()) << n;
+  }
+  // A data length beyond the chunk, a huge length, field number 0, a group.
+  for (std::string bad :
+       {std::string("\x12\x04\x2a\x10\x00\x00", 6),
+        std::string("\x12\x0b\x0a\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 12),
+        std::string("\x00\x01", 2), std::string("\x13\x14", 2)}) {
+    ParsedPushRequest p;
+    EXPECT_FALSE(ParsePushRequest(Split(bad, {}), &p).ok());
+    ParsedPullResponse q;
+    EXPECT_FALSE(ParsePullResponse(Split(bad, {}), &q).ok());
+  }
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace bertps

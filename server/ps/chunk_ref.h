@@ -1,0 +1,40 @@
+// ChunkRef: a TensorChunk (proto/tensor.proto) whose payload is not owned --
+// it points into received transport buffers (or into a TensorChunk), in one
+// or more pieces. Lets a shard or a worker copy a chunk's elements straight
+// into their destination, without first copying them into a std::string.
+//
+// Thread-safety: a plain value; the pieces must outlive every use.
+#ifndef BERTPS_SERVER_PS_CHUNK_REF_H_
+#define BERTPS_SERVER_PS_CHUNK_REF_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "proto/tensor.pb.h"
+
+namespace bertps {
+namespace ps {
+
+struct ChunkRef {
+  std::string name;
+  DType dtype = DTYPE_UNSPECIFIED;
+  std::vector<int64_t> shape;  // empty when the sender left it out
+  int64_t offset = 0;          // element offset of the first value
+  // The little-endian elements, in order; a piece boundary may fall inside
+  // an element.
+  std::vector<absl::string_view> data;
+  size_t data_bytes = 0;  // sum of the pieces' sizes
+
+  // A view of a parsed TensorChunk (which must outlive it).
+  static ChunkRef Of(const TensorChunk& chunk);
+  // Copies all data_bytes bytes to dst.
+  void CopyDataTo(void* dst) const;
+};
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_PS_CHUNK_REF_H_
