@@ -19,6 +19,12 @@
 //                    line, blank line between documents -> TFRecord files
 //                    PREFIX-0000i-of-0000N.tfrecord; prints one JSON line of
 //                    statistics)
+//   bert_local create-classify-data --input x.jsonl --vocab V --labels a,b
+//                    --output_dir D [--max_seq_length 128] [--cased]
+//                    [--dev_fraction 0.1] [--test_fraction 0.1] [--seed 12345]
+//                    (JSON lines {"id","label","text"} -> D/train.tfrecord,
+//                    D/dev.tfrecord, D/test.tfrecord, D/labels.txt; see
+//                    common/text/classify_data.h; prints one JSON line)
 //
 // --config is a preset name (tiny, mini, small, medium, base, large) or a
 // Hugging Face config.json.
@@ -35,6 +41,7 @@
 #include "common/kernels/threads.h"
 #include "common/model/bert_config.h"
 #include "common/optim/optimizer_config.h"
+#include "common/text/classify_data.h"
 #include "common/text/pretraining_data.h"
 #include "common/text/tokenize_lines.h"
 #include "common/text/tokenizer.h"
@@ -75,12 +82,19 @@ ABSL_FLAG(double, masked_lm_prob, 0.15, "create-pretraining-data.");
 ABSL_FLAG(double, short_seq_prob, 0.1, "create-pretraining-data.");
 ABSL_FLAG(bool, do_whole_word_mask, false,
           "create-pretraining-data: mask all pieces of a word together.");
+ABSL_FLAG(std::string, labels, "",
+          "create-classify-data: comma-separated labels (label i = id i).");
+ABSL_FLAG(std::string, output_dir, "", "create-classify-data: output dir.");
+ABSL_FLAG(bool, cased, false,
+          "create-classify-data: keep case and accents (cased vocab).");
+ABSL_FLAG(double, dev_fraction, 0.1, "create-classify-data.");
+ABSL_FLAG(double, test_fraction, 0.1, "create-classify-data.");
 
 namespace {
 
 constexpr char kUsage[] =
     "bert_local grad|train|eval|synthetic-data|tokenize|"
-    "create-pretraining-data [flags]; see "
+    "create-pretraining-data|create-classify-data [flags]; see "
     "tools/bert_local_main.cc";
 
 int Fail(const absl::Status& s) {
@@ -126,6 +140,53 @@ int CreatePretrainingData() {
   return 0;
 }
 
+// create-classify-data: JSON lines -> split TFRecord files, one JSON line.
+int CreateClassifyData() {
+  namespace text = bertps::text;
+  if (absl::GetFlag(FLAGS_vocab).empty() ||
+      absl::GetFlag(FLAGS_input).empty() ||
+      absl::GetFlag(FLAGS_labels).empty() ||
+      absl::GetFlag(FLAGS_output_dir).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "create-classify-data needs --input, --vocab, --labels and "
+        "--output_dir"));
+  }
+  const absl::Time start = absl::Now();
+  auto tok = text::FullTokenizer::Create(absl::GetFlag(FLAGS_vocab),
+                                         !absl::GetFlag(FLAGS_cased));
+  if (!tok.ok()) return Fail(tok.status());
+  std::vector<std::string> patterns =
+      absl::StrSplit(absl::GetFlag(FLAGS_input), ',', absl::SkipEmpty());
+  auto files = bertps::io::MatchShardFiles(patterns);
+  if (!files.ok()) return Fail(files.status());
+  std::vector<text::LabelledText> docs;
+  int64_t bytes = 0;
+  for (const std::string& f : *files) {
+    auto part = text::ReadLabelledJsonl(f);
+    if (!part.ok()) return Fail(part.status());
+    for (text::LabelledText& d : *part) {
+      bytes += static_cast<int64_t>(d.text.size());
+      docs.push_back(std::move(d));
+    }
+  }
+  text::ClassifyDataOptions o;
+  o.max_seq_length = absl::GetFlag(FLAGS_max_seq_length);
+  o.labels = absl::StrSplit(absl::GetFlag(FLAGS_labels), ',');
+  o.dev_fraction = absl::GetFlag(FLAGS_dev_fraction);
+  o.test_fraction = absl::GetFlag(FLAGS_test_fraction);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  text::ClassifyDataStats stats;
+  absl::Status s = text::WriteClassifyData(
+      docs, **tok, o, absl::GetFlag(FLAGS_output_dir), &stats);
+  if (!s.ok()) return Fail(s);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  std::string json = stats.ToJson(o);
+  json.pop_back();  // '}'
+  std::printf("%s,\"text_bytes\":%lld,\"seconds\":%.3f}\n", json.c_str(),
+              static_cast<long long>(bytes), secs);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,6 +198,7 @@ int main(int argc, char** argv) {
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string& cmd = args[1];
   if (cmd == "create-pretraining-data") return CreatePretrainingData();
+  if (cmd == "create-classify-data") return CreateClassifyData();
   if (cmd == "tokenize") {
     if (absl::GetFlag(FLAGS_vocab).empty()) {
       return Fail(absl::InvalidArgumentError("tokenize needs --vocab"));
