@@ -1,0 +1,700 @@
+#include "worker/pipeline_stage.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/model/batch_view.h"
+#include "common/security.h"
+#include "common/status.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "server/ps/service.h"
+
+namespace bertps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+constexpr int64_t kMinChunk = 1 << 20, kMaxChunk = 4 << 20;
+constexpr int kMaxMessageBytes = 8 << 20;
+
+const char* KindName(int kind) {
+  return kind == ACTIVATION ? "activations" : "gradients";
+}
+
+// A micro-batch: rows [m*mb, (m+1)*mb) of the replica's batch.
+BertBatchView MicroBatch(const BertBatchView& v, int m, int mb) {
+  BertBatchView o = v;
+  o.batch = mb;
+  const int64_t first = static_cast<int64_t>(m) * mb;
+  o.input_ids += first * v.seq;
+  o.input_mask += first * v.seq;
+  o.segment_ids += first * v.seq;
+  if (o.masked_lm_positions) o.masked_lm_positions += first * v.preds;
+  if (o.masked_lm_ids) o.masked_lm_ids += first * v.preds;
+  if (o.masked_lm_weights) o.masked_lm_weights += first * v.preds;
+  if (o.next_sentence_labels) o.next_sentence_labels += first;
+  if (o.label_ids) o.label_ids += first;
+  return o;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- inbox
+
+void StageInbox::Put(Key key, std::vector<float> values) {
+  absl::MutexLock l(&mu_);
+  items_[key] = std::move(values);
+}
+
+absl::StatusOr<std::vector<float>> StageInbox::Take(
+    Key key, absl::Time deadline, absl::Duration probe_every,
+    const std::function<absl::Status()>& probe) {
+  for (;;) {
+    const absl::Time slice = std::min(deadline, absl::Now() + probe_every);
+    {
+      absl::MutexLock l(&mu_);
+      auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return !aborted_.ok() || items_.count(key) > 0;
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&ready), slice);
+      if (!aborted_.ok()) return aborted_;
+      auto it = items_.find(key);
+      if (it != items_.end()) {
+        std::vector<float> v = std::move(it->second);
+        items_.erase(it);
+        return v;
+      }
+    }
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("no message before the deadline");
+    }
+    if (probe) RETURN_IF_ERROR(probe());
+  }
+}
+
+void StageInbox::Abort(absl::Status status) {
+  absl::MutexLock l(&mu_);
+  if (aborted_.ok()) aborted_ = std::move(status);
+}
+
+void StageInbox::Forget(int64_t step) {
+  absl::MutexLock l(&mu_);
+  while (!items_.empty() && std::get<1>(items_.begin()->first) < step) {
+    items_.erase(items_.begin());
+  }
+}
+
+// -------------------------------------------------------------- service
+
+class PipelineStage::Service final : public StageService::Service {
+ public:
+  explicit Service(PipelineStage* owner) : owner_(owner) {}
+
+  grpc::Status Send(grpc::ServerContext*, grpc::ServerReader<StageChunk>* r,
+                    StageSendResponse*) override {
+    if (owner_->killed_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stage killed");
+    }
+    const PipelineStageOptions& o = owner_->options_;
+    StageChunk msg;
+    if (!r->Read(&msg) || !msg.has_header()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "a stage stream starts with its header");
+    }
+    const StageTensorHeader h = msg.header();
+    const int expect_from =
+        h.kind() == ACTIVATION ? o.stage - 1 : o.stage + 1;
+    if (h.replica() != o.replica || h.from_stage() != expect_from ||
+        h.elements() < 0 || h.micro_batch() < 0 ||
+        h.micro_batch() >= o.micro_batches) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("stage ", o.stage, " of replica ", o.replica,
+                       " does not take ", KindName(h.kind()), " from stage ",
+                       h.from_stage(), " of replica ", h.replica(),
+                       " (micro-batch ", h.micro_batch(), ")"));
+    }
+    const int64_t bytes = h.elements() * static_cast<int64_t>(sizeof(float));
+    std::vector<float> values(h.elements());
+    int64_t got = 0;
+    while (r->Read(&msg)) {
+      if (!msg.has_data() && msg.has_header()) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "a second header in one stage stream");
+      }
+      const std::string& d = msg.data();
+      if (got + static_cast<int64_t>(d.size()) > bytes) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            absl::StrCat("more than the announced ", bytes,
+                                         " bytes"));
+      }
+      std::memcpy(reinterpret_cast<char*>(values.data()) + got, d.data(),
+                  d.size());
+      got += static_cast<int64_t>(d.size());
+    }
+    if (got != bytes) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("received ", got, " of ", bytes,
+                                       " bytes of ", KindName(h.kind())));
+    }
+    owner_->bytes_received_ += bytes;
+    owner_->inbox_.Put({h.kind(), h.step(), h.micro_batch()},
+                       std::move(values));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Ping(grpc::ServerContext*, const StagePingRequest*,
+                    StagePingResponse* resp) override {
+    if (owner_->killed_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stage killed");
+    }
+    resp->set_replica(owner_->options_.replica);
+    resp->set_stage(owner_->options_.stage);
+    resp->set_step(owner_->current_step_);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Abort(grpc::ServerContext*, const StageAbortRequest* req,
+                     StageAbortResponse*) override {
+    owner_->inbox_.Abort(absl::AbortedError(
+        absl::StrCat("pipeline stage ", req->from_stage(), " of replica ",
+                     req->replica(), " failed: ", req->reason())));
+    return grpc::Status::OK;
+  }
+
+ private:
+  PipelineStage* const owner_;
+};
+
+// --------------------------------------------------------------- runtime
+
+PipelineStage::PipelineStage(const PipelineStageOptions& options)
+    : options_(options) {}
+
+PipelineStage::~PipelineStage() {
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
+    const PipelineStageOptions& o) {
+  if (o.num_stages < 1 || o.stage < 0 || o.stage >= o.num_stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stage index ", o.stage, " outside [0, ", o.num_stages, ")"));
+  }
+  if (o.num_replicas < 1 || o.replica < 0 || o.replica >= o.num_replicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica ", o.replica, " outside [0, ", o.num_replicas, ")"));
+  }
+  if (o.micro_batches < 1 || o.batch <= 0 || o.batch % o.micro_batches != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the batch (", o.batch,
+                     ") must be a positive multiple of micro_batches (",
+                     o.micro_batches, ")"));
+  }
+  if (!o.peers.empty() && static_cast<int>(o.peers.size()) != o.num_stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--peers names ", o.peers.size(), " stages, the job has ",
+                     o.num_stages));
+  }
+  if (o.data.empty()) return absl::InvalidArgumentError("no training data");
+  std::unique_ptr<PipelineStage> p(new PipelineStage(o));
+  ASSIGN_OR_RETURN(auto specs,
+                   SplitBertStages(o.config, o.task, o.num_stages,
+                                   o.layers_per_stage));
+  p->spec_ = specs[o.stage];
+  ASSIGN_OR_RETURN(p->client_, PsClient::Connect(o.ps, o.config, o.task));
+  const DescribeResponse& d = p->client_->description(0);
+  if (d.mode() != BSP || d.backup_workers() != 0) {
+    return absl::FailedPreconditionError(
+        "pipeline stages need BSP shards without backup workers");
+  }
+  if (d.num_workers() != o.num_replicas * o.num_stages) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the shards expect ", d.num_workers(), " workers; ", o.num_replicas,
+        " replicas x ", o.num_stages, " stages push as ",
+        o.num_replicas * o.num_stages));
+  }
+  // Sequence and prediction lengths from the first example.
+  ASSIGN_OR_RETURN(p->stream_, io::ExampleStream::Open(o.data));
+  std::string record;
+  ASSIGN_OR_RETURN(bool got, p->stream_->Next(&record));
+  if (!got) return absl::InvalidArgumentError("the training data is empty");
+  if (o.task == BertTask::kPretrain) {
+    ASSIGN_OR_RETURN(io::PretrainExample e, io::DecodePretrainExample(record));
+    p->seq_ = static_cast<int>(e.input_ids.size());
+    p->preds_ = static_cast<int>(e.masked_lm_ids.size());
+  } else {
+    ASSIGN_OR_RETURN(io::ClassifyExample e, io::DecodeClassifyExample(record));
+    p->seq_ = static_cast<int>(e.input_ids.size());
+  }
+  ASSIGN_OR_RETURN(p->stream_, io::ExampleStream::Open(o.data));
+  ASSIGN_OR_RETURN(
+      p->stage_,
+      BertStage<float>::Create(
+          o.config, o.task, p->spec_, o.batch / o.micro_batches, p->seq_,
+          std::max(p->preds_, 1),
+          PipelineSlots(o.schedule, o.stage, o.num_stages, o.micro_batches),
+          &p->mm_));
+  int64_t largest = 0;
+  for (const ParamSpec& t : p->stage_->model_layout().tensors()) {
+    largest = std::max(largest, t.size);
+  }
+  p->zeros_.assign(largest, 0.0f);
+  for (const std::string& a : o.ps.addresses) {
+    p->ps_stubs_.push_back(ParameterServer::NewStub(
+        MakeChannel(a, o.ps.security, ps::ClientChannelArguments())));
+  }
+
+  p->service_ = std::make_unique<Service>(p.get());
+  MethodRoles roles = DefaultMethodRoles();
+  roles.rules["/bertps.StageService/*"] = Access::kWorker;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, ServerCredentials(o.ps.security, roles),
+                           &p->port_);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.RegisterService(p->service_.get());
+  p->server_ = builder.BuildAndStart();
+  if (!p->server_ || p->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("stage ", o.stage, ": cannot listen on ", o.listen));
+  }
+  if (!o.peers.empty()) p->SetPeers(o.peers);
+  return p;
+}
+
+std::string PipelineStage::address() const {
+  const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
+  return absl::StrCat(host == "0.0.0.0" ? "127.0.0.1" : host, ":", port_);
+}
+
+void PipelineStage::SetPeers(std::vector<std::string> peers) {
+  absl::MutexLock l(&peers_mu_);
+  peers_ = std::move(peers);
+  stubs_.clear();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  for (const std::string& a : peers_) {
+    stubs_.push_back(
+        StageService::NewStub(MakeChannel(a, options_.ps.security, args)));
+  }
+}
+
+StageService::Stub* PipelineStage::Peer(int stage) {
+  absl::MutexLock l(&peers_mu_);
+  if (stage < 0 || stage >= static_cast<int>(stubs_.size())) return nullptr;
+  return stubs_[stage].get();
+}
+
+void PipelineStage::Kill() {
+  killed_ = true;
+  inbox_.Abort(absl::AbortedError("this stage was killed"));
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+}
+
+absl::Status PipelineStage::SendTensor(int to, StageTensorKind kind,
+                                       int64_t step, int micro_batch,
+                                       const float* data, int64_t n) {
+  StageService::Stub* stub = Peer(to);
+  if (stub == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no address for pipeline stage ", to));
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.send_timeout));
+  StageSendResponse resp;
+  auto w = stub->Send(&ctx, &resp);
+  StageChunk msg;
+  StageTensorHeader* h = msg.mutable_header();
+  h->set_replica(options_.replica);
+  h->set_from_stage(options_.stage);
+  h->set_step(step);
+  h->set_micro_batch(micro_batch);
+  h->set_kind(kind);
+  h->set_elements(n);
+  bool ok = w->Write(msg);
+  const int64_t chunk =
+      std::clamp<int64_t>(options_.chunk_bytes, kMinChunk, kMaxChunk);
+  const char* bytes = reinterpret_cast<const char*>(data);
+  const int64_t total = n * static_cast<int64_t>(sizeof(float));
+  for (int64_t off = 0; ok && off < total; off += chunk) {
+    msg.set_data(bytes + off, std::min(chunk, total - off));
+    ok = w->Write(msg);
+  }
+  w->WritesDone();
+  absl::Status st = FromGrpcStatus(w->Finish());
+  if (!st.ok()) {
+    std::string addr;
+    {
+      absl::MutexLock l(&peers_mu_);
+      addr = peers_[to];
+    }
+    return Annotate(st, absl::StrCat("sending ", KindName(kind),
+                                     " of step ", step, " micro-batch ",
+                                     micro_batch, " to pipeline stage ", to,
+                                     " (", addr, ")"));
+  }
+  bytes_sent_ += total;
+  return absl::OkStatus();
+}
+
+absl::Status PipelineStage::Probe(int stage) {
+  StageService::Stub* stub = Peer(stage);
+  if (stub == nullptr) return absl::OkStatus();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+  StagePingResponse resp;
+  absl::Status st =
+      FromGrpcStatus(stub->Ping(&ctx, StagePingRequest(), &resp));
+  if (st.ok()) return st;
+  std::string addr;
+  {
+    absl::MutexLock l(&peers_mu_);
+    addr = peers_[stage];
+  }
+  return absl::UnavailableError(
+      absl::StrCat("pipeline stage ", stage, " of replica ", options_.replica,
+                   " (", addr, ") is not answering: ", st.ToString()));
+}
+
+absl::StatusOr<std::vector<float>> PipelineStage::Receive(
+    int from, StageTensorKind kind, int64_t step, int micro_batch,
+    int64_t n) {
+  absl::StatusOr<std::vector<float>> v = inbox_.Take(
+      {kind, step, micro_batch}, absl::Now() + options_.recv_timeout,
+      options_.probe_interval, [this, from] { return Probe(from); });
+  if (!v.ok()) {
+    return Annotate(v.status(),
+                    absl::StrCat("waiting for ", KindName(kind), " of step ",
+                                 step, " micro-batch ", micro_batch,
+                                 " from pipeline stage ", from));
+  }
+  if (static_cast<int64_t>(v->size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline stage ", from, " sent ", v->size(), " ", KindName(kind),
+        " values for micro-batch ", micro_batch, ", expected ", n));
+  }
+  return v;
+}
+
+absl::Status PipelineStage::NameDeadPeer(absl::Status st) {
+  if (st.ok()) return st;
+  for (int s = 0; s < options_.num_stages; ++s) {
+    if (s == options_.stage) continue;
+    absl::Status p = Probe(s);
+    if (!p.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat(p.message(), " (and then: ", st.message(), ")"));
+    }
+  }
+  return st;
+}
+
+void PipelineStage::AbortPeers(const absl::Status& why) {
+  for (int s = 0; s < options_.num_stages; ++s) {
+    if (s == options_.stage) continue;
+    StageService::Stub* stub = Peer(s);
+    if (stub == nullptr) continue;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    StageAbortRequest req;
+    req.set_replica(options_.replica);
+    req.set_from_stage(options_.stage);
+    req.set_reason(std::string(why.message()));
+    StageAbortResponse resp;
+    stub->Abort(&ctx, req, &resp);  // best effort
+  }
+}
+
+// Pulls this stage's tensors (version >= step) from the shards that hold
+// any of them, straight into the stage's local buffer.
+absl::Status PipelineStage::PullShard(int shard, int64_t step) {
+  const ps::PartitionPlan& plan = client_->plan();
+  const ParamLayout& layout = stage_->model_layout();
+  PullRequest req;
+  req.set_worker(ps_worker());
+  req.set_min_version(step);
+  req.set_step(step);
+  int64_t expected = 0;
+  for (int si : plan.shard_slices(shard)) {
+    const ps::SliceSpec& sl = plan.slices()[si];
+    if (stage_->local_offset(sl.tensor) < 0) continue;
+    expected += sl.size();
+    if (req.names_size() == 0 || req.names(req.names_size() - 1) != sl.name) {
+      req.add_names(sl.name);
+    }
+  }
+  if (expected == 0) return absl::OkStatus();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.ps.rpc_timeout));
+  auto reader = ps_stubs_[shard]->Pull(&ctx, req);
+  PullResponse msg;
+  int64_t received = 0;
+  bool have_version = false;
+  while (reader->Read(&msg)) {
+    if (!msg.has_chunk()) {
+      have_version = true;
+      continue;
+    }
+    const TensorChunk& c = msg.chunk();
+    const ParamSpec* spec = layout.Find(c.name());
+    const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
+    const int64_t off =
+        spec == nullptr
+            ? -1
+            : stage_->local_offset(static_cast<int>(spec - layout.tensors().data()));
+    if (off < 0 || c.dtype() != F32 || c.offset() < 0 ||
+        c.offset() + n > spec->size) {
+      ctx.TryCancel();
+      reader->Finish();
+      return absl::DataLossError(absl::StrCat(
+          "shard ", shard, " sent a malformed or unasked chunk of ", c.name()));
+    }
+    std::memcpy(stage_->params() + off + c.offset(), c.data().data(),
+                sizeof(float) * n);
+    received += n;
+  }
+  absl::Status st = FromGrpcStatus(reader->Finish());
+  if (!st.ok()) {
+    return Annotate(st, absl::StrCat("pull from shard ", shard, " (",
+                                     options_.ps.addresses[shard], ")"));
+  }
+  if (!have_version || received != expected) {
+    return absl::DataLossError(absl::StrCat("pull from shard ", shard,
+                                            " returned ", received, " of ",
+                                            expected, " elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineStage::PullOwnTensors(int64_t step) {
+  const int n = static_cast<int>(ps_stubs_.size());
+  std::vector<absl::Status> st(n);
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) {
+    threads.emplace_back([&, i] { st[i] = PullShard(i, step); });
+  }
+  st[0] = PullShard(0, step);
+  for (auto& t : threads) t.join();
+  for (const absl::Status& x : st) RETURN_IF_ERROR(x);
+  return absl::OkStatus();
+}
+
+absl::Status PipelineStage::ReadBatch(int64_t step) {
+  const int64_t global =
+      static_cast<int64_t>(options_.batch) * options_.num_replicas;
+  const int64_t want =
+      step * global + static_cast<int64_t>(options_.replica) * options_.batch;
+  if (want < stream_pos_) {
+    ASSIGN_OR_RETURN(stream_, io::ExampleStream::Open(options_.data));
+    stream_pos_ = 0;
+  }
+  std::string record;
+  auto next = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(bool got, stream_->Next(&record));
+    if (!got) {
+      stream_->Reset();
+      ASSIGN_OR_RETURN(got, stream_->Next(&record));
+      if (!got) return absl::InvalidArgumentError("the training data is empty");
+    }
+    ++stream_pos_;
+    return absl::OkStatus();
+  };
+  while (stream_pos_ < want) RETURN_IF_ERROR(next());
+  batch_ = io::BertBatch();
+  batch_.seq = seq_;
+  batch_.preds = preds_;
+  for (int i = 0; i < options_.batch; ++i) {
+    RETURN_IF_ERROR(next());
+    if (options_.task == BertTask::kPretrain) {
+      absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
+      if (!e.ok()) return Annotate(e.status(), stream_->last_position());
+      if (static_cast<int>(e->input_ids.size()) != seq_ ||
+          static_cast<int>(e->masked_lm_ids.size()) != preds_) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            stream_->last_position(), ": example shape differs from the first"));
+      }
+      io::AppendExample(*e, &batch_);
+    } else {
+      absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
+      if (!e.ok()) return Annotate(e.status(), stream_->last_position());
+      if (static_cast<int>(e->input_ids.size()) != seq_) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            stream_->last_position(), ": example shape differs from the first"));
+      }
+      io::AppendExample(*e, &batch_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
+  if (killed_) return absl::AbortedError("this stage was killed");
+  const PipelineStageOptions& o = options_;
+  StageStepReport rep;
+  rep.step = step;
+  current_step_ = step;
+  inbox_.Forget(step);
+  const int64_t sent0 = bytes_sent_, recv0 = bytes_received_;
+  RETURN_IF_ERROR(ReadBatch(step));
+  const BertBatchView view = ViewOf(batch_);
+
+  auto t0 = Clock::now();
+  // Batch totals: stage 0 speaks for the replica, the others add zeros, so
+  // the totals (summed in worker order) equal the data-parallel ones.
+  AnnounceRequest a;
+  a.set_worker(ps_worker());
+  a.set_step(step);
+  double wsum = 0;
+  for (float x : batch_.masked_lm_weights) wsum += x;
+  a.set_mlm_weight(spec_.first() ? wsum : 0.0);
+  a.set_examples(spec_.first() ? o.batch : 0);
+  absl::StatusOr<AnnounceResponse> totals = client_->Announce(a);
+  if (!totals.ok()) {
+    return Annotate(NameDeadPeer(totals.status()),
+                    absl::StrCat("step ", step, ": batch totals (PS worker ",
+                                 ps_worker(), " = replica ", o.replica,
+                                 " stage ", o.stage, ")"));
+  }
+  StepOptions so;
+  so.train = o.dropout;
+  so.seed = o.seed;
+  so.step = step;
+  so.mlm_denominator = totals->mlm_weight_total() + 1e-5;
+  so.example_denominator = static_cast<double>(totals->examples_total());
+  auto t1 = Clock::now();
+  BertStage<float>& st = *stage_;
+  RETURN_IF_ERROR(NameDeadPeer(PullOwnTensors(step)));
+  auto t2 = Clock::now();
+
+  st.ZeroGrads();
+  const int mb = o.batch / o.micro_batches;
+  const int64_t n = st.boundary_size(mb, seq_);
+  std::vector<float> d_input(spec_.first() ? 0 : n);
+  double compute_ms = 0;
+  for (const PipelineOp& op :
+       MakePipelineSchedule(o.schedule, o.stage, o.num_stages,
+                            o.micro_batches)) {
+    const BertBatchView v = MicroBatch(view, op.micro_batch, mb);
+    StepOptions mo = so;
+    mo.example_offset =
+        static_cast<int64_t>(o.replica) * o.batch +
+        static_cast<int64_t>(op.micro_batch) * mb;
+    if (op.forward) {
+      std::vector<float> in;
+      if (!spec_.first()) {
+        ASSIGN_OR_RETURN(in, Receive(o.stage - 1, ACTIVATION, step,
+                                     op.micro_batch, n));
+      }
+      auto c0 = Clock::now();
+      ASSIGN_OR_RETURN(StepResult r,
+                       st.Forward(op.slot, v, mo,
+                                  spec_.first() ? nullptr : in.data()));
+      compute_ms += Ms(c0, Clock::now());
+      rep.loss += r.loss;
+      if (!spec_.last()) {
+        RETURN_IF_ERROR(SendTensor(o.stage + 1, ACTIVATION, step,
+                                   op.micro_batch, st.output(op.slot), n));
+      }
+    } else {
+      std::vector<float> dout;
+      if (!spec_.last()) {
+        ASSIGN_OR_RETURN(dout, Receive(o.stage + 1, GRADIENT, step,
+                                       op.micro_batch, n));
+      }
+      auto c0 = Clock::now();
+      RETURN_IF_ERROR(st.Backward(op.slot, v, mo,
+                                  spec_.last() ? nullptr : dout.data(),
+                                  spec_.first() ? nullptr : d_input.data()));
+      compute_ms += Ms(c0, Clock::now());
+      if (!spec_.first()) {
+        RETURN_IF_ERROR(SendTensor(o.stage - 1, GRADIENT, step,
+                                   op.micro_batch, d_input.data(), n));
+      }
+    }
+  }
+  auto t3 = Clock::now();
+
+  // Push: own tensors, zeros for the rest (the shards check coverage).
+  PushHeader header;
+  header.set_worker(ps_worker());
+  header.set_step(step);
+  header.set_examples(spec_.first() ? o.batch : 0);
+  {
+    ASSIGN_OR_RETURN(std::unique_ptr<PsClient::PushStream> push,
+                     client_->BeginPush(header));
+    const int nt = static_cast<int>(st.model_layout().tensors().size());
+    for (int t = 0; t < nt; ++t) {
+      const int64_t off = st.local_offset(t);
+      push->Send(t, off >= 0 ? st.grads() + off : zeros_.data());
+    }
+    absl::StatusOr<int64_t> v = push->Finish();
+    if (!v.ok()) {
+      return Annotate(NameDeadPeer(v.status()), absl::StrCat("step ", step,
+                                               ": pushing the gradients of "
+                                               "stage ", o.stage));
+    }
+    rep.version = *v;
+  }
+  auto t4 = Clock::now();
+  rep.wait_ms = Ms(t0, t1);
+  rep.pull_ms = Ms(t1, t2);
+  rep.schedule_ms = Ms(t2, t3);
+  rep.compute_ms = compute_ms;
+  rep.push_ms = Ms(t3, t4);
+  rep.bubble = rep.schedule_ms > 0 ? 1.0 - compute_ms / rep.schedule_ms : 0;
+  rep.bytes_sent = bytes_sent_ - sent0;
+  rep.bytes_received = bytes_received_ - recv0;
+  return rep;
+}
+
+absl::Status PipelineStage::Run() {
+  ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
+  const int64_t start = stats[0].version();
+  double loss = 0, bubble = 0;
+  int64_t n = 0;
+  for (int64_t step = start; step < options_.steps; ++step) {
+    absl::StatusOr<StageStepReport> rep = Step(step);
+    if (!rep.ok()) {
+      absl::Status st = Annotate(
+          rep.status(), absl::StrCat("pipeline stage ", options_.stage,
+                                     " of replica ", options_.replica));
+      if (!killed_) AbortPeers(st);
+      return st;
+    }
+    loss += rep->loss;
+    bubble += rep->bubble;
+    ++n;
+    if (options_.log && ((step + 1) % options_.log_every == 0 ||
+                         step + 1 == options_.steps)) {
+      nlohmann::ordered_json j;
+      j["replica"] = options_.replica;
+      j["stage"] = options_.stage;
+      j["step"] = step + 1;
+      if (spec_.last()) j["loss"] = loss / n;
+      j["bubble"] = bubble / n;
+      j["schedule_ms"] = rep->schedule_ms;
+      j["compute_ms"] = rep->compute_ms;
+      j["pull_ms"] = rep->pull_ms;
+      j["push_ms"] = rep->push_ms;
+      j["bytes_sent"] = rep->bytes_sent;
+      *options_.log << j.dump() << std::endl;
+      loss = bubble = 0;
+      n = 0;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bertps

@@ -1,0 +1,183 @@
+// PipelineStage: the `stage` role of bertps_worker (model parallelism).
+//
+// A job of D data-parallel replicas x S pipeline stages runs D*S stage
+// workers. Stage s of replica r holds BERT's layers of stage s
+// (common/model/stage.h); per step it
+//   1. reads the replica's batch (the same examples a train worker with
+//      worker index r of D reads: every stage reads the data itself, only
+//      activations travel between stages);
+//   2. announces its share of the batch totals to the parameter server
+//      (stage 0 the replica's MLM weight and examples, the others zero) and
+//      gets the global loss denominators;
+//   3. pulls only its own tensors, version = step (BSP);
+//   4. runs the schedule (GPipe or 1F1B) over M micro-batches: activations
+//      go to stage s + 1 and their gradients come back to stage s - 1 over
+//      StageService streams (proto/pipeline.proto); parameter gradients
+//      accumulate over the micro-batches;
+//   5. pushes its gradients as PS worker r*S + s. A push must cover every
+//      slice of the model (the shard validates coverage), so the tensors of
+//      other stages go as zeros; the shard sums the D*S pushes in worker
+//      order, which gives exactly the data-parallel sum (adding zeros is
+//      exact) and adds the two contributions to the tied word embeddings.
+// The PS shards are started with --workers D*S.
+//
+// Failure: every send has a deadline; while waiting for a neighbour's
+// message the stage pings that neighbour every probe_interval, so a dead
+// stage is named within about probe_timeout; a stage that fails sends
+// Abort(reason) to the other stages of its replica, which fail at once with
+// that reason. Nothing waits forever.
+//
+// Thread-safety: Run()/Step() from one thread; Kill() and the gRPC handlers
+// from any.
+#ifndef BERTPS_WORKER_PIPELINE_STAGE_H_
+#define BERTPS_WORKER_PIPELINE_STAGE_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/io/bert_example.h"
+#include "common/kernels/matmul.h"
+#include "common/model/pipeline_schedule.h"
+#include "common/model/stage.h"
+#include "grpcpp/server.h"
+#include "proto/pipeline.grpc.pb.h"
+#include "worker/ps_client.h"
+
+namespace bertps {
+
+struct PipelineStageOptions {
+  PsClientOptions ps;
+  BertConfig config;
+  BertTask task = BertTask::kPretrain;
+  int stage = 0;
+  int num_stages = 2;
+  int replica = 0;
+  int num_replicas = 1;
+  std::string listen = "127.0.0.1:0";  // this stage's StageService
+  std::vector<std::string> peers;      // this replica's stages, by index
+  int micro_batches = 4;
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  std::vector<int> layers_per_stage;  // empty: balanced by compute
+  std::vector<std::string> data;      // TFRecord globs
+  int batch = 32;                     // examples per replica per step
+  int64_t steps = 100;
+  uint64_t seed = 12345;
+  bool dropout = true;
+  int64_t chunk_bytes = 2 << 20;      // 1-4 MB per StageChunk
+  absl::Duration send_timeout = absl::Seconds(60);
+  absl::Duration recv_timeout = absl::Seconds(300);  // longest wait for a peer
+  absl::Duration probe_interval = absl::Seconds(1);
+  absl::Duration probe_timeout = absl::Seconds(5);
+  int64_t log_every = 10;
+  std::ostream* log = nullptr;  // JSON lines; null: quiet
+};
+
+struct StageStepReport {
+  int64_t step = 0;
+  int64_t version = 0;
+  double loss = 0;  // last stage: the replica's share of the global loss
+  double wait_ms = 0, pull_ms = 0, schedule_ms = 0, compute_ms = 0,
+         push_ms = 0;
+  double bubble = 0;  // 1 - compute / schedule time
+  int64_t bytes_sent = 0, bytes_received = 0;  // activations and gradients
+};
+
+// Received activations and gradients by (kind, step, micro-batch).
+class StageInbox {
+ public:
+  using Key = std::tuple<int, int64_t, int>;  // kind, step, micro-batch
+  void Put(Key key, std::vector<float> values);
+  // Waits for `key` until `deadline`; every `probe_every` calls probe(),
+  // whose error ends the wait.
+  absl::StatusOr<std::vector<float>> Take(
+      Key key, absl::Time deadline, absl::Duration probe_every,
+      const std::function<absl::Status()>& probe);
+  // Every waiter (and later Take) fails with `status`.
+  void Abort(absl::Status status);
+  // Drops everything older than `step`.
+  void Forget(int64_t step);
+
+ private:
+  absl::Mutex mu_;
+  std::map<Key, std::vector<float>> items_ ABSL_GUARDED_BY(mu_);
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+};
+
+class PipelineStage {
+ public:
+  // Connects to the shards, builds the stage and starts its StageService.
+  static absl::StatusOr<std::unique_ptr<PipelineStage>> Create(
+      const PipelineStageOptions& options);
+  ~PipelineStage();
+
+  // Where this stage's StageService listens (host:port).
+  std::string address() const;
+  // The replica's stage addresses (when not known at Create).
+  void SetPeers(std::vector<std::string> peers);
+
+  absl::Status Run();
+  absl::StatusOr<StageStepReport> Step(int64_t step);
+  // Tests: the stage dies (its server stops answering, no Abort is sent).
+  void Kill();
+
+  BertStage<float>* stage() { return stage_.get(); }
+  PsClient* client() { return client_.get(); }
+  int ps_worker() const { return options_.replica * options_.num_stages +
+                                 options_.stage; }
+
+ private:
+  class Service;
+  explicit PipelineStage(const PipelineStageOptions& options);
+  absl::Status ReadBatch(int64_t step);
+  absl::Status PullShard(int shard, int64_t step);
+  absl::Status PullOwnTensors(int64_t step);
+  absl::Status SendTensor(int to_stage, StageTensorKind kind, int64_t step,
+                          int micro_batch, const float* data, int64_t n);
+  absl::StatusOr<std::vector<float>> Receive(int from_stage,
+                                             StageTensorKind kind,
+                                             int64_t step, int micro_batch,
+                                             int64_t n);
+  absl::Status Probe(int stage);
+  // A failed parameter-server call while a stage of the replica is dead
+  // (its push or announcement never comes): names that stage.
+  absl::Status NameDeadPeer(absl::Status st);
+  void AbortPeers(const absl::Status& why);
+  StageService::Stub* Peer(int stage);
+
+  const PipelineStageOptions options_;
+  std::unique_ptr<PsClient> client_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> ps_stubs_;
+  kernels::MatmulEngine mm_;
+  StageSpec spec_;
+  std::unique_ptr<BertStage<float>> stage_;
+  std::vector<float> zeros_;  // (largest tensor) for other stages' tensors
+  std::unique_ptr<io::ExampleStream> stream_;
+  int64_t stream_pos_ = 0;
+  int seq_ = 0, preds_ = 0;
+  io::BertBatch batch_;
+  StageInbox inbox_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::atomic<int64_t> current_step_{-1};
+  std::atomic<bool> killed_{false};
+  std::atomic<int64_t> bytes_sent_{0}, bytes_received_{0};
+  absl::Mutex peers_mu_;
+  std::vector<std::string> peers_ ABSL_GUARDED_BY(peers_mu_);
+  std::vector<std::unique_ptr<StageService::Stub>> stubs_
+      ABSL_GUARDED_BY(peers_mu_);
+};
+
+}  // namespace bertps
+
+#endif  // BERTPS_WORKER_PIPELINE_STAGE_H_
