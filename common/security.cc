@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "glog/logging.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/security/credentials.h"
@@ -346,6 +347,11 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFlags() {
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
     const SecurityConfig& config, const MethodRoles& roles) {
+  // Accepting tokens without TLS would leave every method open (gRPC runs
+  // the token check only for secure credentials); ValidateSecurityConfig
+  // refuses such a config, so reaching here is a programmer error.
+  CHECK(!config.auth() || config.server_tls())
+      << "accepted tokens without a server certificate";
   if (!config.server_tls()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions o(
       config.require_client_cert

@@ -134,7 +134,9 @@ absl::Status Authorize(const std::vector<AcceptedToken>& accepted,
 
 // Server credentials: TLS when the config has a certificate (mutual TLS when
 // require_client_cert), else insecure; with accepted tokens, the token check
-// of `roles` is attached. Pass them to ServerBuilder::AddListeningPort.
+// of `roles` is attached (accepted tokens without a certificate: CHECK
+// failure, see ValidateSecurityConfig). Pass them to
+// ServerBuilder::AddListeningPort.
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
     const SecurityConfig& config,
     const MethodRoles& roles = DefaultMethodRoles());
