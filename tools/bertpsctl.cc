@@ -572,6 +572,36 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                         "wait %.1f ms",
                         p.pull_ms(), p.compute_ms(), p.push_ms(), p.wait_ms()));
   }
+  if (s.items_total() > 0) {
+    row("items", absl::StrCat(s.items_done(), " of ", s.items_total(), " done",
+                              spec.task() == PREPROCESS
+                                  ? absl::StrCat(", ", s.records_written(),
+                                                 " records written")
+                                  : ""));
+  }
+  if (!s.preprocess_report().empty()) row("report", s.preprocess_report());
+  for (const EvalMetrics& e : s.evals()) {
+    std::string line = absl::StrCat(e.round(), " (step ", e.step(), ", ",
+                                    e.examples(), " examples): ");
+    if (e.stats().num_labels() > 0) {
+      absl::StrAppend(&line, absl::StrFormat("accuracy %.4f, macro-F1 %.4f, "
+                                             "loss %.4f",
+                                             e.accuracy(), e.macro_f1(),
+                                             e.loss()));
+      for (const ClassMetrics& c : e.classes()) {
+        absl::StrAppend(&line, absl::StrFormat("; %s P %.3f R %.3f F1 %.3f",
+                                               c.label(), c.precision(),
+                                               c.recall(), c.f1()));
+      }
+    } else {
+      absl::StrAppend(&line, absl::StrFormat(
+                                 "MLM accuracy %.4f, MLM loss %.4f "
+                                 "(perplexity %.2f), NSP accuracy %.4f",
+                                 e.mlm_accuracy(), e.mlm_loss(),
+                                 e.mlm_perplexity(), e.nsp_accuracy()));
+    }
+    row("eval", line);
+  }
   row("submitted", TimeText(s.submit_time_ms()));
   row("started", TimeText(s.start_time_ms()));
   if (s.end_time_ms() > 0) row("ended", TimeText(s.end_time_ms()));
