@@ -23,12 +23,13 @@
 #include "worker/eval_item.h"
 #include "worker/pool_member.h"
 #include "worker/preprocess_item.h"
+#include "worker/stage_role.h"
 #include "worker/train_member.h"
 #include "worker/train_worker.h"
 
 ABSL_FLAG(std::string, role, "train",
-          "Worker role: train, preprocess or eval (the latter two need "
-          "--coordinator).");
+          "Worker role: train, preprocess, eval (these two need "
+          "--coordinator) or stage (a pipeline stage, stage_role_main.cc).");
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take work from it (the job flags below are "
           "then ignored).");
@@ -61,11 +62,13 @@ int main(int argc, char** argv) {
     return 1;
   };
   const std::string role = absl::GetFlag(FLAGS_role);
-  if (role != "train" && role != "preprocess" && role != "eval") {
+  if (role != "train" && role != "preprocess" && role != "eval" &&
+      role != "stage") {
     return fail(absl::InvalidArgumentError(absl::StrCat(
-        "--role: '", role, "' is not one of train, preprocess, eval")));
+        "--role: '", role, "' is not one of train, preprocess, eval, stage")));
   }
-  if (role != "train" && absl::GetFlag(FLAGS_coordinator).empty()) {
+  if (role != "train" && role != "stage" &&
+      absl::GetFlag(FLAGS_coordinator).empty()) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
         "--role=", role, " takes its work from a coordinator: set --coordinator")));
   }
@@ -99,6 +102,11 @@ int main(int argc, char** argv) {
                 absl::GetFlag(FLAGS_host).c_str(), metrics->port());
   }
   std::fflush(stdout);
+  if (role == "stage") {
+    const int rc = bertps::RunStageRole(*security);
+    if (health) health->Shutdown();
+    return rc;
+  }
   if (role == "preprocess" || role == "eval") {
     // Pool roles: lease items from the coordinator until a signal.
     bertps::PreprocessItemRunner preprocess;

@@ -1,0 +1,17 @@
+// The `stage` role of bertps_worker: one pipeline stage of a model-parallel
+// job (worker/pipeline_stage.h), configured by flags (stage_role_main.cc).
+// Thread-safety: call once from main.
+#ifndef BERTPS_WORKER_STAGE_ROLE_H_
+#define BERTPS_WORKER_STAGE_ROLE_H_
+
+#include "common/security.h"
+
+namespace bertps {
+
+// Runs the stage to the end of the job; the process exit code (0 when the
+// job's steps completed, 1 with the reason on stderr otherwise).
+int RunStageRole(const SecurityConfig& security);
+
+}  // namespace bertps
+
+#endif  // BERTPS_WORKER_STAGE_ROLE_H_

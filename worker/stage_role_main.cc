@@ -1,0 +1,116 @@
+// Flags of `bertps_worker --role=stage` (the job flags --ps, --data,
+// --config, --task, --batch, --steps, --seed, --dropout, --rpc_timeout_s and
+// --log_every are worker_main.cc's):
+//
+//   bertps_worker --role=stage --ps 127.0.0.1:7000 --stage_index 0
+//       --num_stages 2 --replica 0 --num_replicas 1
+//       --listen 127.0.0.1:7600 --peers 127.0.0.1:7600,127.0.0.1:7601
+//       --micro_batches 4 --schedule 1f1b --data 'data/*.tfrecord'
+//       --config mini --batch 32 --steps 1000
+//
+// The shards run BSP with --workers num_replicas * num_stages.
+#include <cstdio>
+#include <iostream>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/model/bert_config.h"
+#include "worker/pipeline_stage.h"
+#include "worker/stage_role.h"
+
+ABSL_DECLARE_FLAG(std::string, ps);
+ABSL_DECLARE_FLAG(std::string, data);
+ABSL_DECLARE_FLAG(std::string, config);
+ABSL_DECLARE_FLAG(std::string, task);
+ABSL_DECLARE_FLAG(int, batch);
+ABSL_DECLARE_FLAG(int64_t, steps);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(bool, dropout);
+ABSL_DECLARE_FLAG(int, rpc_timeout_s);
+ABSL_DECLARE_FLAG(int64_t, log_every);
+
+ABSL_FLAG(int, stage_index, 0, "Stage role: this stage's index.");
+ABSL_FLAG(int, num_stages, 2, "Stage role: pipeline stages per replica.");
+ABSL_FLAG(int, replica, 0, "Stage role: this data-parallel replica.");
+ABSL_FLAG(int, num_replicas, 1, "Stage role: data-parallel replicas.");
+ABSL_FLAG(std::string, peers, "",
+          "Stage role: comma-separated StageService addresses of this "
+          "replica's stages, by stage index.");
+ABSL_FLAG(std::string, listen, "",
+          "Stage role: this stage's StageService address (default: its "
+          "entry in --peers).");
+ABSL_FLAG(int, micro_batches, 4, "Stage role: micro-batches per step.");
+ABSL_FLAG(std::string, schedule, "1f1b", "Stage role: gpipe or 1f1b.");
+ABSL_FLAG(std::string, layers_per_stage, "",
+          "Stage role: comma-separated encoder layers per stage (default: "
+          "balanced by compute).");
+ABSL_FLAG(int, stage_recv_timeout_s, 300,
+          "Stage role: longest wait for a neighbouring stage's message.");
+
+namespace bertps {
+
+int RunStageRole(const SecurityConfig& security) {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "bertps_worker: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  PipelineStageOptions o;
+  o.ps.addresses =
+      absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
+  o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  o.ps.security = security;
+  auto config = ResolveBertConfig(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return fail(config.status());
+  o.config = *config;
+  auto task = ParseBertTask(absl::GetFlag(FLAGS_task));
+  if (!task.ok()) return fail(task.status());
+  o.task = *task;
+  o.stage = absl::GetFlag(FLAGS_stage_index);
+  o.num_stages = absl::GetFlag(FLAGS_num_stages);
+  o.replica = absl::GetFlag(FLAGS_replica);
+  o.num_replicas = absl::GetFlag(FLAGS_num_replicas);
+  o.peers = absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipEmpty());
+  if (static_cast<int>(o.peers.size()) != o.num_stages) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--peers names ", o.peers.size(), " addresses for ",
+                     o.num_stages, " stages")));
+  }
+  o.listen = absl::GetFlag(FLAGS_listen);
+  if (o.listen.empty() && o.stage >= 0 && o.stage < o.num_stages) {
+    o.listen = o.peers[o.stage];
+  }
+  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
+  auto schedule = ParsePipelineSchedule(absl::GetFlag(FLAGS_schedule));
+  if (!schedule.ok()) return fail(schedule.status());
+  o.schedule = *schedule;
+  for (absl::string_view n : absl::StrSplit(absl::GetFlag(FLAGS_layers_per_stage),
+                                            ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(n, &v)) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("--layers_per_stage: '", n, "' is not a number")));
+    }
+    o.layers_per_stage.push_back(v);
+  }
+  o.data = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.steps = absl::GetFlag(FLAGS_steps);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.dropout = absl::GetFlag(FLAGS_dropout);
+  o.recv_timeout = absl::Seconds(absl::GetFlag(FLAGS_stage_recv_timeout_s));
+  o.log_every = absl::GetFlag(FLAGS_log_every);
+  o.log = &std::cout;
+  auto stage = PipelineStage::Create(o);
+  if (!stage.ok()) return fail(stage.status());
+  std::printf("stage %d of replica %d on %s\n", o.stage, o.replica,
+              (*stage)->address().c_str());
+  std::fflush(stdout);
+  absl::Status st = (*stage)->Run();
+  if (!st.ok()) return fail(st);
+  return 0;
+}
+
+}  // namespace bertps
