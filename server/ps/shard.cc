@@ -597,9 +597,15 @@ absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
         absl::StrCat("announce from worker ", r.worker(), " outside [0, ",
                      options_.num_workers, ")"));
   }
+  // Bounded so that the totals over all workers cannot overflow.
+  constexpr int64_t kMaxAnnouncedExamples = int64_t{1} << 40;
   if (!std::isfinite(r.mlm_weight()) || r.mlm_weight() < 0 ||
-      r.examples() < 0) {
+      r.mlm_weight() > 1e18 || r.examples() < 0 ||
+      r.examples() > kMaxAnnouncedExamples) {
     return absl::InvalidArgumentError("announce with invalid batch totals");
+  }
+  if (r.step() < 0) {
+    return absl::InvalidArgumentError("announce with a negative step");
   }
   deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
   absl::MutexLock l(&mu_);
