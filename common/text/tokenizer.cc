@@ -188,6 +188,27 @@ std::string DropInvalidUtf8(absl::string_view s) {
   return out;
 }
 
+// If `s` is exactly the UTF-8 of one code point in U+0080..U+FFFF, sets *cp.
+inline bool SingleBmpCodePoint(absl::string_view s, char32_t* cp) {
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  if (s.size() == 2) {
+    if (p[0] < 0xC2 || p[0] > 0xDF || (p[1] & 0xC0) != 0x80) return false;
+    *cp = (char32_t{p[0]} & 0x1F) << 6 | (p[1] & 0x3F);
+    return true;
+  }
+  if (s.size() == 3) {
+    if (p[0] < 0xE0 || p[0] > 0xEF || (p[1] & 0xC0) != 0x80 ||
+        (p[2] & 0xC0) != 0x80 || (p[0] == 0xE0 && p[1] < 0xA0) ||
+        (p[0] == 0xED && p[1] > 0x9F)) {
+      return false;
+    }
+    *cp = (char32_t{p[0]} & 0x0F) << 12 | char32_t{p[1] & 0x3Fu} << 6 |
+          (p[2] & 0x3F);
+    return true;
+  }
+  return false;
+}
+
 bool IsAscii(absl::string_view s) {
   for (char c : s) {
     if (static_cast<uint8_t>(c) >= 0x80) return false;
@@ -210,9 +231,14 @@ void Vocab::Add(std::string token) {
         std::max<size_t>(m, std::min<size_t>(t.size(), 255)));
   };
   note_start(token, 0);
+  char32_t cp;
+  if (SingleBmpCodePoint(token, &cp)) bmp_ids_[cp] = id;
   if (token.size() >= 2 && token[0] == '#' && token[1] == '#') {
     cont_ids_.insert_or_assign(token.substr(2), id);
     note_start(absl::string_view(token).substr(2), 0x10000);
+    if (SingleBmpCodePoint(absl::string_view(token).substr(2), &cp)) {
+      bmp_ids_[0x10000 | cp] = id;
+    }
   }
   ids_.insert_or_assign(token, id);
   tokens_.push_back(std::move(token));
@@ -261,11 +287,15 @@ absl::StatusOr<Vocab> Vocab::Load(const std::string& path) {
 }
 
 int32_t Vocab::Find(absl::string_view token) const {
+  char32_t cp;
+  if (SingleBmpCodePoint(token, &cp)) return bmp_ids_[cp];
   auto it = ids_.find(token);
   return it == ids_.end() ? kNotFound : it->second;
 }
 
 int32_t Vocab::FindContinuation(absl::string_view suffix) const {
+  char32_t cp;
+  if (SingleBmpCodePoint(suffix, &cp)) return bmp_ids_[0x10000 | cp];
   auto it = cont_ids_.find(suffix);
   return it == cont_ids_.end() ? kNotFound : it->second;
 }

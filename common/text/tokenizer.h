@@ -27,9 +27,10 @@
 // process from unicode.h (utf8proc) on first use (~1 MiB, immutable); words
 // whose result depends on context (capital sigma, reorderable marks that
 // survive accent stripping, code points above U+FFFF) take the general path.
-// Vocabulary lookups in flat hash maps keyed by string_view; candidate pieces
-// longer than the longest vocabulary entry with the same first two bytes are
-// never looked up.
+// Vocabulary lookups in flat hash maps keyed by string_view (a direct table
+// for pieces of one non-ASCII BMP code point); candidate pieces longer than
+// the longest vocabulary entry with the same first two bytes are never looked
+// up.
 //
 // Thread-safety: all classes are immutable after construction; const methods
 // may be called concurrently. Ownership: WordpieceTokenizer points at a Vocab
@@ -87,7 +88,8 @@ class Vocab {
   }
 
  private:
-  Vocab() : max_bytes_by_start_(2 * 0x10000, 0) {}
+  Vocab()
+      : max_bytes_by_start_(2 * 0x10000, 0), bmp_ids_(2 * 0x10000, kNotFound) {}
   void Add(std::string token);
 
   std::vector<std::string> tokens_;                     // (size())
@@ -97,6 +99,9 @@ class Vocab {
   // (2, 65536): word-initial, continuation; by the first two bytes; 255
   // stands for 255 or more.
   std::vector<uint8_t> max_bytes_by_start_;
+  // (2, 65536): word-initial, continuation; the id of the token that is
+  // exactly one code point U+0080..U+FFFF (the same as the maps give).
+  std::vector<int32_t> bmp_ids_;
 };
 
 // tokenization.py BasicTokenizer.

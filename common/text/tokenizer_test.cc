@@ -103,6 +103,21 @@ TEST(VocabTest, DuplicateTokenKeepsItsLastId) {
   EXPECT_EQ(v.FindContinuation("y"), 4);
   EXPECT_EQ(v.token(0), "x");
   EXPECT_EQ(v.token(2), "x");
+  // Single non-ASCII code points (looked up in a direct table) too.
+  const Vocab u =
+      Vocab::FromText("\u00e9\n##\u4e2d\n\u00e9\n##\u4e2d\n\u4e2d\n\u00e9x\n");
+  EXPECT_EQ(u.Find("\u00e9"), 2);
+  EXPECT_EQ(u.FindContinuation("\u4e2d"), 3);
+  EXPECT_EQ(u.Find("\u4e2d"), 4);
+  EXPECT_EQ(u.FindContinuation("\u00e9"), Vocab::kNotFound);
+  EXPECT_EQ(u.Find("\u00e9x"), 5);
+  EXPECT_EQ(u.Find("\u00ea"), Vocab::kNotFound);
+  // Ill-formed or other byte strings never hit the table.
+  const Vocab raw = Vocab::FromTokens({"\xC3", "\xC3\xA9", "\xE0\x80\x80"});
+  EXPECT_EQ(raw.Find("\xC3"), 0);
+  EXPECT_EQ(raw.Find("\xC3\xA9"), 1);
+  EXPECT_EQ(raw.Find("\xE0\x80\x80"), 2);
+  EXPECT_EQ(raw.Find("\xC3\xA8"), Vocab::kNotFound);
 }
 
 TEST(VocabTest, LoadErrors) {
