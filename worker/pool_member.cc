@@ -7,8 +7,8 @@
 namespace bertps {
 
 PoolMember::PoolMember(const std::string& coordinator, Role role,
-                       ItemHandler handler)
-    : member_(coordinator, role, ""), handler_(std::move(handler)) {}
+                       ItemHandler handler, const SecurityConfig& security)
+    : member_(coordinator, role, "", security), handler_(std::move(handler)) {}
 
 PoolMember::~PoolMember() { CancelItem(); }
 

@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "server/coordinator/member.h"
 
 namespace bertps {
@@ -36,7 +37,9 @@ using ItemHandler = std::function<absl::StatusOr<WorkResult>(
 
 class PoolMember {
  public:
-  PoolMember(const std::string& coordinator, Role role, ItemHandler handler);
+  // Dials the coordinator with `security` (common/security.h).
+  PoolMember(const std::string& coordinator, Role role, ItemHandler handler,
+             const SecurityConfig& security = SecurityConfig());
   ~PoolMember();
   PoolMember(const PoolMember&) = delete;
   PoolMember& operator=(const PoolMember&) = delete;

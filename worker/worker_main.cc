@@ -119,7 +119,8 @@ int main(int argc, char** argv) {
         };
     bertps::PoolMember member(
         coordinator,
-        role == "eval" ? bertps::EVAL_ROLE : bertps::PREPROCESS_ROLE, handler);
+        role == "eval" ? bertps::EVAL_ROLE : bertps::PREPROCESS_ROLE, handler,
+        *security);
     std::thread waiter([&] {
       int sig = bertps::WaitForShutdownSignal();
       LOG(INFO) << "signal " << sig << ": leaving";
