@@ -20,6 +20,7 @@
 #include "proto/coordinator.pb.h"
 #include "proto/ps.pb.h"
 #include "server/coordinator/job_spec.h"
+#include "server/ps/chunk_codec.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -138,6 +139,52 @@ int PsSeeds(const std::string& dir) {
   return written;
 }
 
+std::string Flatten(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!b.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// Wire bytes of streamed Push / Pull messages as the shard and the worker
+// encode them (chunk_codec.h), each with a few slice cuts in front.
+int CodecSeeds(const std::string& dir) {
+  ps::ShardOptions o;
+  o.config = FuzzModelConfig();
+  auto core = ps::ShardCore::Create(o, nullptr);
+  if (!core.ok()) return -1;
+  std::vector<std::string> messages;
+  PushRequest h;
+  h.mutable_header()->set_worker(1);
+  h.mutable_header()->set_step(7);
+  h.mutable_header()->set_examples(32);
+  h.mutable_header()->set_grad_sq_sum(0.25);
+  messages.push_back(Flatten(ps::EncodeMessage(h)));
+  PullResponse v;
+  v.set_version(12);
+  messages.push_back(Flatten(ps::EncodeMessage(v)));
+  int n = 0;
+  for (int i : (*core)->local_slices()) {
+    if (n++ % 6 != 0) continue;
+    const ps::SliceSpec& sl = (*core)->plan().slices()[i];
+    std::vector<float> data(std::min<int64_t>(sl.size(), 24), 0.5f);
+    messages.push_back(Flatten(ps::EncodeChunk(
+        sl.name, n % 2 ? F32 : BF16, sl.begin,
+        grpc::Slice(data.data(), sizeof(float) * data.size()))));
+  }
+  int written = 0;
+  for (size_t m = 0; m < messages.size(); ++m) {
+    const std::string cuts = m % 2 ? std::string("\x02\x30\xa0", 3)
+                                   : std::string("\x00", 1);
+    if (!Write(absl::StrCat(dir, "/wire-", m), cuts + messages[m])) return -1;
+    ++written;
+  }
+  return written;
+}
+
 int CoordinatorSeeds(const std::string& dir,
                      const std::vector<std::string>& specs) {
   int written = 0;
@@ -236,7 +283,8 @@ int main(int argc, char** argv) {
   }
   const int ps = bertps::fuzz::PsSeeds(out + "/ps_shard_fuzz");
   const int co = bertps::fuzz::CoordinatorSeeds(out + "/coordinator_fuzz", specs);
-  if (ps < 0 || co < 0) return 1;
+  const int codec = bertps::fuzz::CodecSeeds(out + "/chunk_codec_fuzz");
+  if (ps < 0 || co < 0 || codec < 0) return 1;
   std::printf("%d ps_shard_fuzz seeds, %d coordinator_fuzz seeds\n", ps, co);
   return 0;
 }

@@ -13,7 +13,7 @@ bin=bazel-bin
 corpus=fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for t in tfrecord_fuzz bert_example_fuzz safetensors_fuzz job_spec_fuzz \
+for t in tfrecord_fuzz bert_example_fuzz safetensors_fuzz job_spec_fuzz chunk_codec_fuzz \
          tokenizer_fuzz ps_shard_fuzz coordinator_fuzz; do
   mkdir -p "$corpus/$t"
   find "$corpus/$t" -type f ! -name 'regress-*' -delete
