@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets of fuzz/ (clang-14, ASan + UBSan, --config=fuzz)
 # in a private Bazel output base and runs each on its seed corpus for a
 # budget (docs/fuzzing.md):
-#   tools/fuzz.sh --short              ~12 s per target (tools/test.sh runs it)
+#   tools/fuzz.sh --short              ~10 s per target (tools/test.sh runs it)
 #   tools/fuzz.sh --soak SECONDS       SECONDS per target
 #   tools/fuzz.sh ... TARGET...        only these (e.g. ps_shard_fuzz)
 # New inputs go to out/fuzz/<target>/corpus (kept between runs), logs to
@@ -14,11 +14,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-budget=12
+budget=10
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --short) budget=12 ;;
+    --short) budget=10 ;;
     --soak) shift; budget="${1:?--soak needs SECONDS}" ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) targets+=("$1") ;;
