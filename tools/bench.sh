@@ -22,7 +22,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-trap 'bazel shutdown >/dev/null 2>&1' EXIT
+# The Bazel server is shut down at the end (BENCH_BAZEL_SHUTDOWN=0 keeps a
+# server that others share).
+bazel_shutdown() {
+  if [ "${BENCH_BAZEL_SHUTDOWN:-1}" = 1 ]; then bazel shutdown >/dev/null 2>&1; fi
+}
+trap bazel_shutdown EXIT
 
 what="${1:-model}"
 out_dir="${BENCH_OUT:-out/bench}"
@@ -285,7 +290,7 @@ PY
 
 bench_ps() {
   local transport_cfg="${1:-base}" step_cfgs="${2:-tiny mini}"
-  trap 'stop_shards; bazel shutdown >/dev/null 2>&1' EXIT
+  trap 'stop_shards; bazel_shutdown' EXIT
   bazel build -c opt //tools:ps_bench //tools:tcp_peer_bench //tools:bert_local \
       //server/ps:bertps_server //worker:bertps_worker >/dev/null 2>&1
   # Private copies: a later build with other flags (--config=asan, ...) by

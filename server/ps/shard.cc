@@ -411,16 +411,20 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   absl::Status st;
   {
     absl::MutexLock ul(&update_mu_);
-    float* agg = aggregate_.data();
-    const int64_t n = shard_size();
-    bool first = true;
-    for (auto& [worker, g] : staged) {
-      if (first) {
-        std::memcpy(agg, g.data(), sizeof(float) * n);
-        first = false;
-      } else {
-        for (int64_t i = 0; i < n; ++i) agg[i] += g[i];
+    const float* agg = staged.begin()->second.data();
+    if (staged.size() > 1) {  // one push is its own sum: no copy
+      float* sum = aggregate_.data();
+      const int64_t n = shard_size();
+      bool first = true;
+      for (auto& [worker, g] : staged) {
+        if (first) {
+          std::memcpy(sum, g.data(), sizeof(float) * n);
+          first = false;
+        } else {
+          for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+        }
       }
+      agg = sum;
     }
     // With backup workers each push used its own batch's denominators: the
     // step averages them. Without, the workers used the global batch's
