@@ -234,6 +234,38 @@ function checkService(where, doc, podLabels) {
   if (!hit) problem(where, `selector ${JSON.stringify(sel)} matches no pod template`);
 }
 
+// The JobSpec the submit Job sends must fit the pods: its num_workers is the
+// train Job's completions and parallelism; its num_ps_shards at most the
+// shards' replicas.
+function checkJobSpec(file, docs) {
+  const cm = docs.find((d) => d.kind === "ConfigMap" && d.data && d.data["job.pbtxt"]);
+  if (!cm) return;
+  const spec = cm.data["job.pbtxt"];
+  const field = (name) => {
+    const m = new RegExp(`^\\s*${name}\\s*:\\s*(\\d+)`, "m").exec(spec);
+    return m ? Number(m[1]) : null;
+  };
+  const where = `${path.basename(file)} ConfigMap/${cm.metadata.name}`;
+  const workers = field("num_workers"), shards = field("num_ps_shards");
+  if (workers === null || shards === null) {
+    problem(where, "job.pbtxt lacks num_workers or num_ps_shards");
+    return;
+  }
+  for (const d of docs) {
+    const w = `${path.basename(file)} ${d.kind}/${d.metadata && d.metadata.name}`;
+    if (d.kind === "Job" && d.spec && d.spec.completionMode === "Indexed") {
+      for (const k of ["completions", "parallelism"]) {
+        if (d.spec[k] !== workers) {
+          problem(w, `${k} ${d.spec[k]} != the JobSpec's num_workers ${workers}`);
+        }
+      }
+    }
+    if (d.kind === "StatefulSet" && d.spec && (d.spec.replicas ?? 1) < shards) {
+      problem(w, `replicas ${d.spec.replicas} < the JobSpec's num_ps_shards ${shards}`);
+    }
+  }
+}
+
 // -------------------------------------------------------------------- main
 
 for (const file of files) {
@@ -269,6 +301,7 @@ for (const file of files) {
     }
     if (problems === before) console.log(`ok ${where}`);
   }
+  checkJobSpec(file, docs.filter((d) => d && d.kind && d.metadata));
 }
 console.log(problems === 0 ? "all objects valid" : `${problems} problem(s)`);
 process.exit(problems === 0 ? 0 : 1);

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The Kubernetes manifests (deploy/k8s): renders every kustomization with
+# `kubectl kustomize`, then tests/k8s/validate.js checks every object
+# against the Kubernetes OpenAPI schema (npm kubernetes-models, unknown
+# fields included), every flag a container passes to a bertps binary against
+# that binary's --helpfull, and the deployment rules (resources, non-root,
+# read-only root, probes, references, JobSpec sizes vs replicas). Negative
+# cases: an overlay with deliberately broken objects must fail, naming each
+# problem.
+#
+#   k8s_test.sh COORDINATOR SERVER WORKER BERTPSCTL PROBE VALIDATE_JS
+#
+# Needs kubectl (with kustomize v5) and the validator of tools/get_data.sh
+# k8s_validator: from $BERTPS_DATA_DIR, else the data/ dir of the workspace
+# this test lives in.
+set -euo pipefail
+COORDINATOR="$1" SERVER="$2" WORKER="$3" CTL="$4" PROBE="$5" VALIDATE="$6"
+work="${TEST_TMPDIR:-$(mktemp -d)}/k8s_test"
+rm -rf "$work"
+mkdir -p "$work/flags" "$work/rendered"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+if [ -z "${BERTPS_DATA_DIR:-}" ]; then
+  # The test script in the runfiles is a symlink into the workspace.
+  root="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
+  BERTPS_DATA_DIR="$root/data"
+fi
+modules="$BERTPS_DATA_DIR/node/k8s-validator/node_modules"
+[ -f "$modules/kubernetes-models/package.json" ] ||
+    fail "$modules is missing: run tools/get_data.sh k8s_validator first (or set BERTPS_DATA_DIR)"
+command -v node >/dev/null || fail "node is not installed"
+command -v kubectl >/dev/null || fail "kubectl is not installed (kubectl kustomize renders the manifests)"
+echo "kubectl: $(kubectl version --client 2>/dev/null | tr '\n' ' ')"
+
+# ------------------------------------------------- the binaries' flags
+helpfull_flags() {  # absl: "    --name (help); default: ..." (exits 1)
+  { "$1" --helpfull 2>&1 || true; } | sed -n 's/^ *--\([A-Za-z0-9_]*\) .*/\1/p' | sort -u
+}
+helpfull_flags "$COORDINATOR" >"$work/flags/bertps_coordinator.flags"
+helpfull_flags "$SERVER" >"$work/flags/bertps_server.flags"
+helpfull_flags "$WORKER" >"$work/flags/bertps_worker.flags"
+helpfull_flags "$PROBE" >"$work/flags/bertps_probe.flags"
+# bertpsctl parses its own command line; --help lists its flags.
+{ "$CTL" --help 2>&1 || true; } | grep -o -- '--[a-z][a-z0-9_]*' | sed 's/^--//' |
+    sort -u >"$work/flags/bertpsctl.flags"
+for b in bertps_coordinator bertps_server bertps_worker bertps_probe bertpsctl; do
+  grep -qxE 'coordinator|port|addr' "$work/flags/$b.flags" ||
+      fail "$b: none of --coordinator, --port, --addr among its flags: did the help output change?"
+  echo "$b: $(wc -l <"$work/flags/$b.flags") flags"
+done
+
+# ------------------------------------------------------------- render
+# A dereferenced copy: kustomize refuses files outside a kustomization's
+# root, and the runfiles are symlinks.
+runfiles="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-bertps}"
+if [ -d "$runfiles/deploy/k8s" ]; then
+  cp -rL "$runfiles/deploy/k8s" "$work/k8s"
+else
+  cp -rL "$(dirname "$(readlink -f "$0")")/../deploy/k8s" "$work/k8s"
+fi
+validate() { NODE_PATH="$modules" node "$VALIDATE" --flags "$work/flags" "$@"; }
+
+rendered=()
+while IFS= read -r k; do
+  dir="$(dirname "$k")"
+  name="${dir#"$work/k8s/"}"
+  out="$work/rendered/${name//\//_}.yaml"
+  kubectl kustomize "$dir" >"$out" 2>"$out.err" ||
+      fail "kubectl kustomize $name: $(cat "$out.err")"
+  echo "rendered $name: $(grep -c '^kind:' "$out") objects"
+  rendered+=("$out")
+done < <(find "$work/k8s" -name kustomization.yaml | sort)
+[ "${#rendered[@]}" -ge 2 ] || fail "expected the base and at least one overlay"
+
+validate "${rendered[@]}" "$work/k8s/secret.example.yaml" ||
+    fail "the manifests are not valid (see above)"
+
+# ----------------------------------------------------- negative cases
+# Each broken object must be refused, and the report must name it.
+mkdir -p "$work/k8s/overlays/broken"
+cat >"$work/k8s/overlays/broken/kustomization.yaml" <<'YAML'
+resources:
+  - ../local
+  - extra.yaml
+patches:
+  - path: typo.yaml
+  - target: {kind: StatefulSet, name: bertps-ps}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --no_such_flag=1
+      - op: replace
+        path: /spec/replicas
+        value: "two"
+  - target: {kind: Job, name: bertps-train}
+    patch: |-
+      - op: replace
+        path: /spec/completions
+        value: 3
+      - op: remove
+        path: /spec/template/spec/containers/0/resources/limits
+YAML
+cat >"$work/k8s/overlays/broken/typo.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: bertps-coordinator
+spec:
+  replica: 2
+  template:
+    spec:
+      containers:
+        - name: coordinator
+          imagePullPolicy: IfNotPresent
+          comand: ["bertps_coordinator"]
+YAML
+cat >"$work/k8s/overlays/broken/extra.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deploymnet
+metadata:
+  name: misspelt-kind
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: nobody
+spec:
+  selector:
+    app.kubernetes.io/name: no-such-pod
+  ports:
+    - port: 80
+YAML
+kubectl kustomize "$work/k8s/overlays/broken" >"$work/broken.yaml" ||
+    fail "kubectl kustomize of the broken overlay failed"
+if validate "$work/broken.yaml" >"$work/broken.out" 2>&1; then
+  cat "$work/broken.out"
+  fail "the broken manifests were accepted"
+fi
+expect() {
+  grep -qF -- "$1" "$work/broken.out" || {
+    cat "$work/broken.out"
+    fail "the broken manifests' report does not say: $1"
+  }
+  echo "refused as expected: $1"
+}
+expect "Deployment/bertps-coordinator: schema: unknown field /spec/replica"
+expect "StatefulSet/bertps-ps: schema: data/spec/replicas must be integer"
+expect "bertps_server has no flag --no_such_flag"
+expect "no Kubernetes schema for apps/v1 Deploymnet"
+expect "Service/nobody: selector"
+expect "container worker: no resources.limits.cpu"
+expect "completions 3"
+# The unknown container field, with the StatefulSet's schema error fixed.
+sed -i 's/value: "two"/value: 2/' "$work/k8s/overlays/broken/kustomization.yaml"
+kubectl kustomize "$work/k8s/overlays/broken" >"$work/broken.yaml"
+validate "$work/broken.yaml" >"$work/broken.out" 2>&1 || true
+expect "unknown field /spec/template/spec/containers/0/comand"
+
+echo "PASS: ${#rendered[@]} kustomizations valid; broken objects refused"
