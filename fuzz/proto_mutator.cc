@@ -29,12 +29,12 @@ int64_t NewInt(std::mt19937_64& rng, int64_t old, int64_t lo, int64_t hi) {
   switch (rng() % 6) {
     case 0:
       return Pick<int64_t>(rng, {0, 1, -1, 2, lo, hi, lo + 1, hi - 1});
-    case 1:
-      return old + 1;
+    case 1:  // wrapping arithmetic: the mutator itself has no UB
+      return static_cast<int64_t>(static_cast<uint64_t>(old) + 1);
     case 2:
-      return old - 1;
+      return static_cast<int64_t>(static_cast<uint64_t>(old) - 1);
     case 3:
-      return -old;
+      return static_cast<int64_t>(0 - static_cast<uint64_t>(old));
     case 4:
       return static_cast<int64_t>(rng() % 64);
     default:
