@@ -25,6 +25,18 @@
 //                    (JSON lines {"id","label","text"} -> D/train.tfrecord,
 //                    D/dev.tfrecord, D/test.tfrecord, D/labels.txt; see
 //                    common/text/classify_data.h; prints one JSON line)
+//   bert_local clean --format text|paragraphs|jsonl|email|fortunes
+//                    --input PATH --output OUT[.jsonl] [--report R.json]
+//                    [--strip_email] [--strip_html] [--strip_dict_markup]
+//                    [--normalization NFC|NFKC|none] [--dedup_exact]
+//                    [--dedup_near --near_threshold 0.8] [--min_chars N]
+//                    [--max_chars N] [--min_words N] [--remove_stopwords]
+//                    (common/text/clean.h; OUT ending in .jsonl gets JSON
+//                    lines, else one sentence a line, blank line between
+//                    documents; prints the report as one JSON line)
+//   bert_local extract-labelled --source spamassassin|debian-sections|fortunes
+//                    --input PATH --output OUT.jsonl [clean flags]
+//                    [--sections games,sound,...] (common/text/labelled.h)
 //
 // --config is a preset name (tiny, mini, small, medium, base, large) or a
 // Hugging Face config.json.
@@ -34,6 +46,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/init.h"
@@ -42,6 +55,10 @@
 #include "common/model/bert_config.h"
 #include "common/optim/optimizer_config.h"
 #include "common/text/classify_data.h"
+#include "common/io/file_util.h"
+#include "common/text/clean.h"
+#include "common/text/documents.h"
+#include "common/text/labelled.h"
 #include "common/text/pretraining_data.h"
 #include "common/text/tokenize_lines.h"
 #include "common/text/tokenizer.h"
@@ -90,11 +107,34 @@ ABSL_FLAG(bool, cased, false,
 ABSL_FLAG(double, dev_fraction, 0.1, "create-classify-data.");
 ABSL_FLAG(double, test_fraction, 0.1, "create-classify-data.");
 
+ABSL_FLAG(std::string, format, "text",
+          "clean: input format (text, paragraphs, jsonl, email, fortunes).");
+ABSL_FLAG(std::string, report, "", "clean, extract-labelled: report JSON file.");
+ABSL_FLAG(std::string, source, "",
+          "extract-labelled: spamassassin, debian-sections or fortunes.");
+ABSL_FLAG(std::string, sections, "",
+          "extract-labelled: Debian sections to keep (default: games, sound, "
+          "graphics, science, mail, editors, net, text, utils).");
+ABSL_FLAG(std::string, normalization, "NFC", "clean: NFC, NFKC or none.");
+ABSL_FLAG(bool, strip_control, true, "clean: remove control characters.");
+ABSL_FLAG(bool, strip_email, false, "clean: documents are raw e-mails.");
+ABSL_FLAG(bool, strip_html, false, "clean: strip HTML markup.");
+ABSL_FLAG(bool, strip_dict_markup, false, "clean: strip GCIDE markup.");
+ABSL_FLAG(bool, normalize_whitespace, true, "clean: normalise whitespace.");
+ABSL_FLAG(bool, dedup_exact, false, "clean: drop exact duplicates.");
+ABSL_FLAG(bool, dedup_near, false, "clean: drop MinHash near duplicates.");
+ABSL_FLAG(double, near_threshold, 0.8, "clean: Jaccard threshold.");
+ABSL_FLAG(int, min_chars, 0, "clean: minimum characters (0: none).");
+ABSL_FLAG(int, max_chars, 0, "clean: maximum characters (0: none).");
+ABSL_FLAG(int, min_words, 0, "clean: minimum words (0: none).");
+ABSL_FLAG(bool, remove_stopwords, false, "clean: remove English stop words.");
+
 namespace {
 
 constexpr char kUsage[] =
     "bert_local grad|train|eval|synthetic-data|tokenize|"
-    "create-pretraining-data|create-classify-data [flags]; see "
+    "create-pretraining-data|create-classify-data|clean|extract-labelled "
+    "[flags]; see "
     "tools/bert_local_main.cc";
 
 int Fail(const absl::Status& s) {
@@ -187,6 +227,54 @@ int CreateClassifyData() {
   return 0;
 }
 
+// clean / extract-labelled: flags -> CleanOptions; documents out; report.
+int CleanOrExtract(const std::string& cmd) {
+  namespace text = bertps::text;
+  const std::string input = absl::GetFlag(FLAGS_input);
+  const std::string output = absl::GetFlag(FLAGS_output);
+  if (input.empty() || output.empty()) {
+    return Fail(absl::InvalidArgumentError(cmd + " needs --input and --output"));
+  }
+  text::CleanOptions o;
+  o.normalization = absl::GetFlag(FLAGS_normalization);
+  o.strip_control = absl::GetFlag(FLAGS_strip_control);
+  o.strip_email = absl::GetFlag(FLAGS_strip_email);
+  o.strip_html = absl::GetFlag(FLAGS_strip_html);
+  o.strip_dict_markup = absl::GetFlag(FLAGS_strip_dict_markup);
+  o.normalize_whitespace = absl::GetFlag(FLAGS_normalize_whitespace);
+  o.dedup_exact = absl::GetFlag(FLAGS_dedup_exact);
+  o.dedup_near = absl::GetFlag(FLAGS_dedup_near);
+  o.near_threshold = absl::GetFlag(FLAGS_near_threshold);
+  o.min_chars = absl::GetFlag(FLAGS_min_chars);
+  o.max_chars = absl::GetFlag(FLAGS_max_chars);
+  o.min_words = absl::GetFlag(FLAGS_min_words);
+  o.remove_stopwords = absl::GetFlag(FLAGS_remove_stopwords);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  text::CleanReport report;
+  absl::StatusOr<std::vector<text::Document>> docs;
+  if (cmd == "clean") {
+    docs = text::ReadDocuments(input, absl::GetFlag(FLAGS_format));
+    if (docs.ok()) docs = text::CleanDocuments(std::move(*docs), o, &report);
+  } else {
+    std::vector<std::string> sections =
+        absl::StrSplit(absl::GetFlag(FLAGS_sections), ',', absl::SkipEmpty());
+    if (sections.empty()) sections = text::DefaultDebianSections();
+    docs = text::ExtractLabelled(absl::GetFlag(FLAGS_source), input, o,
+                                 sections, &report);
+  }
+  if (!docs.ok()) return Fail(docs.status());
+  const bool jsonl = cmd != "clean" || absl::EndsWith(output, ".jsonl");
+  absl::Status s = jsonl ? text::WriteJsonl(*docs, output)
+                         : text::WriteTextDocuments(*docs, output);
+  if (s.ok() && !absl::GetFlag(FLAGS_report).empty()) {
+    s = bertps::io::WriteFileAtomically(absl::GetFlag(FLAGS_report),
+                                        report.ToJson() + "\n");
+  }
+  if (!s.ok()) return Fail(s);
+  std::printf("%s\n", report.ToJson().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,6 +286,7 @@ int main(int argc, char** argv) {
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string& cmd = args[1];
   if (cmd == "create-pretraining-data") return CreatePretrainingData();
+  if (cmd == "clean" || cmd == "extract-labelled") return CleanOrExtract(cmd);
   if (cmd == "create-classify-data") return CreateClassifyData();
   if (cmd == "tokenize") {
     if (absl::GetFlag(FLAGS_vocab).empty()) {
