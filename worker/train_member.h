@@ -30,6 +30,10 @@ class TrainMember {
   // `give_up` in a row.
   absl::Status Run(absl::Duration give_up = absl::Minutes(2));
   void Stop() { stop_ = true; }
+  // Run() returns (OK) once the first job this worker took part in has
+  // ended (finished, failed or cancelled): one process per job, as in a
+  // Kubernetes Job.
+  void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
   // The last step this member pushed (for metrics); empty before any.
   StepReport last_report() {
     absl::MutexLock l(&mu_);
@@ -43,6 +47,7 @@ class TrainMember {
   const SecurityConfig security_;
   MemberClient member_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> exit_when_job_ends_{false};
   std::atomic<bool> cancel_{false};
   std::thread thread_;
   std::string job_;            // running or finished job

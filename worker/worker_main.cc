@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, role, "train",
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take work from it (the job flags below are "
           "then ignored).");
+ABSL_FLAG(bool, exit_when_job_ends, false,
+          "Train role with --coordinator: exit (status 0) once the first job "
+          "this worker took part in has ended.");
 ABSL_FLAG(std::string, ps, "", "Comma-separated shard addresses, in order.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address of the health and metrics ports.");
 ABSL_FLAG(int, health_port, -1, "grpc.health.v1 port (0: any, -1: off).");
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   }
   if (!coordinator.empty()) {
     bertps::TrainMember member(coordinator, *security);
+    if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
     std::atomic<bool> done{false};
     std::thread exporter;
     if (metrics) {

@@ -21,6 +21,9 @@
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take jobs from it (all other job flags are "
           "then ignored).");
+ABSL_FLAG(bool, exit_when_job_ends, false,
+          "With --coordinator: exit (status 0) once the first job this shard "
+          "served has ended, instead of waiting for the next one.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, metrics_port, -1,
           "Prometheus metrics port (0: any free port, -1: off).");
@@ -126,6 +129,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
     bertps::ps::ShardMember member(coordinator, server->get());
+    if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
     absl::Status member_status;
     std::thread loop([&] { member_status = member.Run(); (*server)->Shutdown(); });
     std::thread waiter([&] {

@@ -44,6 +44,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       server_->Uninstall();
       LOG(INFO) << "left job " << job_;
       job_.clear();
+      if (exit_when_job_ends_) return absl::OkStatus();
     }
     if (!a->stop() && !a->job_id().empty() && job_.empty()) {
       job_ = a->job_id();

@@ -1,7 +1,8 @@
 // A parameter-server daemon driven by the coordinator: registers as a PS
 // member with its address, and on each heartbeat installs the shard of the
 // job it is assigned (or removes it when told to stop).
-// Thread-safety: Run() from one thread; Stop() from any.
+// Thread-safety: Run() from one thread; Stop() and ExitWhenJobEnds() from
+// any.
 #ifndef BERTPS_SERVER_PS_SHARD_MEMBER_H_
 #define BERTPS_SERVER_PS_SHARD_MEMBER_H_
 
@@ -25,11 +26,15 @@ class ShardMember {
   ShardMember(const std::string& coordinator, ShardServer* server);
   absl::Status Run(absl::Duration give_up = absl::Minutes(2));
   void Stop() { stop_ = true; }
+  // Run() returns (OK) once the first job this shard served has ended, so
+  // the process exits and its orchestrator starts a fresh one.
+  void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
 
  private:
   MemberClient member_;
   ShardServer* const server_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> exit_when_job_ends_{false};
   std::string job_;
 };
 
