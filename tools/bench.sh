@@ -11,6 +11,12 @@
 #                                              1 worker + 1 shard training step
 #                                              vs single-process training
 #                                              (default: "tiny mini")
+#   tools/bench.sh preprocess [rounds]         tokenization MB/s per core on
+#                                              the package descriptions vs the
+#                                              JavaScript port of
+#                                              tokenization.py, instance
+#                                              creation, augmentation
+#                                              (default: 3 rounds)
 #
 #   tools/bench.sh pipeline [micro-batches]    pipeline bubble vs (S-1)/(M+S-1)
 #                                              and activation bytes per step,
@@ -20,7 +26,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-trap 'bazel shutdown >/dev/null 2>&1' EXIT
+# The Bazel server is shut down at the end (BENCH_BAZEL_SHUTDOWN=0 keeps a
+# server that others share).
+bazel_shutdown() {
+  if [ "${BENCH_BAZEL_SHUTDOWN:-1}" = 1 ]; then bazel shutdown >/dev/null 2>&1; fi
+}
+trap bazel_shutdown EXIT
 
 what="${1:-model}"
 out_dir="${BENCH_OUT:-out/bench}"
@@ -283,7 +294,7 @@ PY
 
 bench_ps() {
   local transport_cfg="${1:-base}" step_cfgs="${2:-tiny mini}"
-  trap 'stop_shards; bazel shutdown >/dev/null 2>&1' EXIT
+  trap 'stop_shards; bazel_shutdown' EXIT
   bazel build -c opt //tools:ps_bench //tools:tcp_peer_bench //tools:bert_local \
       //server/ps:bertps_server //worker:bertps_worker >/dev/null 2>&1
   # Private copies: a later build with other flags (--config=asan, ...) by
@@ -314,6 +325,95 @@ bench_ps() {
 }
 
 # ---------------------------------------------------------------------------
+# preprocess: the data side on the package-description corpus of
+# tools/get_data.sh corpus_small. Each figure is the median over `rounds`
+# runs (tokenizer_bench itself reports the median of 5 passes per run), ours
+# and the peer alternating so that noise hits both.
+bench_preprocess() {
+  local rounds="${1:-3}" data="${BERTPS_DATA_DIR:-data}"
+  local vocab="$data/vocab/bert-base-uncased-vocab.txt"
+  local vocab_json="$data/vocab/bert-base-uncased-sentencepiece.json"
+  local ref="$data/ref/tfjs-qna" corpus_dir="$data/corpus/small"
+  local f
+  for f in "$vocab" "$vocab_json" "$ref/dist/bert_tokenizer.js" "$corpus_dir/part-00.txt"; do
+    if [ ! -f "$f" ]; then
+      echo "bench preprocess: $f is missing: run tools/get_data.sh vocab corpus_small" >&2
+      return 1
+    fi
+  done
+  bazel build -c opt //common/text:tokenizer_bench //tools:bert_local >/dev/null 2>&1
+  # Private copies, taken from this configuration's output tree (the bazel-bin
+  # link follows whoever built last).
+  local built bin="$out_dir/preprocess_bin" work="$out_dir/preprocess"
+  built=$(bazel info -c opt bazel-bin 2>/dev/null)
+  mkdir -p "$bin" "$work"
+  cp -f "$built"/common/text/tokenizer_bench "$built"/tools/bert_local "$bin/"
+  results="$out_dir/preprocess.jsonl"
+  : > "$results"
+  local corpus="$work/corpus_small.txt"
+  cat "$corpus_dir"/part-*.txt > "$corpus"
+
+  # Tokenization, bytes of text per second of CPU time of one core.
+  local ours=() js=() r
+  for ((r = 0; r < rounds; r++)); do
+    ours+=("$("$bin"/tokenizer_bench --vocab "$vocab" --file "$corpus" --repeat 5)")
+    js+=("$(node common/text/js_ref_tokenize.js bench --ref "$ref" \
+              --vocab-json "$vocab_json" --file "$corpus" --repeat 5)")
+  done
+  /usr/bin/python3 - "$rounds" "${ours[@]}" "${js[@]}" <<'PY' | tee -a "$results"
+import json, statistics, sys
+n = int(sys.argv[1])
+runs = [json.loads(x) for x in sys.argv[2:]]
+ours, js = runs[:n], runs[n:]
+med = statistics.median
+o = [x["mb_per_s"] for x in ours]
+j = [x["mb_per_s"] for x in js]
+print(json.dumps({"bench": "preprocess_tokenize", "corpus": "data/corpus/small",
+                  "bytes": ours[0]["bytes"], "lines": ours[0]["lines"],
+                  "tokens": ours[0]["tokens"], "rounds": n,
+                  "bertps_mb_per_s": round(med(o), 1),
+                  "bertps_mb_per_s_min": round(min(o), 1),
+                  "bertps_mb_per_s_max": round(max(o), 1),
+                  "bertps_tokens_per_s": round(med(x["tokens_per_s"] for x in ours)),
+                  "js_impl": js[0]["impl"], "js_mode": js[0]["mode"],
+                  "js_mb_per_s": round(med(j), 2),
+                  "js_mb_per_s_min": round(min(j), 2),
+                  "js_mb_per_s_max": round(max(j), 2),
+                  "ratio_vs_js": round(med(o) / med(j), 1),
+                  "target_mb_per_s": 50,
+                  "meets_target": med(o) >= 50}))
+PY
+
+  # Instance creation (create_pretraining_data.py: tokenize, dupe_factor 10
+  # passes of NSP pairs and masking, TFRecord output), one process, wall.
+  local inst=()
+  for ((r = 0; r < rounds; r++)); do
+    inst+=("$("$bin"/bert_local create-pretraining-data --vocab "$vocab" \
+               --input "$corpus_dir/part-*.txt" --output "$work/instances" \
+               --num_output_files 4)")
+  done
+  /usr/bin/python3 - "${inst[@]}" <<'PY' | tee -a "$results"
+import json, statistics, sys
+runs = [json.loads(x) for x in sys.argv[1:]]
+med = statistics.median
+secs = [x["seconds"] for x in runs]
+first = runs[0]
+print(json.dumps({"bench": "preprocess_instances", "corpus": "data/corpus/small",
+                  "input_bytes": first["input_bytes"], "documents": first["documents"],
+                  "instances": first["instances"], "dupe_factor": 10,
+                  "max_seq_length": 128, "rounds": len(runs),
+                  "seconds": round(med(secs), 3),
+                  "instances_per_s": round(first["instances"] / med(secs)),
+                  "input_mb_per_s": round(first["input_bytes"] / med(secs) / 1e6, 2),
+                  "output_mb": round(first["output_bytes"] / 1e6, 1)}))
+PY
+
+  # Augmentation (EDA).
+  # TODO(augment): call common/text:augment_bench here once it exists.
+  echo "augment: not built" | tee -a "$results"
+}
+
+# ---------------------------------------------------------------------------
 # pipeline: S = 2 pipeline stages (real bertps_worker --role=stage processes,
 # one compute thread each, layers 2 + 2: the closest to equal stages on this
 # CPU) and 1 shard on loopback, BERT-mini, batch 32 x 128
@@ -326,7 +426,7 @@ bench_ps() {
 # Bytes: activations and gradients sent between the stages per step.
 bench_pipeline() {
   local ms="${1:-1 2 4 8}" steps="${PIPELINE_STEPS:-6}" drop=2 cfg=mini
-  trap 'stop_shards; bazel shutdown >/dev/null 2>&1' EXIT
+  trap 'stop_shards; bazel_shutdown' EXIT
   bazel build -c opt //tools:bert_local //server/ps:bertps_server \
       //worker:bertps_worker >/dev/null 2>&1
   ps_bin="$out_dir/pipeline_bin"
@@ -406,5 +506,6 @@ case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
   pipeline) bench_pipeline "${2:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps)" >&2; exit 2 ;;
+  preprocess) bench_preprocess "${2:-}" ;;
+  *) echo "unknown benchmark '$what' (model, ps, preprocess)" >&2; exit 2 ;;
 esac
