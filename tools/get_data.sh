@@ -458,7 +458,7 @@ fetch_bible() {
 # order. Several headwords pointing at the same text give one entry (the
 # first headword); the 00-database-* entries (metadata) are skipped. The
 # markup (\pron\, {xref}, [ae]-style letters, [1913 Webster]) is kept.
-GCIDE_VERSION=1
+GCIDE_VERSION=2
 fetch_gcide() {
   local dir="$DATA_DIR/corpus/gcide"
   if [ -f "$dir/SOURCE" ] && grep -qx "version: $GCIDE_VERSION" "$dir/SOURCE"; then
@@ -492,7 +492,7 @@ while (my $l = <$ix>) {
   next if $seen{$off}++;
   push @entries, [$off, $w, $len];
 }
-my $json = JSON::PP->new->canonical;
+my $json = JSON::PP->new->utf8->canonical;  # UTF-8 bytes out
 for my $e (sort { $a->[0] <=> $b->[0] } @entries) {
   my ($off, $w, $len) = @$e;
   my $text = substr($data, $off, $len);
@@ -598,7 +598,7 @@ fetch_wordnet() {
 #   debian.deb822    every 40th package of debian/packages.deb822, plus the
 #                    packages libghc-[a-c]*-doc (near-duplicate descriptions)
 #   spamassassin/    the first 30 e-mails (by name) of each group
-SLICES_VERSION=2
+SLICES_VERSION=3
 fetch_slices() {
   local dir="$DATA_DIR/corpus/slices"
   if [ -f "$dir/SOURCE" ] && grep -qx "version: $SLICES_VERSION" "$dir/SOURCE"; then
