@@ -385,10 +385,17 @@ print(json.dumps({"bench": "preprocess_tokenize", "corpus": "data/corpus/small",
 PY
 
   # Instance creation (create_pretraining_data.py: tokenize, dupe_factor 10
-  # passes of NSP pairs and masking, TFRecord output), one process, wall.
+  # passes of NSP pairs and masking, TFRecord output), one process; rates per
+  # second of its CPU time (user + system), the wall-clock one beside.
   local inst=()
   for ((r = 0; r < rounds; r++)); do
-    inst+=("$("$bin"/bert_local create-pretraining-data --vocab "$vocab" \
+    inst+=("$(/usr/bin/python3 -c '
+import json, resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], check=True, stdout=subprocess.PIPE, text=True).stdout
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+d = json.loads(out)
+d["cpu_seconds"] = ru.ru_utime + ru.ru_stime
+print(json.dumps(d))' "$bin"/bert_local create-pretraining-data --vocab "$vocab" \
                --input "$corpus_dir/part-*.txt" --output "$work/instances" \
                --num_output_files 4)")
   done
@@ -397,20 +404,31 @@ import json, statistics, sys
 runs = [json.loads(x) for x in sys.argv[1:]]
 med = statistics.median
 secs = [x["seconds"] for x in runs]
+cpu = [x["cpu_seconds"] for x in runs]
 first = runs[0]
 print(json.dumps({"bench": "preprocess_instances", "corpus": "data/corpus/small",
                   "input_bytes": first["input_bytes"], "documents": first["documents"],
                   "instances": first["instances"], "dupe_factor": 10,
                   "max_seq_length": 128, "rounds": len(runs),
-                  "seconds": round(med(secs), 3),
-                  "instances_per_s": round(first["instances"] / med(secs)),
-                  "input_mb_per_s": round(first["input_bytes"] / med(secs) / 1e6, 2),
+                  "cpu_seconds": round(med(cpu), 3), "wall_seconds": round(med(secs), 3),
+                  "instances_per_s": round(first["instances"] / med(cpu)),
+                  "input_mb_per_s": round(first["input_bytes"] / med(cpu) / 1e6, 2),
+                  "instances_per_s_wall": round(first["instances"] / med(secs)),
                   "output_mb": round(first["output_bytes"] / 1e6, 1)}))
 PY
 
-  # Augmentation (EDA).
-  # TODO(augment): call common/text:augment_bench here once it exists.
-  echo "augment: not built" | tee -a "$results"
+  # Augmentation (EDA): common/text:augment_bench on the first 5000 lines,
+  # 4 augmented copies each, WordNet from tools/get_data.sh wordnet.
+  if bazel build -c opt //common/text:augment_bench >/dev/null 2>&1 &&
+     [ -d "$data/wordnet" ]; then
+    cp -f "$built"/common/text/augment_bench "$bin/"
+    "$bin"/augment_bench --wordnet "$data/wordnet" --file "$corpus_dir/part-00.txt" \
+        --repeat "$rounds" | tee -a "$results"
+  else
+    # TODO(augment): this prints until the augment_bench target builds here
+    # and data/wordnet exists (tools/get_data.sh wordnet).
+    echo "augment: not built" | tee -a "$results"
+  fi
 }
 
 # ---------------------------------------------------------------------------
