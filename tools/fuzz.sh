@@ -5,7 +5,8 @@
 #   tools/fuzz.sh --short              ~10 s per target (tools/test.sh runs it)
 #   tools/fuzz.sh --soak SECONDS       SECONDS per target
 #   tools/fuzz.sh ... TARGET...        only these (e.g. ps_shard_fuzz)
-# New inputs go to out/fuzz/<target>/corpus (kept between runs), logs to
+# A soak's new inputs go to out/fuzz/<target>/corpus (kept for later soaks;
+# a short run starts from the seeds alone), logs to
 # out/fuzz/<target>.log, crashes to out/fuzz/<target>-crash-*; fuzz/corpus/
 # is only read. Prints "fuzz: N clean, N failed"; exits non-zero on a failure.
 # The private Bazel server ($BERTPS_FUZZ_OUTPUT_BASE, default
@@ -15,12 +16,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 budget=10
+short=1
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --short) budget=10 ;;
-    --soak) shift; budget="${1:?--soak needs SECONDS}" ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --short) budget=10; short=1 ;;
+    --soak) shift; budget="${1:?--soak needs SECONDS}"; short=0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) targets+=("$1") ;;
   esac
   shift
@@ -54,12 +56,17 @@ mkdir -p "$out"
 clean=0
 failed=0
 for t in "${targets[@]}"; do
-  mkdir -p "$out/$t/corpus"
+  # A short run starts from the seeds only (bounded, same every time); a
+  # soak also from what earlier soaks found.
+  work="$out/$t/corpus"
+  [ "$short" -eq 1 ] && work="$out/$t/short-corpus" && rm -rf "$work"
+  mkdir -p "$work"
   log="$out/$t.log"
   "$bin/$t" -max_total_time="$budget" -timeout=20 -rss_limit_mb=2560 \
     -print_final_stats=1 -artifact_prefix="$out/$t-" \
-    "$out/$t/corpus" "fuzz/corpus/$t" > "$log" 2>&1
+    "$work" "fuzz/corpus/$t" > "$log" 2>&1
   rc=$?
+  [ "$short" -eq 1 ] && rm -rf "$work"
   runs=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1)
   if [ "$rc" -eq 0 ]; then
