@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,17 +31,27 @@ namespace bertps {
 namespace fuzz {
 namespace {
 
+std::string* scratch_dir = nullptr;
+
+// Removes the scratch directory when the fuzzer exits.
+void RemoveScratch() {
+  std::error_code ec;
+  if (scratch_dir != nullptr) std::filesystem::remove_all(*scratch_dir, ec);
+}
+
 const std::string& ScratchDir() {
   static const std::string* dir = [] {
     std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     std::string t = base + "/bertps-fuzz-coord-XXXXXX";
     if (mkdtemp(&t[0]) == nullptr) std::abort();
+    std::atexit(RemoveScratch);
     for (const char* f : {"/train-0.tfrecord", "/train-1.tfrecord"}) {
       FILE* fp = std::fopen((t + f).c_str(), "w");
       if (fp == nullptr) std::abort();
       std::fclose(fp);
     }
-    return new std::string(t);
+    scratch_dir = new std::string(t);
+    return scratch_dir;
   }();
   return *dir;
 }

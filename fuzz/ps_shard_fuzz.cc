@@ -56,12 +56,22 @@ const optim::OptimizerKind kKinds[] = {
     optim::OptimizerKind::kLamb, optim::OptimizerKind::kSgd};
 
 // A scratch directory for checkpoints (tmpfs when there is one).
+std::string* scratch_dir = nullptr;
+
+// Removes the scratch directory when the fuzzer exits.
+void RemoveScratch() {
+  std::error_code ec;
+  if (scratch_dir != nullptr) std::filesystem::remove_all(*scratch_dir, ec);
+}
+
 const std::string& ScratchDir() {
   static const std::string* dir = [] {
     std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
     std::string t = base + "/bertps-fuzz-ps-XXXXXX";
     if (mkdtemp(&t[0]) == nullptr) std::abort();
-    return new std::string(t);
+    std::atexit(RemoveScratch);
+    scratch_dir = new std::string(t);
+    return scratch_dir;
   }();
   return *dir;
 }
