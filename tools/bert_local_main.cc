@@ -37,6 +37,17 @@
 //   bert_local extract-labelled --source spamassassin|debian-sections|fortunes
 //                    --input PATH --output OUT.jsonl [clean flags]
 //                    [--sections games,sound,...] (common/text/labelled.h)
+//   bert_local augment [--wordnet /usr/share/wordnet] [--num_aug 4]
+//                    [--alpha_sr 0.1] [--alpha_ri 0.1] [--alpha_rs 0.1]
+//                    [--p_rd 0.1] [--seed 12345] < in.txt > out.txt
+//                    (EDA, common/text/augment.h: each input line, then its
+//                    num_aug augmentations one a line, keyed by line number;
+//                    blank lines copied alone)
+//   bert_local build-vocab --input 'glob,glob' --output vocab.txt
+//                    [--vocab_size 30522] [--min_frequency 2] [--cased]
+//                    [--limit_alphabet 1000] [--num_unused 0]
+//                    (WordPiece training, common/text/vocab_builder.h;
+//                    prints one JSON line of statistics)
 //
 // --config is a preset name (tiny, mini, small, medium, base, large) or a
 // Hugging Face config.json.
@@ -62,6 +73,9 @@
 #include "common/text/pretraining_data.h"
 #include "common/text/tokenize_lines.h"
 #include "common/text/tokenizer.h"
+#include "common/text/augment.h"
+#include "common/text/vocab_builder.h"
+#include "common/text/wordnet.h"
 #include "tools/bert_local.h"
 
 ABSL_FLAG(std::string, config, "", "Preset name or config.json path.");
@@ -103,7 +117,8 @@ ABSL_FLAG(std::string, labels, "",
           "create-classify-data: comma-separated labels (label i = id i).");
 ABSL_FLAG(std::string, output_dir, "", "create-classify-data: output dir.");
 ABSL_FLAG(bool, cased, false,
-          "create-classify-data: keep case and accents (cased vocab).");
+          "create-classify-data, build-vocab: keep case and accents (cased "
+          "vocab).");
 ABSL_FLAG(double, dev_fraction, 0.1, "create-classify-data.");
 ABSL_FLAG(double, test_fraction, 0.1, "create-classify-data.");
 
@@ -128,12 +143,24 @@ ABSL_FLAG(int, min_chars, 0, "clean: minimum characters (0: none).");
 ABSL_FLAG(int, max_chars, 0, "clean: maximum characters (0: none).");
 ABSL_FLAG(int, min_words, 0, "clean: minimum words (0: none).");
 ABSL_FLAG(bool, remove_stopwords, false, "clean: remove English stop words.");
+ABSL_FLAG(std::string, wordnet, "/usr/share/wordnet",
+          "augment: WordNet database directory (package wordnet-base).");
+ABSL_FLAG(int, num_aug, 4, "augment: augmented sentences per line.");
+ABSL_FLAG(double, alpha_sr, 0.1, "augment: synonym replacement rate.");
+ABSL_FLAG(double, alpha_ri, 0.1, "augment: random insertion rate.");
+ABSL_FLAG(double, alpha_rs, 0.1, "augment: random swap rate.");
+ABSL_FLAG(double, p_rd, 0.1, "augment: random deletion probability.");
+ABSL_FLAG(int, vocab_size, 30522, "build-vocab: entries wanted.");
+ABSL_FLAG(int, min_frequency, 2, "build-vocab: smallest pair count merged.");
+ABSL_FLAG(int, limit_alphabet, 1000, "build-vocab: most characters kept.");
+ABSL_FLAG(int, num_unused, 0, "build-vocab: [unusedN] entries.");
 
 namespace {
 
 constexpr char kUsage[] =
     "bert_local grad|train|eval|synthetic-data|tokenize|"
-    "create-pretraining-data|create-classify-data|clean|extract-labelled "
+    "create-pretraining-data|create-classify-data|clean|extract-labelled|"
+    "augment|build-vocab "
     "[flags]; see "
     "tools/bert_local_main.cc";
 
@@ -275,6 +302,68 @@ int CleanOrExtract(const std::string& cmd) {
   return 0;
 }
 
+// augment: stdin -> stdout, a summary line on stderr.
+int Augment() {
+  namespace text = bertps::text;
+  auto wn = text::WordNet::Load(absl::GetFlag(FLAGS_wordnet));
+  if (!wn.ok()) return Fail(wn.status());
+  text::EdaOptions o;
+  o.alpha_sr = absl::GetFlag(FLAGS_alpha_sr);
+  o.alpha_ri = absl::GetFlag(FLAGS_alpha_ri);
+  o.alpha_rs = absl::GetFlag(FLAGS_alpha_rs);
+  o.p_rd = absl::GetFlag(FLAGS_p_rd);
+  o.num_aug = absl::GetFlag(FLAGS_num_aug);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  std::ios::sync_with_stdio(false);
+  int64_t sentences = 0;
+  const absl::Time start = absl::Now();
+  absl::Status s =
+      text::AugmentLines(*wn, o, std::cin, std::cout, 0, &sentences);
+  if (!s.ok()) return Fail(s);
+  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
+  std::fprintf(stderr,
+               "{\"sentences\":%lld,\"num_aug\":%d,\"seconds\":%.3f}\n",
+               static_cast<long long>(sentences), o.num_aug, secs);
+  return 0;
+}
+
+// build-vocab: files -> vocab.txt, one JSON line of statistics.
+int BuildVocab() {
+  namespace text = bertps::text;
+  if (absl::GetFlag(FLAGS_input).empty() ||
+      absl::GetFlag(FLAGS_output).empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "build-vocab needs --input and --output"));
+  }
+  std::vector<std::string> patterns =
+      absl::StrSplit(absl::GetFlag(FLAGS_input), ',', absl::SkipEmpty());
+  auto files = bertps::io::MatchShardFiles(patterns);
+  if (!files.ok()) return Fail(files.status());
+  text::VocabBuilderOptions o;
+  o.vocab_size = absl::GetFlag(FLAGS_vocab_size);
+  o.min_frequency = absl::GetFlag(FLAGS_min_frequency);
+  o.do_lower_case = !absl::GetFlag(FLAGS_cased);
+  o.limit_alphabet = absl::GetFlag(FLAGS_limit_alphabet);
+  o.num_unused = absl::GetFlag(FLAGS_num_unused);
+  text::VocabBuilderStats st;
+  auto vocab = text::BuildWordPieceVocab(*files, o, &st);
+  if (!vocab.ok()) return Fail(vocab.status());
+  absl::Status s = text::WriteVocabFile(absl::GetFlag(FLAGS_output), *vocab);
+  if (!s.ok()) return Fail(s);
+  std::printf(
+      "{\"files\":%zu,\"bytes\":%lld,\"words\":%lld,\"distinct_words\":"
+      "%lld,\"skipped_words\":%lld,\"alphabet\":%lld,\"merges\":%lld,"
+      "\"vocab_size\":%zu,\"exhausted\":%s,\"seconds\":%.3f}\n",
+      files->size(), static_cast<long long>(st.bytes),
+      static_cast<long long>(st.words),
+      static_cast<long long>(st.distinct_words),
+      static_cast<long long>(st.skipped_words),
+      static_cast<long long>(st.alphabet), static_cast<long long>(st.merges),
+      vocab->size(), st.exhausted ? "true" : "false",
+      st.count_seconds + st.merge_seconds);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -288,6 +377,8 @@ int main(int argc, char** argv) {
   if (cmd == "create-pretraining-data") return CreatePretrainingData();
   if (cmd == "clean" || cmd == "extract-labelled") return CleanOrExtract(cmd);
   if (cmd == "create-classify-data") return CreateClassifyData();
+  if (cmd == "augment") return Augment();
+  if (cmd == "build-vocab") return BuildVocab();
   if (cmd == "tokenize") {
     if (absl::GetFlag(FLAGS_vocab).empty()) {
       return Fail(absl::InvalidArgumentError("tokenize needs --vocab"));
