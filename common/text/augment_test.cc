@@ -53,8 +53,13 @@ std::string DataDir() {
 
 const WordNet* SharedWordNet() {
   static const WordNet* wn = [] {
+    // $BERTPS_WORDNET_DIR, the wordnet-base package, or get_data.sh's copy.
     const char* d = std::getenv("BERTPS_WORDNET_DIR");
-    auto w = WordNet::Load(d != nullptr ? d : "/usr/share/wordnet");
+    std::string dir = d != nullptr ? d : "/usr/share/wordnet";
+    if (d == nullptr && !std::ifstream(dir + "/data.noun")) {
+      dir = DataDir() + "/wordnet";
+    }
+    auto w = WordNet::Load(dir);
     if (!w.ok()) {
       std::fprintf(stderr, "%s\n", w.status().ToString().c_str());
       return static_cast<WordNet*>(nullptr);

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <fstream>
-#include <queue>
+#include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -144,11 +144,24 @@ class Trainer {
       return;
     }
     if (p.count >= o_.min_frequency) {
-      heap_.push({p.count, piece_count_[Left(key)], piece_count_[Right(key)],
-                  key, p.version});
+      heap_.push_back({p.count, piece_count_[Left(key)],
+                       piece_count_[Right(key)], key, p.version});
+      if (!bulk_) std::push_heap(heap_.begin(), heap_.end(), Below());
     }
   }
   void Merge(uint64_t key);
+  // One fresh entry per live pair, stale ones dropped (capacity kept).
+  void RebuildHeap() {
+    heap_.clear();
+    std::vector<uint64_t> all;
+    all.reserve(pairs_.size());
+    for (const auto& [k, p] : pairs_) all.push_back(k);
+    std::sort(all.begin(), all.end());
+    bulk_ = true;
+    for (uint64_t k : all) Refresh(k);
+    bulk_ = false;
+    std::make_heap(heap_.begin(), heap_.end(), Below());
+  }
 
   const VocabBuilderOptions& o_;
   VocabBuilderStats* stats_;
@@ -159,7 +172,8 @@ class Trainer {
   absl::flat_hash_map<std::string, int32_t> piece_id_;
   absl::flat_hash_map<uint64_t, PairStat> pairs_;
   absl::flat_hash_set<uint64_t> touched_;
-  std::priority_queue<Candidate, std::vector<Candidate>, Below> heap_;
+  std::vector<Candidate> heap_;  // a max-heap under Below
+  bool bulk_ = false;            // Refresh appends without heap order
 };
 
 void Trainer::Merge(uint64_t key) {
@@ -199,13 +213,7 @@ void Trainer::Merge(uint64_t key) {
   std::vector<uint64_t> keys(touched_.begin(), touched_.end());
   std::sort(keys.begin(), keys.end());  // deterministic heap contents
   for (uint64_t k : keys) Refresh(k);
-  if (heap_.size() > 4 * pairs_.size() + (1 << 20)) {  // drop stale entries
-    heap_ = decltype(heap_)();
-    std::vector<uint64_t> all;
-    for (const auto& [k, p] : pairs_) all.push_back(k);
-    std::sort(all.begin(), all.end());
-    for (uint64_t k : all) Refresh(k);
-  }
+  if (heap_.size() > 4 * pairs_.size() + (1 << 20)) RebuildHeap();
 }
 
 absl::StatusOr<std::vector<std::string>> Trainer::Run(
@@ -314,10 +322,7 @@ absl::StatusOr<std::vector<std::string>> Trainer::Run(
   for (int32_t w = 0; w < static_cast<int32_t>(words_.size()); ++w) {
     Account(w, +1);
   }
-  std::vector<uint64_t> all;
-  for (const auto& [k, p] : pairs_) all.push_back(k);
-  std::sort(all.begin(), all.end());
-  for (uint64_t k : all) Refresh(k);
+  RebuildHeap();
 
   // Merges.
   while (vocab.size() < static_cast<size_t>(o_.vocab_size)) {
@@ -325,8 +330,9 @@ absl::StatusOr<std::vector<std::string>> Trainer::Run(
       stats_->exhausted = true;
       break;
     }
-    const Candidate top = heap_.top();
-    heap_.pop();
+    std::pop_heap(heap_.begin(), heap_.end(), Below());
+    const Candidate top = heap_.back();
+    heap_.pop_back();
     auto it = pairs_.find(top.key);
     if (it == pairs_.end() || it->second.version != top.version) continue;
     const size_t before = pieces_.size();
