@@ -5,6 +5,7 @@
 #include <memory>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/bert_example.h"
 #include "common/io/safetensors.h"
@@ -15,6 +16,7 @@
 #include "common/model/weights.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
+#include "server/ps/checkpoint.h"
 #include "nlohmann/json.hpp"
 
 namespace bertps {
@@ -218,15 +220,26 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
   const int seq = shape.first, preds = shape.second;
   kernels::MatmulEngine mm;
   ASSIGN_OR_RETURN(auto model, MakeModel(o, o.batch_size, seq, preds, &mm));
-  ASSIGN_OR_RETURN(WeightsReport report,
-                   LoadBertWeights(o.weights, model->layout(),
-                                   AllowMissing::kNone, model->params()));
-  (void)report;
-  ASSIGN_OR_RETURN(auto stream, io::ExampleStream::Open(o.data));
+  if (absl::EndsWith(o.weights, "manifest.json")) {
+    // A checkpoint of the parameter servers (one consistent version).
+    RETURN_IF_ERROR(ps::LoadCheckpointParams(o.weights, model->layout(),
+                                             model->params())
+                        .status());
+  } else {
+    ASSIGN_OR_RETURN(WeightsReport report,
+                     LoadBertWeights(o.weights, model->layout(),
+                                     AllowMissing::kNone, model->params()));
+    (void)report;
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(o.data));
   XentResult mlm, nsp, cls;
   int64_t examples = 0;
   io::BertBatch batch;
   std::string record;
+  // Batches never span files (so a file evaluated alone, as an eval worker
+  // does, gives the same batches).
+  for (const std::string& file : files) {
+  auto stream = std::make_unique<io::ExampleStream>(std::vector<std::string>{file});
   bool more = true;
   while (more) {
     // One pass: fill up to batch_size examples, never wrapping around.
@@ -272,6 +285,7 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
       dst->correct += src->correct;
     }
   }
+  }
   if (examples == 0) return absl::InvalidArgumentError("no examples to evaluate");
   nlohmann::ordered_json j;
   j["examples"] = examples;
@@ -282,9 +296,15 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
     j["mlm_perplexity"] = std::exp(mlm_loss);
     j["nsp_accuracy"] = static_cast<double>(nsp.correct) / examples;
     j["nsp_loss"] = nsp.weighted_nll / examples;
+    j["mlm_correct"] = mlm.correct;
+    j["mlm_weight"] = mlm.weight;
+    j["mlm_loss_sum"] = mlm.weighted_nll;
+    j["nsp_correct"] = nsp.correct;
   } else {
     j["accuracy"] = static_cast<double>(cls.correct) / examples;
     j["loss"] = cls.weighted_nll / examples;
+    j["correct"] = cls.correct;
+    j["loss_sum"] = cls.weighted_nll;
   }
   out << j.dump() << std::endl;
   return absl::OkStatus();

@@ -15,6 +15,7 @@
 #include "common/io/tfrecord.h"
 #include "common/status.h"
 #include "common/text/augment.h"
+#include "common/text/classify_data.h"
 #include "common/text/clean.h"
 #include "common/text/documents.h"
 #include "common/text/pretraining_data.h"
@@ -183,7 +184,66 @@ absl::StatusOr<WorkResult> PreprocessItemRunner::Run(
   RETURN_IF_ERROR(io::MakeDirs(spec.output_dir()));
 
   if (p.output() == "classify") {
-    return absl::UnimplementedError("classify output: not in this build");
+    text::ClassifyDataOptions co;
+    co.max_seq_length = p.max_seq_length();
+    co.labels.assign(p.labels().begin(), p.labels().end());
+    co.dev_fraction = p.dev_fraction();
+    co.test_fraction = p.test_fraction();
+    co.seed = spec.seed();
+    RETURN_IF_ERROR(co.Validate());
+    std::vector<std::string> split_records[3];
+    int64_t augmented = 0, truncated_docs = 0;
+    for (const text::Document& d : docs) {
+      if (cancel.load()) return absl::CancelledError("preprocess item cancelled");
+      const text::Split split = text::SplitOf(d.id, co);
+      absl::StatusOr<io::ClassifyExample> e =
+          text::MakeClassifyExample(d.text, d.label, *tokenizer_, co);
+      if (!e.ok()) return Annotate(e.status(), absl::StrCat("document ", d.id));
+      auto& out = split_records[static_cast<int>(split)];
+      out.push_back(io::EncodeClassifyExample(*e));
+      // Augmented copies go to training only (never dev or test).
+      if (eda.num_aug > 0 && split == text::Split::kTrain) {
+        const std::vector<std::string> sentences = SentencesOf(d, format);
+        for (const auto& copy : augment(sentences, d.id)) {
+          if (copy.empty()) continue;
+          ASSIGN_OR_RETURN(io::ClassifyExample a,
+                           text::MakeClassifyExample(absl::StrJoin(copy, " "),
+                                                     d.label, *tokenizer_, co));
+          out.push_back(io::EncodeClassifyExample(a));
+          ++augmented;
+        }
+      }
+      (void)truncated_docs;
+    }
+    // Training records shuffled (Fisher-Yates, keyed by the item's seed).
+    auto& train = split_records[0];
+    uint64_t state = item_seed;
+    for (size_t i = train.size(); i > 1; --i) {
+      state = Mix(state, i);
+      std::swap(train[i - 1], train[state % i]);
+    }
+    nlohmann::ordered_json splits;
+    for (text::Split split :
+         {text::Split::kTrain, text::Split::kDev, text::Split::kTest}) {
+      const auto& recs = split_records[static_cast<int>(split)];
+      const std::string name = text::SplitName(split);
+      RETURN_IF_ERROR(WriteRecords(spec.output_dir(),
+                                   ClassifyOutputName(name, item.index()),
+                                   recs, &bytes));
+      splits[name] = static_cast<int64_t>(recs.size());
+      records += static_cast<int64_t>(recs.size());
+    }
+    report["augmented_examples"] = augmented;
+    report["splits"] = splits;
+    report["records"] = records;
+    report["output_bytes"] = bytes;
+    const std::string report_json = report.dump();
+    RETURN_IF_ERROR(io::WriteFileAtomically(
+        absl::StrFormat("%s/report-%05d.json", spec.output_dir(), item.index()),
+        report_json + "\n"));
+    res.set_records(records);
+    res.set_report_json(report_json);
+    return res;
   }
 
   // Pretraining instances.
