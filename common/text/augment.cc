@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "common/text/unicode.h"
@@ -45,28 +45,42 @@ bool IsWordChar(char32_t cp) {
 // EdaWords leaves them (lowercase, apostrophes removed).
 const absl::flat_hash_set<absl::string_view>& StopWords() {
   static const auto* words = new absl::flat_hash_set<absl::string_view>{
-      "a", "about", "above", "after", "again", "against", "all", "also",
-      "am", "an", "and", "any", "are", "arent", "as", "at", "be", "because",
-      "been", "before", "being", "below", "between", "both", "but", "by",
-      "can", "cannot", "cant", "could", "couldnt", "did", "didnt", "do",
-      "does", "doesnt", "doing", "dont", "down", "during", "each", "either",
-      "else", "ever", "every", "few", "for", "from", "further", "had",
-      "hadnt", "has", "hasnt", "have", "havent", "having", "he", "her",
-      "here", "hers", "herself", "him", "himself", "his", "how", "however",
-      "i", "if", "in", "into", "is", "isnt", "it", "its", "itself", "just",
-      "least", "less", "let", "lets", "may", "me", "might", "mine", "more",
-      "most", "must", "mustnt", "my", "myself", "neither", "no", "nor",
-      "not", "now", "of", "off", "often", "on", "once", "only", "onto", "or",
-      "other", "others", "ought", "our", "ours", "ourselves", "out", "over",
-      "own", "per", "same", "shall", "she", "should", "shouldnt", "since",
-      "so", "some", "still", "such", "than", "that", "thats", "the", "their",
-      "theirs", "them", "themselves", "then", "there", "therefore", "these",
-      "they", "this", "those", "though", "through", "thus", "to", "too",
-      "under", "until", "up", "upon", "us", "very", "via", "was", "wasnt",
-      "we", "were", "werent", "what", "when", "where", "whether", "which",
-      "while", "who", "whom", "whose", "why", "will", "with", "within",
-      "without", "wont", "would", "wouldnt", "yet", "you", "your", "yours",
-      "yourself", "yourselves"};
+      "a",          "about",    "above",     "after",     "again",
+      "against",    "all",      "also",      "am",        "an",
+      "and",        "any",      "are",       "arent",     "as",
+      "at",         "be",       "because",   "been",      "before",
+      "being",      "below",    "between",   "both",      "but",
+      "by",         "can",      "cannot",    "cant",      "could",
+      "couldnt",    "did",      "didnt",     "do",        "does",
+      "doesnt",     "doing",    "dont",      "down",      "during",
+      "each",       "either",   "else",      "ever",      "every",
+      "few",        "for",      "from",      "further",   "had",
+      "hadnt",      "has",      "hasnt",     "have",      "havent",
+      "having",     "he",       "her",       "here",      "hers",
+      "herself",    "him",      "himself",   "his",       "how",
+      "however",    "i",        "if",        "in",        "into",
+      "is",         "isnt",     "it",        "its",       "itself",
+      "just",       "least",    "less",      "let",       "lets",
+      "may",        "me",       "might",     "mine",      "more",
+      "most",       "must",     "mustnt",    "my",        "myself",
+      "neither",    "no",       "nor",       "not",       "now",
+      "of",         "off",      "often",     "on",        "once",
+      "only",       "onto",     "or",        "other",     "others",
+      "ought",      "our",      "ours",      "ourselves", "out",
+      "over",       "own",      "per",       "same",      "shall",
+      "she",        "should",   "shouldnt",  "since",     "so",
+      "some",       "still",    "such",      "than",      "that",
+      "thats",      "the",      "their",     "theirs",    "them",
+      "themselves", "then",     "there",     "therefore", "these",
+      "they",       "this",     "those",     "though",    "through",
+      "thus",       "to",       "too",       "under",     "until",
+      "up",         "upon",     "us",        "very",      "via",
+      "was",        "wasnt",    "we",        "were",      "werent",
+      "what",       "when",     "where",     "whether",   "which",
+      "while",      "who",      "whom",      "whose",     "why",
+      "will",       "with",     "within",    "without",   "wont",
+      "would",      "wouldnt",  "yet",       "you",       "your",
+      "yours",      "yourself", "yourselves"};
   return *words;
 }
 
@@ -154,8 +168,8 @@ uint64_t EdaRandom::Next() {
 }
 
 size_t EdaRandom::Uniform(size_t n) {
-  return static_cast<size_t>(
-      (static_cast<unsigned __int128>(Next()) * n) >> 64);
+  return static_cast<size_t>((static_cast<unsigned __int128>(Next()) * n) >>
+                             64);
 }
 
 double EdaRandom::UniformDouble() {
@@ -249,8 +263,8 @@ std::vector<std::string> Eda(absl::string_view sentence, const WordNet& wn,
                              const EdaOptions& o, uint64_t key) {
   std::vector<std::string> out;
   if (o.num_aug <= 0) return out;
-  const bool any = o.alpha_sr > 0 || o.alpha_ri > 0 || o.alpha_rs > 0 ||
-                   o.p_rd > 0;
+  const bool any =
+      o.alpha_sr > 0 || o.alpha_ri > 0 || o.alpha_rs > 0 || o.p_rd > 0;
   if (!any) return out;
   const std::vector<std::string> words = EdaWords(sentence);
   if (words.empty()) return std::vector<std::string>(o.num_aug);

@@ -72,8 +72,8 @@ int BenchEda(int repeat) {
   const double load_s = WallSince(t0);
   std::ifstream in(absl::GetFlag(FLAGS_file));
   if (!in) {
-    return Fail(absl::NotFoundError("cannot open --file " +
-                                    absl::GetFlag(FLAGS_file)));
+    return Fail(
+        absl::NotFoundError("cannot open --file " + absl::GetFlag(FLAGS_file)));
   }
   std::vector<std::string> sentences;
   std::string line;
@@ -126,8 +126,8 @@ int BenchEda(int repeat) {
 
 int BenchVocab(int repeat) {
   namespace text = bertps::text;
-  std::vector<std::string> patterns = absl::StrSplit(
-      absl::GetFlag(FLAGS_vocab_input), ',', absl::SkipEmpty());
+  std::vector<std::string> patterns =
+      absl::StrSplit(absl::GetFlag(FLAGS_vocab_input), ',', absl::SkipEmpty());
   auto files = bertps::io::MatchShardFiles(patterns);
   if (!files.ok()) return Fail(files.status());
   text::VocabBuilderOptions o;

@@ -15,9 +15,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/text/unicode.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/text/unicode.h"
 
 namespace bertps::text {
 namespace {
@@ -99,12 +99,12 @@ std::string LineContaining(const std::string& needle) {
   return "";
 }
 
-#define REQUIRE_DATA()                                                       \
-  const WordNet* wn = SharedWordNet();                                       \
-  if (wn == nullptr) GTEST_SKIP() << "apt-get install wordnet-base";          \
-  if (CorpusLines() == nullptr)                                              \
-    GTEST_SKIP() << "run tools/get_data.sh corpus_small (no " << DataDir()   \
-                 << "/corpus/small)";                                        \
+#define REQUIRE_DATA()                                                     \
+  const WordNet* wn = SharedWordNet();                                     \
+  if (wn == nullptr) GTEST_SKIP() << "apt-get install wordnet-base";       \
+  if (CorpusLines() == nullptr)                                            \
+    GTEST_SKIP() << "run tools/get_data.sh corpus_small (no " << DataDir() \
+                 << "/corpus/small)";                                      \
   (void)wn
 
 // True if `sub` is a subsequence of `seq`.
@@ -129,9 +129,9 @@ TEST(EdaWordsTest, CleansLikeGetOnlyChars) {
   const std::string thus = LineContaining("Thus it's a free alternative");
   ASSERT_FALSE(thus.empty());
   EXPECT_THAT(EdaWords(thus), testing::IsSupersetOf({"its", "nokias"}));
-  EXPECT_THAT(Head(EdaWords(thus), 7),
-              ElementsAre("thus", "its", "a", "free", "alternative", "to",
-                          "nokias"));
+  EXPECT_THAT(
+      Head(EdaWords(thus), 7),
+      ElementsAre("thus", "its", "a", "free", "alternative", "to", "nokias"));
   // Digits, hyphens and quotes separate words: "0xFFFF" -> "xffff".
   const std::string first = (*CorpusLines())[1];
   ASSERT_THAT(first, StartsWith("The ‘Open Free Fiasco"));
@@ -145,7 +145,9 @@ TEST(EdaWordsTest, CleansLikeGetOnlyChars) {
               ElementsAre("félix", "gaffiot", "was", "a", "philologist"));
   EXPECT_THAT(EdaWords(felix), testing::Contains("latin"));
   EXPECT_THAT(EdaWords("ÉCOLE Москва"), ElementsAre("école", "москва"));
-  EXPECT_THAT(EdaWords("a\xFF" "b c"), ElementsAre("ab", "c"));
+  EXPECT_THAT(EdaWords("a\xFF"
+                       "b c"),
+              ElementsAre("ab", "c"));
   EXPECT_THAT(EdaWords(""), IsEmpty());
   EXPECT_THAT(EdaWords(" 1970 -- !? "), IsEmpty());
 }

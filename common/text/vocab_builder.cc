@@ -1,9 +1,9 @@
 #include "common/text/vocab_builder.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
-#include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -90,10 +90,10 @@ class Trainer {
   struct Below {
     bool operator()(const Candidate& x, const Candidate& y) const {
       using U = unsigned __int128;
-      const U lhs = static_cast<U>(x.ab) * static_cast<U>(y.a) *
-                    static_cast<U>(y.b);
-      const U rhs = static_cast<U>(y.ab) * static_cast<U>(x.a) *
-                    static_cast<U>(x.b);
+      const U lhs =
+          static_cast<U>(x.ab) * static_cast<U>(y.a) * static_cast<U>(y.b);
+      const U rhs =
+          static_cast<U>(y.ab) * static_cast<U>(x.a) * static_cast<U>(x.b);
       if (lhs != rhs) return lhs < rhs;
       if (x.ab != y.ab) return x.ab < y.ab;
       return x.key > y.key;  // smaller (id(a), id(b)) ranks higher
@@ -295,10 +295,10 @@ absl::StatusOr<std::vector<std::string>> Trainer::Run(
   std::string piece;
   for (size_t i = 0; i < distinct.size(); ++i) {
     const std::vector<char32_t>& cps = chars[i];
-    const bool usable =
-        cps.size() <= kMaxWordChars &&
-        std::all_of(cps.begin(), cps.end(),
-                    [&](char32_t cp) { return in_alphabet.contains(cp); });
+    const bool usable = cps.size() <= kMaxWordChars &&
+                        std::all_of(cps.begin(), cps.end(), [&](char32_t cp) {
+                          return in_alphabet.contains(cp);
+                        });
     if (!usable) {
       ++stats_->skipped_words;
       continue;

@@ -49,8 +49,8 @@ struct VocabBuilderOptions {
   int min_frequency = 2;   // smallest weighted count of a pair to merge
   bool do_lower_case = true;
   int limit_alphabet = 1000;  // most characters kept (by frequency)
-  std::vector<std::string> special_tokens = {"[PAD]", "[UNK]", "[CLS]",
-                                             "[SEP]", "[MASK]"};
+  std::vector<std::string> special_tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                             "[MASK]"};
   int num_unused = 0;  // "[unused0]".. after the special tokens
 };
 

@@ -13,10 +13,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "common/text/tokenizer.h"
 #include "common/text/unicode.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace bertps::text {
 namespace {
@@ -50,10 +50,9 @@ std::string TmpDir() {
   return t != nullptr ? t : "/tmp";
 }
 
-#define REQUIRE_CORPUS()                                                \
-  if (!std::ifstream(Part(0)) || !std::ifstream(Part(3)))               \
-  GTEST_SKIP() << "run tools/get_data.sh corpus_small (no " << Part(0) \
-               << ")"
+#define REQUIRE_CORPUS()                                  \
+  if (!std::ifstream(Part(0)) || !std::ifstream(Part(3))) \
+  GTEST_SKIP() << "run tools/get_data.sh corpus_small (no " << Part(0) << ")"
 
 // The first `n` lines of `path` as a file of their own.
 std::string Slice(const std::string& path, int n, const std::string& name) {
@@ -80,7 +79,8 @@ std::vector<std::pair<std::string, int64_t>> CountWords(
   return {counts.begin(), counts.end()};
 }
 
-std::set<char32_t> Chars(const std::vector<std::pair<std::string, int64_t>>& w) {
+std::set<char32_t> Chars(
+    const std::vector<std::pair<std::string, int64_t>>& w) {
   std::set<char32_t> out;
   for (const auto& [word, n] : w) {
     for (size_t pos = 0; pos < word.size();) out.insert(DecodeUtf8(word, &pos));
@@ -119,15 +119,15 @@ TEST(VocabBuilderTest, RealCorpusVocabTokenizesHeldOutText) {
   VocabBuilderStats stats;
   auto vocab = BuildWordPieceVocab({Part(0), Part(1)}, o, &stats);
   ASSERT_TRUE(vocab.ok()) << vocab.status();
-  std::printf("stats: %lld bytes, %lld words, %lld distinct, %lld skipped, "
-              "alphabet %lld, merges %lld, count %.2f s, merge %.2f s\n",
-              static_cast<long long>(stats.bytes),
-              static_cast<long long>(stats.words),
-              static_cast<long long>(stats.distinct_words),
-              static_cast<long long>(stats.skipped_words),
-              static_cast<long long>(stats.alphabet),
-              static_cast<long long>(stats.merges), stats.count_seconds,
-              stats.merge_seconds);
+  std::printf(
+      "stats: %lld bytes, %lld words, %lld distinct, %lld skipped, "
+      "alphabet %lld, merges %lld, count %.2f s, merge %.2f s\n",
+      static_cast<long long>(stats.bytes), static_cast<long long>(stats.words),
+      static_cast<long long>(stats.distinct_words),
+      static_cast<long long>(stats.skipped_words),
+      static_cast<long long>(stats.alphabet),
+      static_cast<long long>(stats.merges), stats.count_seconds,
+      stats.merge_seconds);
   ASSERT_EQ(vocab->size(), 8000u);
   EXPECT_FALSE(stats.exhausted);
   // Specials first, in order; no token twice.
@@ -159,11 +159,11 @@ TEST(VocabBuilderTest, RealCorpusVocabTokenizesHeldOutText) {
   const UnkRate r = Measure(*vocab, true, Part(3));
   const double unk_rate = static_cast<double>(r.unk) / r.tokens;
   const double pieces_per_word = static_cast<double>(r.tokens) / r.words;
-  std::printf("held-out part-03: %lld words, %lld tokens (%.3f per word), "
-              "%lld [UNK] (%.4f%%)\n",
-              static_cast<long long>(r.words),
-              static_cast<long long>(r.tokens), pieces_per_word,
-              static_cast<long long>(r.unk), 100 * unk_rate);
+  std::printf(
+      "held-out part-03: %lld words, %lld tokens (%.3f per word), "
+      "%lld [UNK] (%.4f%%)\n",
+      static_cast<long long>(r.words), static_cast<long long>(r.tokens),
+      pieces_per_word, static_cast<long long>(r.unk), 100 * unk_rate);
   // Measured: 17 [UNK] in 417k tokens (0.004%), 2.7 pieces per word: the
   // score favours rare pairs, so with min_frequency 2 and a vocabulary
   // smaller than the word list, rare words take most entries.
@@ -181,11 +181,11 @@ TEST(VocabBuilderTest, RealCorpusVocabTokenizesHeldOutText) {
     EXPECT_TRUE(f.count(w)) << w;
   }
   const UnkRate rf = Measure(*frequent, true, Part(3));
-  std::printf("min_frequency 20: %zu entries (exhausted %d), %.3f pieces "
-              "per word, %.4f%% [UNK]\n",
-              frequent->size(), stats.exhausted,
-              static_cast<double>(rf.tokens) / rf.words,
-              100.0 * rf.unk / rf.tokens);
+  std::printf(
+      "min_frequency 20: %zu entries (exhausted %d), %.3f pieces "
+      "per word, %.4f%% [UNK]\n",
+      frequent->size(), stats.exhausted,
+      static_cast<double>(rf.tokens) / rf.words, 100.0 * rf.unk / rf.tokens);
   EXPECT_LT(static_cast<double>(rf.tokens) / rf.words, 1.4);
   EXPECT_LT(static_cast<double>(rf.unk) / rf.tokens, 0.0005);
 }
@@ -242,8 +242,7 @@ std::vector<std::string> NaiveWordPiece(
           static_cast<long double>(n) /
           (static_cast<long double>(unit[vocab[p.first]]) *
            unit[vocab[p.second]]);
-      if (!found || score > best_score ||
-          (score == best_score && n > best_n)) {
+      if (!found || score > best_score || (score == best_score && n > best_n)) {
         found = true;
         best = p;
         best_score = score;
@@ -323,13 +322,11 @@ TEST(VocabBuilderTest, FirstMergeHasTheBestScore) {
       best_merges.insert(p.first + p.second.substr(2));
     }
   }
-  const size_t first_merge = 5 + stats.alphabet +
-                             std::count_if(vocab->begin(), vocab->end(),
-                                           [](const std::string& t) {
-                                             return t.size() > 2 &&
-                                                    t.rfind("##", 0) == 0 &&
-                                                    CountCodePoints(t) == 3;
-                                           });
+  const size_t first_merge =
+      5 + stats.alphabet +
+      std::count_if(vocab->begin(), vocab->end(), [](const std::string& t) {
+        return t.size() > 2 && t.rfind("##", 0) == 0 && CountCodePoints(t) == 3;
+      });
   ASSERT_LT(first_merge, vocab->size());
   EXPECT_TRUE(best_merges.count((*vocab)[first_merge]))
       << (*vocab)[first_merge] << " (best score " << best << ")";

@@ -24,25 +24,12 @@ struct Rule {
 
 // morphy(7WN) detachment rules.
 const std::vector<Rule>& Rules(int pos) {
-  static const auto* rules = new std::vector<Rule>[WordNet::kNumPos]{
-      {{"s", ""},
-       {"ses", "s"},
-       {"xes", "x"},
-       {"zes", "z"},
-       {"ches", "ch"},
-       {"shes", "sh"},
-       {"men", "man"},
-       {"ies", "y"}},
-      {{"s", ""},
-       {"ies", "y"},
-       {"es", "e"},
-       {"es", ""},
-       {"ed", "e"},
-       {"ed", ""},
-       {"ing", "e"},
-       {"ing", ""}},
-      {{"er", ""}, {"est", ""}, {"er", "e"}, {"est", "e"}},
-      {},
+  static const auto* rules = new std::vector<Rule>[WordNet::kNumPos] {
+    {{"s", ""},      {"ses", "s"},   {"xes", "x"},   {"zes", "z"},
+     {"ches", "ch"}, {"shes", "sh"}, {"men", "man"}, {"ies", "y"}},
+        {{"s", ""},   {"ies", "y"}, {"es", "e"},  {"es", ""},
+         {"ed", "e"}, {"ed", ""},   {"ing", "e"}, {"ing", ""}},
+        {{"er", ""}, {"est", ""}, {"er", "e"}, {"est", "e"}}, {},
   };
   return rules[pos];
 }
@@ -83,7 +70,8 @@ absl::StatusOr<std::string> ReadWordNetFile(const std::string& path) {
                      "directory of index.noun, data.noun, noun.exc, ...)"));
   }
   if (text->empty()) {
-    return absl::DataLossError(absl::StrCat("WordNet file ", path, " is empty"));
+    return absl::DataLossError(
+        absl::StrCat("WordNet file ", path, " is empty"));
   }
   return text;
 }
@@ -135,10 +123,10 @@ absl::StatusOr<WordNet> WordNet::Load(const std::string& dir) {
                              "word lex_id ...'");
           }
           if (offset != byte_offset) {
-            return Malformed(data_path, line_no,
-                             absl::StrCat("synset offset ", f[0],
-                                          " is not the line's byte offset ",
-                                          byte_offset));
+            return Malformed(
+                data_path, line_no,
+                absl::StrCat("synset offset ", f[0],
+                             " is not the line's byte offset ", byte_offset));
           }
           synset_of_offset[offset] =
               static_cast<uint32_t>(wn.synset_begin_[p].size());

@@ -82,8 +82,7 @@ class WordNet {
   std::array<std::vector<std::string>, kNumPos> lemmas_;
   std::array<std::vector<uint32_t>, kNumPos> synset_begin_;
   // Index lemma -> its synsets' numbers, one map per part of speech.
-  std::array<absl::flat_hash_map<std::string, std::vector<uint32_t>>,
-             kNumPos>
+  std::array<absl::flat_hash_map<std::string, std::vector<uint32_t>>, kNumPos>
       index_;
   // Exception list: inflected form -> bases.
   std::array<absl::flat_hash_map<std::string, std::vector<std::string>>,

@@ -38,10 +38,11 @@ const WordNet* Shared() {
   return wn;
 }
 
-#define REQUIRE_WORDNET()                                                   \
-  const WordNet* wn = Shared();                                             \
-  if (wn == nullptr) GTEST_SKIP() << "apt-get install wordnet-base (or set " \
-                                     "BERTPS_WORDNET_DIR)"
+#define REQUIRE_WORDNET()                                 \
+  const WordNet* wn = Shared();                           \
+  if (wn == nullptr)                                      \
+  GTEST_SKIP() << "apt-get install wordnet-base (or set " \
+                  "BERTPS_WORDNET_DIR)"
 
 TEST(WordNetTest, LoadsEverySynset) {
   REQUIRE_WORDNET();
@@ -60,8 +61,8 @@ TEST(WordNetTest, SynonymsComeFromTheSynsets) {
   REQUIRE_WORDNET();
   // car.n.01 is {car, auto, automobile, machine, motorcar}.
   std::vector<std::string> car = wn->Synonyms("car");
-  for (const char* s : {"auto", "automobile", "machine", "motorcar",
-                        "railcar", "cable car", "elevator car", "gondola"}) {
+  for (const char* s : {"auto", "automobile", "machine", "motorcar", "railcar",
+                        "cable car", "elevator car", "gondola"}) {
     EXPECT_THAT(car, Contains(s));
   }
   EXPECT_THAT(car, Not(Contains("car")));
@@ -105,8 +106,7 @@ TEST(WordNetTest, BaseFormsFollowMorphy) {
   EXPECT_THAT(wn->BaseForms("happiest"), ElementsAre("happy"));
   // Per part of speech, the word itself first.
   EXPECT_THAT(wn->BaseForms("running", WordNet::kVerb), ElementsAre("run"));
-  EXPECT_THAT(wn->BaseForms("running", WordNet::kNoun),
-              ElementsAre("running"));
+  EXPECT_THAT(wn->BaseForms("running", WordNet::kNoun), ElementsAre("running"));
   // Both rules apply: -ing>-e and -ing.
   EXPECT_THAT(wn->BaseForms("hoping", WordNet::kVerb),
               ElementsAre("hope", "hop"));
