@@ -1,10 +1,16 @@
 #include "server/ps/shard.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/model/weights.h"
+#include "glog/logging.h"
 #include "common/io/half.h"
 #include "common/status.h"
 #include "server/ps/checkpoint.h"
@@ -42,6 +48,29 @@ ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
 
 ShardCore::~ShardCore() = default;
 
+static absl::Status LoadInitialWeights(const std::string& path,
+                                       const ParamLayout& layout,
+                                       float* full) {
+  std::string file = path;
+  std::string tmp;
+  if (absl::EndsWith(path, "manifest.json")) {
+    // A checkpoint (e.g. of pretraining): exported once to safetensors, so
+    // the shared encoder tensors load by name into this task's layout.
+    tmp = absl::StrCat(path, ".init-", getpid(), ".safetensors");
+    RETURN_IF_ERROR(ExportCheckpoint(path, tmp));
+    file = tmp;
+  }
+  absl::StatusOr<WeightsReport> r =
+      LoadBertWeights(file, layout, AllowMissing::kHeads, full);
+  if (!tmp.empty()) std::remove(tmp.c_str());
+  if (!r.ok()) return Annotate(r.status(), absl::StrCat("init_weights ", path));
+  LOG(INFO) << "init_weights " << path << ": " << r->loaded.size()
+            << " tensors loaded, " << r->missing.size()
+            << " left initialised (task head), " << r->skipped.size()
+            << " skipped";
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
     const ShardOptions& o, PeerLink* peers) {
   RETURN_IF_ERROR(o.config.Validate());
@@ -72,6 +101,9 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   // the whole model, keep this shard's slices.
   std::vector<float> full(c.layout_.total_size());
   InitBertParams(c.layout_, o.config, o.init_seed, full.data());
+  if (!o.init_weights.empty()) {
+    RETURN_IF_ERROR(LoadInitialWeights(o.init_weights, c.layout_, full.data()));
+  }
   absl::MutexLock ul(&c.update_mu_);
   absl::MutexLock l(&c.mu_);
   c.params_.resize(n);

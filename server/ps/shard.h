@@ -63,6 +63,9 @@ struct ShardOptions {
   int backup_workers = 0;  // BSP: a step completes with N - backup pushes
   int64_t staleness = 0;   // SSP bound
   uint64_t init_seed = 12345;
+  // Safetensors (Hugging Face names) or a checkpoint manifest whose tensors
+  // replace the seeded initial values; a missing task head keeps them.
+  std::string init_weights;
   absl::Duration wait_timeout = absl::Seconds(120);  // longest server wait
 };
 

@@ -20,6 +20,7 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
   o.backup_workers = spec.consistency().backup_workers();
   o.staleness = spec.consistency().staleness();
   o.init_seed = spec.seed();
+  o.init_weights = spec.init_weights();
   return o;
 }
 
