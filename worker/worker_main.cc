@@ -17,6 +17,7 @@
 #include "common/signals.h"
 #include "glog/logging.h"
 #include "common/metrics.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/gauge.h"
@@ -80,13 +81,17 @@ int main(int argc, char** argv) {
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   if (!security.ok()) return fail(security.status());
-  // Health (a gRPC server with only grpc.health.v1) and metrics.
+  // Health (a gRPC server with only grpc.health.v1) and metrics. gRPC
+  // refuses to build a server whose only service is the default health one:
+  // a generic service (it answers UNIMPLEMENTED) keeps it company.
+  grpc::CallbackGenericService health_generic;
   std::unique_ptr<grpc::Server> health;
   if (absl::GetFlag(FLAGS_health_port) >= 0) {
     absl::Status serving = bertps::ValidateServing(*security);
     if (!serving.ok()) return fail(serving);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder b;
+    b.RegisterCallbackGenericService(&health_generic);
     int port = 0;
     b.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":",
                                     absl::GetFlag(FLAGS_health_port)),
