@@ -1,5 +1,10 @@
 #include "server/coordinator/coordinator.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -155,6 +160,177 @@ TEST_F(CoordinatorTest, QueueCancelAndErrors) {
   EXPECT_EQ(coord_.Get(second)->state(), FAILED);
   EXPECT_NE(coord_.Get(second)->reason().find("out of memory"), std::string::npos);
   (void)a;
+}
+
+// ------------------------------------------------------- leased work items
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(dir ? dir : "/tmp") + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+HeartbeatRequest Results(const std::string& member, const std::string& job,
+                         std::vector<WorkResult> results) {
+  HeartbeatRequest r;
+  r.set_member_id(member);
+  r.set_job_id(job);
+  for (auto& x : results) *r.add_results() = x;
+  return r;
+}
+
+WorkResult Done(int index, int64_t records, const std::string& report) {
+  WorkResult w;
+  w.set_index(index);
+  w.set_records(records);
+  w.set_report_json(report);
+  return w;
+}
+
+TEST_F(CoordinatorTest, PreprocessItemsAreLeasedRedoneAndCountedOnce) {
+  TempFile("pre-a.txt", "a\n");
+  TempFile("pre-b.txt", "b\n");
+  JobSpec spec;
+  spec.set_task(PREPROCESS);
+  spec.add_data(std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                "/pre-[ab].txt");
+  spec.set_output_dir("/nonexistent/out");
+  spec.mutable_preprocess()->set_vocab("vocab.txt");
+  spec.mutable_preprocess()->set_shards(4);  // 2 files x 2 parts
+  auto id = coord_.Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(coord_.Get(*id)->state(), PENDING);  // no preprocess member yet
+  std::string a = Join(PREPROCESS_ROLE), b = Join(PREPROCESS_ROLE);
+  EXPECT_EQ(coord_.Get(*id)->state(), RUNNING);
+  EXPECT_EQ(coord_.Get(*id)->items_total(), 4);
+  Assignment la = Beat(a), lb = Beat(b);
+  ASSERT_TRUE(la.has_item() && lb.has_item());
+  EXPECT_NE(la.item().index(), lb.item().index());
+  EXPECT_EQ(la.item().parts(), 2);
+  // A heartbeat without a result keeps the lease.
+  EXPECT_EQ(Beat(a, *id).item().index(), la.item().index());
+  // a goes silent; b finishes its items and takes a's.
+  std::set<int> done_by_b;
+  for (int round = 0; round < 8; ++round) {
+    now_ += absl::Seconds(4);
+    auto r = coord_.Heartbeat(Results(b, *id, {Done(lb.item().index(), 10,
+                                                    R"({"n":1,"clean":{"x":2}})")}));
+    ASSERT_TRUE(r.ok());
+    done_by_b.insert(lb.item().index());
+    lb = r->assignment();
+    if (!lb.has_item()) break;
+  }
+  EXPECT_EQ(done_by_b.size(), 4u);  // a's item was redone by b
+  JobStatus st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), SUCCEEDED);
+  EXPECT_EQ(st.items_done(), 4);
+  EXPECT_EQ(st.records_written(), 40);
+  EXPECT_EQ(st.preprocess_report(), R"({"n":4,"clean":{"x":8}})");
+  // a comes back with a result for the redone item: ignored.
+  ASSERT_TRUE(coord_.Heartbeat(Results(a, *id, {Done(la.item().index(), 10, "{}")})).ok());
+  EXPECT_EQ(coord_.Get(*id)->records_written(), 40);
+  EXPECT_FALSE(Beat(a).has_item());
+}
+
+TEST_F(CoordinatorTest, ItemErrorFailsTheJobNamingTheItem) {
+  TempFile("err-a.txt", "a\n");
+  JobSpec spec;
+  spec.set_task(PREPROCESS);
+  spec.add_data(std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                "/err-a.txt");
+  spec.set_output_dir("/out");
+  spec.mutable_preprocess()->set_vocab("vocab.txt");
+  std::string a = Join(PREPROCESS_ROLE);
+  auto id = coord_.Submit(spec);
+  ASSERT_TRUE(id.ok());
+  Assignment la = Beat(a);
+  ASSERT_TRUE(la.has_item());
+  WorkResult bad;
+  bad.set_index(la.item().index());
+  bad.set_error("DATA_LOSS: corrupt input");
+  ASSERT_TRUE(coord_.Heartbeat(Results(a, *id, {bad})).ok());
+  JobStatus st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), FAILED);
+  EXPECT_NE(st.reason().find("item 0"), std::string::npos) << st.reason();
+  EXPECT_NE(st.reason().find("corrupt input"), std::string::npos) << st.reason();
+}
+
+TEST_F(CoordinatorTest, EvalJobMergesSufficientStatisticsInItemOrder) {
+  TempFile("ev-0.tfrecord", "x");
+  TempFile("ev-1.tfrecord", "x");
+  JobSpec spec;
+  spec.set_task(EVAL);
+  spec.add_data(std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                "/ev-*.tfrecord");
+  spec.set_eval_checkpoint("/ckpt/ckpt-7/manifest.json");
+  spec.add_label_names("ham");
+  spec.add_label_names("spam");
+  spec.set_num_labels(2);
+  std::string e = Join(EVAL_ROLE);
+  auto id = coord_.Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  std::vector<std::vector<int64_t>> conf = {{5, 1, 0, 2}, {0, 0, 2, 0}};
+  for (int k = 0; k < 2; ++k) {
+    Assignment a = Beat(e, *id);
+    ASSERT_TRUE(a.has_item());
+    EXPECT_EQ(a.item().checkpoint(), "/ckpt/ckpt-7/manifest.json");
+    EXPECT_EQ(a.item().round(), "final");
+    WorkResult r;
+    r.set_index(a.item().index());
+    r.set_version(7);
+    EvalStats* s = r.mutable_eval();
+    s->set_num_labels(2);
+    for (int64_t c : conf[a.item().index()]) s->add_confusion(c);
+    s->set_examples(a.item().index() == 0 ? 8 : 2);
+    s->set_cls_loss_sum(a.item().index() == 0 ? 4.0 : 1.0);
+    ASSERT_TRUE(coord_.Heartbeat(Results(e, *id, {r})).ok());
+  }
+  JobStatus st = *coord_.Get(*id);
+  ASSERT_EQ(st.state(), SUCCEEDED) << st.reason();
+  ASSERT_EQ(st.evals_size(), 1);
+  const EvalMetrics& m = st.evals(0);
+  EXPECT_EQ(m.step(), 7);
+  EXPECT_EQ(m.examples(), 10);
+  // Confusion [[5, 1], [2, 2]]: accuracy 7/10.
+  EXPECT_DOUBLE_EQ(m.accuracy(), 0.7);
+  EXPECT_DOUBLE_EQ(m.loss(), 0.5);
+  ASSERT_EQ(m.classes_size(), 2);
+  EXPECT_EQ(m.classes(0).label(), "ham");
+  EXPECT_DOUBLE_EQ(m.classes(0).precision(), 5.0 / 7);
+  EXPECT_DOUBLE_EQ(m.classes(0).recall(), 5.0 / 6);
+  EXPECT_DOUBLE_EQ(m.classes(1).precision(), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(m.classes(1).recall(), 0.5);
+  const double f0 = 2 * (5.0 / 7) * (5.0 / 6) / (5.0 / 7 + 5.0 / 6);
+  const double f1 = 2 * (2.0 / 3) * 0.5 / (2.0 / 3 + 0.5);
+  EXPECT_NEAR(m.macro_f1(), (f0 + f1) / 2, 1e-15);
+}
+
+TEST_F(CoordinatorTest, EvalStatisticsOfDifferentShapesDoNotAdd) {
+  EvalStats a, b;
+  a.set_num_labels(2);
+  a.mutable_confusion()->Resize(4, 0);
+  b.set_num_labels(3);
+  b.mutable_confusion()->Resize(9, 0);
+  EXPECT_EQ(AddEvalStats(b, &a).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatorTest, PretrainMetricsFromSums) {
+  EvalStats s;
+  s.set_examples(4);
+  s.set_mlm_loss_sum(20);
+  s.set_mlm_weight(10);
+  s.set_mlm_correct(3);
+  s.set_nsp_correct(3);
+  s.set_nsp_loss_sum(2);
+  EvalMetrics m = MetricsOf(s, {});
+  EXPECT_DOUBLE_EQ(m.mlm_accuracy(), 0.3);
+  EXPECT_DOUBLE_EQ(m.mlm_loss(), 2.0);
+  EXPECT_DOUBLE_EQ(m.mlm_perplexity(), std::exp(2.0));
+  EXPECT_DOUBLE_EQ(m.nsp_accuracy(), 0.75);
+  EXPECT_DOUBLE_EQ(m.nsp_loss(), 0.5);
 }
 
 }  // namespace
