@@ -202,6 +202,7 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
   if (total == 0 && spec.epochs() > 0) {
     total = (spec.epochs() * examples + global_batch - 1) / global_batch;
     spec.set_steps(total);  // what the workers and the LR schedule run to
+    spec.set_epochs(0);     // steps now say it (a valid spec, as stored)
   }
   absl::MutexLock l(&mu_);
   const std::string id = absl::StrFormat("job-%06d", next_job_++);
