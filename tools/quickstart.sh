@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: a local cluster on loopback (the
-# coordinator, 2 parameter-server shards, 2 train workers), a BERT-Tiny
-# pretraining job submitted with bertpsctl, its progress bar, final metrics,
-# the loss plot and an evaluation of the exported model. Every process is
+# coordinator, 2 parameter-server shards, 2 train workers, a preprocess and
+# an eval worker), preprocessing jobs that turn raw text into BERT instances,
+# a BERT-Tiny pretraining job submitted with bertpsctl, its progress bar,
+# eval rounds on held-out data (every 100 steps and at the end), final
+# metrics and the loss plot. Every process is
 # shut down at the end, also on Ctrl-C. The last line is one JSON object.
 #
 # Data: Debian package descriptions (tools/get_data.sh corpus_small) and the
 # bert-base-uncased vocabulary, turned into BERT's TFRecord instances by
-# `bert_local create-pretraining-data` (parts 00-02 train, part 03 held out
-# for the final evaluation).
+# PREPROCESS jobs on the preprocess worker (parts 00-02 train, part 03 held
+# out for evaluation).
 #
 # Environment: STEPS (default 200), OUT (default out/quickstart).
 set -euo pipefail
@@ -38,17 +40,9 @@ echo "quickstart: fetching the vocabulary and a small real corpus"
 tools/get_data.sh vocab corpus_small
 vocab=data/vocab/bert-base-uncased-vocab.txt
 corpus=data/corpus/small
-echo "quickstart: making pretraining instances (seq 128, 20 masked positions)"
-"$bin/tools/bert_local" create-pretraining-data --vocab "$vocab" \
-    --input "$corpus/part-00.txt,$corpus/part-01.txt,$corpus/part-02.txt" \
-    --output "$out/data/train" --num_output_files 2 --dupe_factor 1 | tail -1
-"$bin/tools/bert_local" create-pretraining-data --vocab "$vocab" \
-    --input "$corpus/part-03.txt" --output "$out/data/heldout" \
-    --num_output_files 1 --dupe_factor 1 | tail -1
-
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 export BERTPS_COORDINATOR="127.0.0.1:$port"
-echo "quickstart: coordinator on $BERTPS_COORDINATOR, 2 parameter-server shards, 2 train workers"
+echo "quickstart: coordinator on $BERTPS_COORDINATOR, 2 parameter-server shards, 2 train workers, a preprocess and an eval worker"
 "$bin/server/coordinator/bertps_coordinator" --port "$port" --metrics_port 0 \
     > "$out/coordinator.log" 2>&1 &
 pids+=($!)
@@ -62,12 +56,34 @@ for w in 0 1; do
       --metrics_port 0 > "$out/worker$w.log" 2>&1 &
   pids+=($!)
 done
+for role in preprocess eval; do
+  "$bin/worker/bertps_worker" --role=$role --coordinator "$BERTPS_COORDINATOR" \
+      > "$out/$role.log" 2>&1 &
+  pids+=($!)
+done
+
+# Preprocessing on the cluster: cleaning, WordPiece, MLM/NSP instances
+# (seq 128, 20 masked positions), parts 00-02 for training, 03 held out.
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+for set in train:"part-0[0-2].txt" heldout:"part-03.txt"; do
+  name=${set%%:*}; glob=${set#*:}
+  cat > "$out/preprocess-$name.pbtxt" <<EOF2
+name: "quickstart-$name-data"
+task: PREPROCESS
+data: "$(abs "$corpus")/$glob"
+output_dir: "$(abs "$out")/data/$name"
+preprocess { vocab: "$(abs "$vocab")" dupe_factor: 1 shards: 4 clean { dedup_exact: true } }
+EOF2
+  pjob=$("$bin/tools/bertpsctl" submit "$out/preprocess-$name.pbtxt")
+  "$bin/tools/bertpsctl" watch "$pjob" > /dev/null || { echo "quickstart: preprocessing failed"; "$bin/tools/bertpsctl" status "$pjob"; exit 1; }
+  "$bin/tools/bertpsctl" status "$pjob" | grep items
+done
 
 cat > "$out/job.pbtxt" <<EOF2
 name: "quickstart-bert-tiny"
 task: PRETRAIN
 model: "tiny"
-data: "$out/data/train-*.tfrecord"
+data: "$out/data/train/pretrain-*.tfrecord"
 batch_size: 16
 steps: $steps
 num_ps_shards: 2
@@ -75,6 +91,7 @@ num_workers: 2
 consistency { mode: BSP }
 optimizer { kind: "adam_weight_decay" learning_rate: 2e-3 warmup_steps: 10 }
 checkpoint { dir: "$out/ckpt" every_steps: 25 }
+eval { data: "$out/data/heldout/pretrain-*.tfrecord" every_steps: 100 }
 export_path: "$out/bert-tiny.safetensors"
 EOF2
 job=$("$bin/tools/bertpsctl" submit "$out/job.pbtxt")
@@ -88,15 +105,18 @@ if [ "$rc" -ne 0 ]; then
   echo "{\"job\": \"$job\", \"state\": \"FAILED\", \"logs\": \"$out\"}"
   exit 1
 fi
-echo "quickstart: evaluating the exported model on the held-out part"
-"$bin/tools/bert_local" eval --config tiny --weights "$out/bert-tiny.safetensors" \
-    --data "$out/data/heldout-*.tfrecord" --batch 32 > "$out/eval.json"
 stop_all
 /usr/bin/python3 - "$job" "$out" <<'PY'
 import json, sys
 job, out = sys.argv[1], sys.argv[2]
 m = json.load(open(out + "/metrics.json"))
-ev = json.load(open(out + "/eval.json"))
+evals = m.get("evals", [])
+ev = {}
+if evals:
+    e = evals[-1]
+    ev = {k: (round(e[k], 4) if isinstance(e.get(k), float) else e.get(k))
+          for k in ("round", "step", "examples", "mlm_accuracy", "mlm_loss",
+                    "mlm_perplexity", "nsp_accuracy")}
 p = m["progress"]
 hist = m.get("history", [])
 print(json.dumps({

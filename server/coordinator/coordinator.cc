@@ -8,7 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "common/io/bert_example.h"
 #include "common/status.h"
+#include "absl/strings/match.h"
 #include "nlohmann/json.hpp"
+#include "server/ps/checkpoint.h"
 #include "server/coordinator/job_spec.h"
 
 namespace bertps {
@@ -176,6 +178,16 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
     }
     if (*n == 0) return absl::InvalidArgumentError("job spec: data: no examples");
     examples = *n;
+  }
+  if (spec.task() == EVAL && !absl::EndsWith(spec.eval_checkpoint(), ".json")) {
+    // A checkpoint directory: its newest manifest now, so every item of the
+    // round reads the same version.
+    absl::StatusOr<std::string> m = ps::LatestManifest(spec.eval_checkpoint());
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: eval_checkpoint: ", m.status().message()));
+    }
+    spec.set_eval_checkpoint(*m);
   }
   std::vector<WorkItem> items;
   if (spec.task() == PREPROCESS) {
