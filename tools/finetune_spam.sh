@@ -93,7 +93,7 @@ model: "tiny"
 data: "$out/pretrain-records/pretrain-*.tfrecord"
 batch_size: 32
 steps: $pre_steps
-optimizer { learning_rate: 1e-3 warmup_steps: 20 }
+optimizer { learning_rate: ${PRETRAIN_LR:-1e-4} warmup_steps: 20 }
 checkpoint { dir: "$out/pretrain-ckpt" }
 EOF2
 run "$out/pretrain.pbtxt"
