@@ -32,6 +32,10 @@ coord="127.0.0.1:$port"
 "$COORD" --port "$port" --metrics_port 0 --member_timeout_s 2 > "$work/coordinator.log" 2>&1 &
 pids+=($!)
 export BERTPS_COORDINATOR="$coord"
+for i in $(seq 1 200); do  # until it listens
+  grep -q listening "$work/coordinator.log" 2>/dev/null && break
+  sleep 0.05
+done
 
 spec() {  # spec NAME OUTDIR [VOCAB]
   cat <<EOF2

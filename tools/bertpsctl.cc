@@ -799,6 +799,16 @@ int CmdPlot(JobService::StubInterface* stub, const CtlOptions& o,
     any_lr = any_lr || p.learning_rate() != 0;
   }
   std::vector<plot::Series> series = {loss};
+  // Eval rounds as points on the loss axis (same loss: MLM + NSP, or the
+  // classification loss).
+  plot::Series eval{"eval loss (held out)", {}, {}, plot::Axis::kLeft,
+                    plot::Style::kPoints, ""};
+  for (const EvalMetrics& e : s.evals()) {
+    eval.x.push_back(e.step());
+    eval.y.push_back(e.stats().num_labels() > 0 ? e.loss()
+                                                : e.mlm_loss() + e.nsp_loss());
+  }
+  if (!eval.x.empty()) series.push_back(eval);
   if (any_lr) series.push_back(lr);
   plot::PlotOptions po;
   po.title = s.spec().name().empty()

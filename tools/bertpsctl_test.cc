@@ -514,6 +514,34 @@ TEST_F(BertpsctlTest, PlotWritesAnSvgWithEveryPoint) {
                                 "data-points=\"60\""));
   EXPECT_TRUE(absl::StrContains(svg, "job job-1 (tiny-pretrain)"));
 
+  // Eval rounds: points on the loss axis, and a line per round in status.
+  JobStatus with_eval = Running("job-3", 60, 100, 7.0);
+  for (int step : {20, 40}) {
+    EvalMetrics* e = with_eval.add_evals();
+    e->set_round(absl::StrCat("step-", step));
+    e->set_step(step);
+    e->set_examples(500);
+    e->set_mlm_loss(6.0 - step / 20.0);
+    e->set_nsp_loss(0.5);
+    e->set_mlm_accuracy(0.1 * step / 20);
+  }
+  service_.Put(with_eval);
+  o.out = TempPath("eval.svg");
+  std::ostringstream out3, err3;
+  EXPECT_EQ(CmdPlot(stub_.get(), o, "job-3", out3, err3), kExitOk) << err3.str();
+  std::ifstream in3(o.out);
+  std::stringstream buf3;
+  buf3 << in3.rdbuf();
+  EXPECT_TRUE(absl::StrContains(buf3.str(),
+                                "data-name=\"eval loss (held out)\" "
+                                "data-points=\"2\""))
+      << buf3.str();
+  std::ostringstream out4, err4;
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-3", out4, err4), kExitOk);
+  EXPECT_TRUE(absl::StrContains(out4.str(), "step-40 (step 40, 500 examples): "
+                                            "MLM accuracy 0.2000"))
+      << out4.str();
+
   // No history yet: a clear error, no file.
   service_.Put(Running("job-2", 0, 100, 0));
   std::ostringstream out2, err2;
