@@ -665,6 +665,9 @@ absl::Status PipelineStage::Run() {
   double loss = 0, bubble = 0;
   int64_t n = 0;
   for (int64_t step = start; step < options_.steps; ++step) {
+    if (options_.cancel != nullptr && options_.cancel->load()) {
+      return absl::CancelledError("pipeline stage cancelled");
+    }
     absl::StatusOr<StageStepReport> rep = Step(step);
     if (!rep.ok()) {
       absl::Status st = Annotate(
@@ -673,6 +676,7 @@ absl::Status PipelineStage::Run() {
       if (!killed_) AbortPeers(st);
       return st;
     }
+    if (options_.on_step) options_.on_step(*rep);
     loss += rep->loss;
     bubble += rep->bubble;
     ++n;

@@ -33,6 +33,7 @@
 #define BERTPS_WORKER_PIPELINE_STAGE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -80,6 +81,10 @@ struct PipelineStageOptions {
   absl::Duration probe_timeout = absl::Seconds(5);
   int64_t log_every = 10;
   std::ostream* log = nullptr;  // JSON lines; null: quiet
+  // Run(): called after each step; Run() stops with CANCELLED at the next
+  // step once *cancel is true.
+  std::function<void(const struct StageStepReport&)> on_step;
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct StageStepReport {

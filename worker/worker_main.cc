@@ -24,6 +24,7 @@
 #include "worker/eval_item.h"
 #include "worker/pool_member.h"
 #include "worker/preprocess_item.h"
+#include "worker/stage_member.h"
 #include "worker/stage_role.h"
 #include "worker/train_member.h"
 #include "worker/train_worker.h"
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, coordinator, "",
 ABSL_FLAG(bool, exit_when_job_ends, false,
           "Train role with --coordinator: exit (status 0) once the first job "
           "this worker took part in has ended.");
+ABSL_FLAG(std::string, stage_listen, "127.0.0.1:0",
+          "Stage role with --coordinator: this daemon's StageService "
+          "HOST:PORT (port 0: a free port), told to the other stages.");
 ABSL_FLAG(std::string, ps, "", "Comma-separated shard addresses, in order.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address of the health and metrics ports.");
 ABSL_FLAG(int, health_port, -1, "grpc.health.v1 port (0: any, -1: off).");
@@ -110,6 +114,24 @@ int main(int argc, char** argv) {
                 absl::GetFlag(FLAGS_host).c_str(), metrics->port());
   }
   std::fflush(stdout);
+  if (role == "stage" && !coordinator.empty()) {
+    // Pipeline slots from the coordinator.
+    auto member = bertps::StageMember::Create(
+        coordinator, absl::GetFlag(FLAGS_stage_listen), *security);
+    if (!member.ok()) return fail(member.status());
+    std::printf("stage service address %s\n", (*member)->address().c_str());
+    std::fflush(stdout);
+    std::thread waiter([&] {
+      int sig = bertps::WaitForShutdownSignal();
+      LOG(INFO) << "signal " << sig << ": leaving";
+      (*member)->Stop();
+    });
+    absl::Status st = (*member)->Run();
+    waiter.detach();
+    if (health) health->Shutdown();
+    if (!st.ok()) return fail(st);
+    return 0;
+  }
   if (role == "stage") {
     const int rc = bertps::RunStageRole(*security);
     if (health) health->Shutdown();

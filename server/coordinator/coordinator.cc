@@ -47,6 +47,9 @@ void MergeCounts(const nlohmann::ordered_json& from,
   }
 }
 
+int StagesOf(const JobSpec& s) { return std::max(1, s.pipeline().stages()); }
+bool IsTrainer(Role r) { return r == TRAIN || r == STAGE_ROLE; }
+
 bool IsPool(Role r) { return r == PREPROCESS_ROLE || r == EVAL_ROLE; }
 
 bool HasEval(const JobSpec& s) {
@@ -285,10 +288,14 @@ absl::StatusOr<std::vector<JobEvent>> Coordinator::WaitForEvents(
 
 absl::StatusOr<RegisterResponse> Coordinator::Register(
     const RegisterRequest& r) {
-  if (r.role() != PS && r.role() != TRAIN && !IsPool(r.role())) {
+  if (r.role() != PS && !IsTrainer(r.role()) && !IsPool(r.role())) {
     return absl::InvalidArgumentError(
         absl::StrCat("register: role ", Role_Name(r.role()),
                      " is not served by this coordinator yet"));
+  }
+  if (r.role() == STAGE_ROLE && r.address().empty()) {
+    return absl::InvalidArgumentError(
+        "register: a pipeline-stage member needs its StageService address");
   }
   if (r.role() == PS && r.address().empty()) {
     return absl::InvalidArgumentError(
@@ -330,15 +337,16 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   if (!r.job_id().empty() && r.job_id() == m.job) {
     Job& job = jobs_[m.job];
     if (job.status.state() == RUNNING) {
-      if (m.role == TRAIN) {
+      if (IsTrainer(m.role)) {
         for (const StepReport& s : r.steps()) RecordLocked(job, m.index, s);
       }
       if (!r.error().empty()) {
         FinishLocked(job, FAILED,
                      absl::StrCat(m.role == PS ? "parameter-server shard "
-                                               : "worker ",
+                                  : m.role == STAGE_ROLE ? "pipeline slot "
+                                                         : "worker ",
                                   m.index, " (member ", m.id, "): ", r.error()));
-      } else if (r.done() && m.role == TRAIN) {
+      } else if (r.done() && IsTrainer(m.role)) {
         job.slot_done[m.index] = true;
         if (!job.training_done &&
             std::all_of(job.slot_done.begin(), job.slot_done.end(),
@@ -396,6 +404,12 @@ void Coordinator::TickLocked() {
                      absl::StrCat("parameter-server shard ", m.index,
                                   " (member ", m.id, " at ", m.address,
                                   ") stopped answering"));
+      } else if (m.role == STAGE_ROLE) {
+        const int S = StagesOf(job.status.spec());
+        FinishLocked(job, FAILED,
+                     absl::StrCat("pipeline stage ", m.index % S, " of replica ",
+                                  m.index / S, " (member ", m.id, " at ",
+                                  m.address, ") stopped answering"));
       } else {
         job.slots[m.index].clear();
         EventLocked(job, absl::StrCat("worker ", m.index, " (member ", m.id,
@@ -447,14 +461,17 @@ void Coordinator::StartJobsLocked() {
       ++qit;
       continue;
     }
+    // Pipeline jobs take num_workers replicas x stages stage members.
+    const int S = StagesOf(spec);
+    const Role trainer = S > 1 ? STAGE_ROLE : TRAIN;
     std::vector<Member*> ps, train;
     for (auto& [id, m] : members_) {
       if (!m.alive || !m.job.empty()) continue;
       if (m.role == PS) ps.push_back(&m);
-      if (m.role == TRAIN) train.push_back(&m);
+      if (m.role == trainer) train.push_back(&m);
     }
     if (static_cast<int>(ps.size()) < spec.num_ps_shards() ||
-        static_cast<int>(train.size()) < spec.num_workers() ||
+        static_cast<int>(train.size()) < spec.num_workers() * S ||
         (HasEval(spec) && pool[1] == 0)) {
       train_blocked = true;  // FIFO: later train jobs wait for this one
       ++qit;
@@ -469,8 +486,8 @@ void Coordinator::StartJobsLocked() {
       job.shards.push_back(ps[i]->id);
       job.status.add_ps_addresses(ps[i]->address);
     }
-    job.slots.assign(spec.num_workers(), "");
-    job.slot_done.assign(spec.num_workers(), false);
+    job.slots.assign(spec.num_workers() * S, "");
+    job.slot_done.assign(spec.num_workers() * S, false);
     job.status.set_state(RUNNING);
     job.status.set_start_time_ms(NowMs());
     FillSlotsLocked(job);
@@ -483,8 +500,9 @@ void Coordinator::StartJobsLocked() {
 void Coordinator::FillSlotsLocked(Job& job) {
   for (size_t i = 0; i < job.slots.size(); ++i) {
     if (!job.slots[i].empty() || job.slot_done[i]) continue;
+    const Role trainer = StagesOf(job.status.spec()) > 1 ? STAGE_ROLE : TRAIN;
     for (auto& [id, m] : members_) {
-      if (m.alive && m.job.empty() && m.role == TRAIN) {
+      if (m.alive && m.job.empty() && m.role == trainer) {
         m.job = job.status.id();
         m.index = static_cast<int>(i);
         job.slots[i] = m.id;
@@ -533,10 +551,14 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
   // count follows the shards' version, not the reports, which a dying
   // worker may never send.
   AdvanceLocked(job, std::max(r.version(), r.step() + 1));
+  // The loss comes from the train workers, or from each replica's last
+  // pipeline stage.
+  const int S = StagesOf(job.status.spec());
+  if (S > 1 && slot % S != S - 1) return;
   auto& acc = job.step_loss[r.step()];
   acc.first += r.loss();
   acc.second += 1;
-  if (acc.second == static_cast<int>(job.slots.size())) {
+  if (acc.second == static_cast<int>(job.slots.size()) / S) {
     const double loss = acc.first / acc.second;
     job.step_loss.erase(r.step());
     p->set_loss(loss);
@@ -609,6 +631,14 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   a.set_index(m.index);
   if (IsPool(m.role)) {
     *a.mutable_item() = job.work[m.index].item;
+  }
+  if (m.role == STAGE_ROLE) {
+    const int S = StagesOf(job.status.spec());
+    const int first = (m.index / S) * S;
+    for (int k = first; k < first + S; ++k) {
+      auto it = members_.find(job.slots[k]);
+      a.add_peers(it == members_.end() ? "" : it->second.address);
+    }
   }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);
   return a;

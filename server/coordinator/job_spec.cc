@@ -75,6 +75,11 @@ void ApplyJobDefaults(JobSpec* s) {
       if (a->wordnet_dir().empty()) a->set_wordnet_dir("/usr/share/wordnet");
     }
   }
+  if (s->pipeline().stages() > 1) {
+    PipelineSpec* p = s->mutable_pipeline();
+    if (p->micro_batches() == 0) p->set_micro_batches(4);
+    if (p->schedule().empty()) p->set_schedule("1f1b");
+  }
   // Eval during training reads worker 0's checkpoints.
   if ((s->task() == PRETRAIN || s->task() == CLASSIFY) &&
       s->eval().data_size() > 0 && s->eval().every_steps() > 0 &&
@@ -211,6 +216,30 @@ absl::Status ValidateJobSpec(const JobSpec& s) {
     if (s.eval().every_steps() > 0 &&
         s.eval().every_steps() % s.checkpoint().every_steps() != 0) {
       return Bad("eval.every_steps", "must be a multiple of checkpoint.every_steps");
+    }
+  }
+  const PipelineSpec& pl = s.pipeline();
+  if (pl.stages() < 0 || pl.stages() > 64) {
+    return Bad("pipeline.stages", "must be in [0, 64]");
+  }
+  if (pl.stages() > 1) {
+    if (s.task() != PRETRAIN && s.task() != CLASSIFY) {
+      return Bad("pipeline.stages", "applies to PRETRAIN and CLASSIFY jobs");
+    }
+    if (pl.micro_batches() < 1 || pl.micro_batches() > s.batch_size()) {
+      return Bad("pipeline.micro_batches", "must be in [1, batch_size]");
+    }
+    if (pl.schedule() != "gpipe" && pl.schedule() != "1f1b") {
+      return Bad("pipeline.schedule",
+                 absl::StrCat("must be gpipe or 1f1b, got '", pl.schedule(), "'"));
+    }
+    if (pl.layers_per_stage_size() != 0 && pl.layers_per_stage_size() != pl.stages()) {
+      return Bad("pipeline.layers_per_stage",
+                 absl::StrCat("has ", pl.layers_per_stage_size(),
+                              " entries for ", pl.stages(), " stages"));
+    }
+    if (s.consistency().mode() != BSP || s.consistency().backup_workers() > 0) {
+      return Bad("consistency", "pipeline jobs run BSP without backup workers");
     }
   }
   if (s.label_names_size() > 0 && s.label_names_size() != s.num_labels()) {

@@ -1,5 +1,7 @@
 #include "server/ps/shard_member.h"
 
+#include <algorithm>
+
 #include "common/status.h"
 #include "glog/logging.h"
 #include "server/coordinator/job_spec.h"
@@ -16,7 +18,8 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
   ASSIGN_OR_RETURN(o.optimizer, JobOptimizerConfig(spec));
   o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
   o.mode = spec.consistency().mode();
-  o.num_workers = spec.num_workers();
+  // Each pipeline stage pushes as a worker of its own (replica x stage).
+  o.num_workers = spec.num_workers() * std::max(1, spec.pipeline().stages());
   o.backup_workers = spec.consistency().backup_workers();
   o.staleness = spec.consistency().staleness();
   o.init_seed = spec.seed();

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Pipeline jobs through the coordinator, real processes over 127.0.0.1: a
+# coordinator, one parameter-server shard, two stage daemons and a train
+# daemon.
+#  1. A PRETRAIN job with pipeline { stages: 2 micro_batches: 4 } (1F1B)
+#     runs to SUCCEEDED; its exported parameters equal (1e-5) those of the
+#     same job run by one train worker (no pipeline).
+#  2. A pipeline job whose stage is killed with SIGKILL fails fast with a
+#     reason naming the stage.
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+work="${TEST_TMPDIR:-$(mktemp -d)}/pipeline"
+rm -rf "$work"; mkdir -p "$work/data"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
+
+cat > "$work/model.json" <<'JSON'
+{"vocab_size": 1200, "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "intermediate_size": 64,
+ "max_position_embeddings": 128}
+JSON
+"$BERT_LOCAL" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
+
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+coord="127.0.0.1:$port"
+"$COORD" --port "$port" --metrics_port 0 --member_timeout_s 3 > "$work/coordinator.log" 2>&1 &
+pids+=($!)
+export BERTPS_COORDINATOR="$coord"
+for i in $(seq 1 200); do grep -q listening "$work/coordinator.log" 2>/dev/null && break; sleep 0.05; done
+"$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
+pids+=($!)
+stage_pids=()
+for s in 0 1; do
+  "$WORKER" --role=stage --coordinator "$coord" > "$work/stage$s.log" 2>&1 &
+  pids+=($!); stage_pids+=($!)
+done
+"$WORKER" --role=train --coordinator "$coord" > "$work/train.log" 2>&1 &
+pids+=($!)
+
+spec() {  # spec NAME EXPORT PIPELINE-LINE
+  cat <<EOF2
+name: "$1"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 8
+steps: 6
+no_dropout: true
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+export_path: "$2"
+$3
+EOF2
+}
+spec pipe "$work/pipe.safetensors" 'pipeline { stages: 2 micro_batches: 4 schedule: "1f1b" }' > "$work/pipe.pbtxt"
+spec plain "$work/plain.safetensors" '' > "$work/plain.pbtxt"
+
+job=$("$CTL" submit "$work/pipe.pbtxt") || fail "submit pipe"
+"$CTL" watch "$job" > "$work/watch-pipe.out" 2>&1 || fail "pipeline job: $(tail -3 "$work/watch-pipe.out")"
+"$CTL" status "$job" | grep -q "step *6/6" || fail "status: $("$CTL" status "$job")"
+job2=$("$CTL" submit "$work/plain.pbtxt") || fail "submit plain"
+"$CTL" watch "$job2" > "$work/watch-plain.out" 2>&1 || fail "plain job: $(tail -3 "$work/watch-plain.out")"
+for i in $(seq 1 100); do [ -f "$work/plain.safetensors" ] && [ -f "$work/pipe.safetensors" ] && break; sleep 0.1; done
+/usr/bin/python3 - "$work/pipe.safetensors" "$work/plain.safetensors" <<'PY' || fail "pipeline != data-parallel"
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v["data_offsets"][0]: base + v["data_offsets"][1]], dtype=np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), (sorted(a)[:5], sorted(b)[:5])
+worst = max(float(np.max(np.abs(a[k] - b[k])) / (1e-3 + float(np.max(np.abs(b[k]))))) for k in a)
+print(f"pipeline vs one worker: {len(a)} tensors, worst relative difference {worst:.2e}")
+assert worst < 1e-5, worst
+PY
+
+# 2. A stage killed mid-job: the job fails fast, naming the stage.
+sed -e 's/steps: 6/steps: 400/' -e 's/name: "pipe"/name: "pipe-kill"/' -e '/export_path/d' \
+  "$work/pipe.pbtxt" > "$work/kill.pbtxt"
+job3=$("$CTL" submit "$work/kill.pbtxt") || fail "submit kill"
+for i in $(seq 1 300); do
+  step=$("$CTL" metrics "$job3" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["progress"].get("step",0))')
+  [ "$step" -ge 2 ] && break
+  sleep 0.1
+done
+kill -9 "${stage_pids[1]}"
+start=$(date +%s)
+if "$CTL" watch "$job3" > "$work/watch-kill.out" 2>&1; then fail "a job with a dead stage succeeded"; fi
+took=$(( $(date +%s) - start ))
+"$CTL" status "$job3" > "$work/kill-status.out"
+grep -q "FAILED" "$work/kill-status.out" || fail "not FAILED: $(cat "$work/kill-status.out")"
+grep -qi "stage" "$work/kill-status.out" || fail "reason names no stage: $(cat "$work/kill-status.out")"
+[ "$took" -le 60 ] || fail "the failure took ${took}s"
+echo "killed stage: FAILED in ${took}s: $(grep reason "$work/kill-status.out")"
+echo PASS
