@@ -72,6 +72,7 @@ void StageMember::StopJob() {
 void StageMember::StartJob(const Assignment& a) {
   StopJob();
   job_ = a.job_id();
+  started_as_ = member_.member_id();
   {
     absl::MutexLock l(&mu_);
     pending_.clear();
@@ -177,7 +178,10 @@ absl::Status StageMember::Run(absl::Duration give_up) {
       continue;
     }
     last_ok = absl::Now();
-    const bool same = !a->stop() && a->job_id() == job_;
+    // Registered again (the coordinator restarted and forgot us): whatever
+    // it assigns now is a new start, even of the same job.
+    const bool same = !a->stop() && a->job_id() == job_ &&
+                      member_.member_id() == started_as_;
     if (!same && !job_.empty()) {
       StopJob();
       job_.clear();

@@ -49,6 +49,7 @@ class StageMember {
   std::atomic<bool> cancel_{false};
   std::thread thread_;
   std::string job_;
+  std::string started_as_;  // member id when the job started
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

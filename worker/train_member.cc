@@ -21,6 +21,7 @@ void TrainMember::StopJob() {
 void TrainMember::StartJob(const Assignment& a) {
   StopJob();
   job_ = a.job_id();
+  started_as_ = member_.member_id();
   {
     absl::MutexLock l(&mu_);
     pending_.clear();
@@ -94,7 +95,10 @@ absl::Status TrainMember::Run(absl::Duration give_up) {
     }
     last_ok = absl::Now();
     if (finished) reported_end = true;
-    const bool same = !a->stop() && a->job_id() == job_;
+    // Registered again (the coordinator restarted and forgot us): whatever
+    // it assigns now is a new start, even of the same job.
+    const bool same = !a->stop() && a->job_id() == job_ &&
+                      member_.member_id() == started_as_;
     if (!same && !job_.empty()) {
       StopJob();  // cancelled, failed, finished or reassigned
       job_.clear();

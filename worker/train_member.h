@@ -50,7 +50,8 @@ class TrainMember {
   std::atomic<bool> exit_when_job_ends_{false};
   std::atomic<bool> cancel_{false};
   std::thread thread_;
-  std::string job_;            // running or finished job
+  std::string job_;
+  std::string started_as_;  // member id when the job started            // running or finished job
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

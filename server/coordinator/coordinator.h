@@ -57,6 +57,8 @@ struct CoordinatorOptions {
   // tests. Default: reads the files.
   std::function<absl::StatusOr<int64_t>(const JobSpec&)> count_examples;
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Where jobs are kept across restarts (not owned; null: memory only).
+  class JobStore* store = nullptr;
 };
 
 class Coordinator {
@@ -81,6 +83,13 @@ class Coordinator {
   // Expires silent members and starts queued jobs (also run on heartbeats).
   void Tick();
 
+  // Loads the jobs of options.store (call once, before serving). Finished
+  // and pending jobs come back as they were; a running train job is queued
+  // again to resume from its newest checkpoint (checkpoint.restore; from the
+  // start if it had none), since its members re-register and the shards
+  // reinstall; preprocess and eval items not done are leased again.
+  absl::Status Recover();
+
  private:
   struct Member {
     std::string id;
@@ -90,6 +99,7 @@ class Coordinator {
     bool alive = true;
     std::string job;   // assigned job, empty when idle
     int index = -1;    // shard or worker index in that job; leased item
+    bool told = false; // the member has been sent its current assignment
   };
   struct Item {
     WorkItem item;
@@ -116,6 +126,9 @@ class Coordinator {
     std::map<int, StepReport> last_report;             // by slot
     std::vector<JobEvent> events;
     double tokens_per_example = 0;
+    // Shards that reported the job installed: a heartbeat naming the job
+    // after they were sent it. Trainers get their slots once all are.
+    std::set<std::string> ready_shards;
     std::vector<Item> work;            // leased items, in index order
     std::vector<Round> rounds;         // eval rounds
     bool training_done = false;        // all slots done (eval may remain)
@@ -130,6 +143,7 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EventLocked(Job& job, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordLocked(Job& job, int slot, const StepReport& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Steps [0, applied) are applied: progress and exact example counts.

@@ -15,12 +15,16 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/gauge.h"
+#include "server/coordinator/job_store.h"
 #include "server/coordinator/service.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 7400, "gRPC port (0: any free port).");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port).");
 ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
+ABSL_FLAG(std::string, state_db, "",
+          "SQLite database of the jobs (created if absent): a restarted "
+          "coordinator resumes them. Empty: memory only.");
 
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
@@ -36,7 +40,21 @@ int main(int argc, char** argv) {
   }
   bertps::CoordinatorOptions options;
   options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  std::unique_ptr<bertps::JobStore> store;
+  if (!absl::GetFlag(FLAGS_state_db).empty()) {
+    auto st = bertps::JobStore::Open(absl::GetFlag(FLAGS_state_db));
+    if (!st.ok()) {
+      std::fprintf(stderr, "bertps_coordinator: %s\n", st.status().ToString().c_str());
+      return 1;
+    }
+    store = std::move(*st);
+    options.store = store.get();
+  }
   bertps::Coordinator coordinator(options);
+  if (absl::Status st = coordinator.Recover(); !st.ok()) {
+    std::fprintf(stderr, "bertps_coordinator: %s\n", st.ToString().c_str());
+    return 1;
+  }
   bertps::JobServiceImpl jobs(&coordinator);
   bertps::ClusterServiceImpl cluster(&coordinator);
 

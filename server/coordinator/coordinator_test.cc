@@ -68,7 +68,13 @@ TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   auto id = coord_.Submit(Spec(2, 2, 15));  // 15 steps x 20 = 3 epochs of 100
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(coord_.Get(*id)->state(), RUNNING);
-  Assignment a0 = Beat(w0), a1 = Beat(w1), s1 = Beat(p1);
+  // Workers wait until every shard has the job installed.
+  EXPECT_TRUE(Beat(w0).job_id().empty());
+  Beat(p0), Beat(p1);          // sent the job
+  Beat(p0, *id);               // installed
+  EXPECT_TRUE(Beat(w0).job_id().empty());
+  Beat(p1, *id);
+  Assignment a0 = Beat(w0), a1 = Beat(w1), s1 = Beat(p1, *id);
   EXPECT_EQ(a0.job_id(), *id);
   EXPECT_EQ(a0.ps_addresses_size(), 2);
   EXPECT_NE(a0.index(), a1.index());
@@ -103,6 +109,7 @@ TEST_F(CoordinatorTest, DeadWorkersSlotGoesToAnotherWorker) {
   std::string p = Join(PS, "127.0.0.1:1");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
   auto id = *coord_.Submit(Spec(1, 2, 10));
+  Beat(p), Beat(p, id);  // the shard installs the job
   Assignment a0 = Beat(w0), a1 = Beat(w1);
   Beat(w0, id, {Report(0, a0.index(), 2, 10, 1.0)});
   Beat(w1, id, {Report(0, a1.index(), 2, 10, 1.0)});

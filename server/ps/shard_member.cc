@@ -44,7 +44,11 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
     }
     last_ok = absl::Now();
     error.clear();
-    if ((a->stop() || a->job_id() != job_) && !job_.empty()) {
+    // Registered again (a restarted coordinator): a new start, even of the
+    // same job (it reinstalls and restores from the job's checkpoint).
+    if ((a->stop() || a->job_id() != job_ ||
+         member_.member_id() != started_as_) &&
+        !job_.empty()) {
       server_->Uninstall();
       LOG(INFO) << "left job " << job_;
       job_.clear();
@@ -52,6 +56,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
     }
     if (!a->stop() && !a->job_id().empty() && job_.empty()) {
       job_ = a->job_id();
+      started_as_ = member_.member_id();
       absl::Status st = [&]() -> absl::Status {
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
         std::vector<std::string> peers(a->ps_addresses().begin(),

@@ -36,6 +36,7 @@ class ShardMember {
   std::atomic<bool> stop_{false};
   std::atomic<bool> exit_when_job_ends_{false};
   std::string job_;
+  std::string started_as_;  // member id when the job was installed
 };
 
 }  // namespace ps

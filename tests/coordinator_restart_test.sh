@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The coordinator keeps its jobs in SQLite (--state_db) and survives kill -9,
+# real processes over 127.0.0.1: a coordinator, one parameter-server shard
+# and one train daemon.
+#  1. A short job finishes; a long job (checkpoints every 10 steps) runs.
+#  2. The coordinator is killed with SIGKILL mid-job and started again on the
+#     same port and database: the finished job is still listed SUCCEEDED, the
+#     running one resumes from its newest checkpoint (its members register
+#     again; the shard reinstalls and restores) and succeeds.
+#  3. Its final parameters equal (1e-5 relative) those of a job started from that same
+#     checkpoint without any kill.
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+work="${TEST_TMPDIR:-$(mktemp -d)}/restart"
+rm -rf "$work"; mkdir -p "$work/data"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
+
+cat > "$work/model.json" <<'JSON'
+{"vocab_size": 1200, "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "intermediate_size": 64,
+ "max_position_embeddings": 128}
+JSON
+"$BERT_LOCAL" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
+
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+coord="127.0.0.1:$port"
+export BERTPS_COORDINATOR="$coord"
+start_coordinator() {
+  "$COORD" --port "$port" --metrics_port 0 --member_timeout_s 3 \
+    --state_db "$work/state.sqlite" > "$work/coordinator-$1.log" 2>&1 &
+  coord_pid=$!; pids+=($coord_pid)
+  for i in $(seq 1 200); do grep -q listening "$work/coordinator-$1.log" 2>/dev/null && break; sleep 0.05; done
+}
+start_coordinator 1
+"$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
+pids+=($!)
+"$WORKER" --role=train --coordinator "$coord" > "$work/train.log" 2>&1 &
+pids+=($!)
+
+spec() {  # spec NAME STEPS CKPT-DIR EXPORT [RESTORE]
+  cat <<EOF2
+name: "$1"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 8
+steps: $2
+no_dropout: true
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+checkpoint { dir: "$3" every_steps: 10 ${5:+restore: \"$5\"} }
+export_path: "$4"
+EOF2
+}
+spec short 3 "$work/ckpt-short" "$work/short.safetensors" > "$work/short.pbtxt"
+short=$("$CTL" submit "$work/short.pbtxt") || fail "submit short"
+"$CTL" watch "$short" > /dev/null 2>&1 || fail "short job"
+spec long 80 "$work/ckpt" "$work/long.safetensors" > "$work/long.pbtxt"
+long=$("$CTL" submit "$work/long.pbtxt") || fail "submit long"
+for i in $(seq 1 600); do
+  step=$("$CTL" metrics "$long" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["progress"].get("step",0))')
+  [ "$step" -ge 25 ] && break
+  sleep 0.1
+done
+[ "$step" -ge 25 ] || fail "no progress"
+kill -9 "$coord_pid"
+echo "killed the coordinator at step $step"
+sleep 1
+start_coordinator 2
+"$CTL" watch "$long" > "$work/watch-long.out" 2>&1 || fail "long job after the restart: $(tail -3 "$work/watch-long.out")"
+"$CTL" status "$short" | grep -q SUCCEEDED || fail "the finished job was lost: $("$CTL" status "$short")"
+"$CTL" list | grep -q "$short" || fail "list lacks $short"
+from=$(grep -o "resuming from the checkpoint of step [0-9]*" "$work/watch-long.out" | head -1 | grep -o "[0-9]*$") \
+  || fail "no resume event: $(cat "$work/watch-long.out")"
+echo "resumed from the checkpoint of step $from"
+[ "$from" -ge 10 ] || fail "resumed from step $from"
+
+# The same job started from that checkpoint, no kill.
+cp -r "$work/ckpt/ckpt-$from" "$work/ckpt-from"
+spec again 80 "$work/ckpt-again" "$work/again.safetensors" "$work/ckpt-from/manifest.json" > "$work/again.pbtxt"
+again=$("$CTL" submit "$work/again.pbtxt") || fail "submit again"
+"$CTL" watch "$again" > /dev/null 2>&1 || fail "job from the checkpoint"
+for i in $(seq 1 100); do [ -f "$work/again.safetensors" ] && [ -f "$work/long.safetensors" ] && break; sleep 0.1; done
+/usr/bin/python3 - "$work/long.safetensors" "$work/again.safetensors" <<'PY' || fail "resumed != restarted from the checkpoint"
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v["data_offsets"][0]: base + v["data_offsets"][1]], dtype=np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys()
+worst = max(float(np.max(np.abs(a[k] - b[k])) / (1e-3 + float(np.max(np.abs(b[k]))))) for k in a)
+print(f"resumed vs started from the same checkpoint: worst relative difference {worst:.2e}")
+assert worst <= 1e-5, worst
+PY
+echo PASS
