@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -166,7 +167,10 @@ Coordinator::Coordinator(CoordinatorOptions options)
     : options_([&] {
         if (!options.count_examples) options.count_examples = CountRecords;
         return options;
-      }()) {}
+      }()),
+      instance_(absl::StrFormat(
+          "%08x", static_cast<uint32_t>(std::random_device()() ^
+                                        absl::ToUnixNanos(absl::Now())))) {}
 
 int64_t Coordinator::NowMs() const {
   return absl::ToUnixMillis(options_.now());
@@ -306,7 +310,10 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   }
   absl::MutexLock l(&mu_);
   Member m;
-  m.id = absl::StrFormat("m%d", next_member_++);
+  // Ids carry this coordinator's instance, so a member still holding an id
+  // from before a restart is told "unknown member" rather than taken for
+  // another member.
+  m.id = absl::StrFormat("m%d-%s", next_member_++, instance_);
   m.role = r.role();
   m.address = r.address();
   m.last_seen = options_.now();
@@ -337,7 +344,9 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
     *resp.mutable_assignment() = AssignmentLocked(m);
     return resp;
   }
-  if (!r.job_id().empty() && r.job_id() == m.job) {
+  // Reports, errors and "done" count only from a member that was sent this
+  // job under its current id (not from work begun before a restart).
+  if (!r.job_id().empty() && r.job_id() == m.job && m.told) {
     Job& job = jobs_[m.job];
     if (job.status.state() == RUNNING) {
       if (IsTrainer(m.role)) {
@@ -383,10 +392,10 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   Member& me = members_[r.member_id()];
   if (me.role == PS && !me.job.empty()) {
     if (me.told && r.job_id() == me.job) jobs_[me.job].ready_shards.insert(me.id);
-    me.told = true;
   }
   HeartbeatResponse resp;
   *resp.mutable_assignment() = AssignmentLocked(me);
+  if (!me.job.empty() && resp.assignment().job_id() == me.job) me.told = true;
   return resp;
 }
 
@@ -482,6 +491,14 @@ void Coordinator::StartJobsLocked() {
         static_cast<int>(train.size()) < spec.num_workers() * S ||
         (HasEval(spec) && pool[1] == 0)) {
       train_blocked = true;  // FIFO: later train jobs wait for this one
+      const std::string why = absl::StrCat(
+          "job ", *qit, " waits: ", ps.size(), "/", spec.num_ps_shards(),
+          " idle shards, ", train.size(), "/", spec.num_workers() * S,
+          " idle ", S > 1 ? "stages" : "train workers");
+      if (why != last_wait_) {
+        LOG(INFO) << why;
+        last_wait_ = why;
+      }
       ++qit;
       continue;
     }
@@ -514,6 +531,7 @@ void Coordinator::FillSlotsLocked(Job& job) {
     for (auto& [id, m] : members_) {
       if (m.alive && m.job.empty() && m.role == trainer) {
         m.job = job.status.id();
+        m.told = false;
         m.index = static_cast<int>(i);
         job.slots[i] = m.id;
         EventLocked(job, absl::StrCat("worker ", i, " is member ", m.id));

@@ -167,12 +167,14 @@ class Coordinator {
   int64_t NowMs() const;
 
   const CoordinatorOptions options_;
+  const std::string instance_;  // random, in member ids
   mutable absl::Mutex mu_;
   int64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_member_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // PENDING, FIFO
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  std::string last_wait_ ABSL_GUARDED_BY(mu_);  // last "job waits" log line
 };
 
 bool IsFinal(JobState s);

@@ -145,7 +145,7 @@ TEST_F(CoordinatorTest, DeadShardFailsTheJobNamingIt) {
 }
 
 TEST_F(CoordinatorTest, QueueCancelAndErrors) {
-  Join(PS, "a:1");
+  std::string p = Join(PS, "a:1");
   std::string w = Join(TRAIN);
   auto first = *coord_.Submit(Spec(1, 1, 5));
   auto second = *coord_.Submit(Spec(1, 1, 5));
@@ -161,8 +161,14 @@ TEST_F(CoordinatorTest, QueueCancelAndErrors) {
   auto r = coord_.Submit(bad);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("batch_size"), std::string::npos);
-  // A worker reporting an error fails its job with the reason.
+  // A worker reporting an error fails its job with the reason, once it was
+  // sent the job (after the shard installed it): an error for a job it was
+  // never sent is ignored.
+  Beat(w, second, {}, false, "out of memory");
+  EXPECT_EQ(coord_.Get(second)->state(), RUNNING);
+  Beat(p), Beat(p, second);
   Assignment a = Beat(w);
+  EXPECT_EQ(a.job_id(), second);
   Beat(w, second, {}, false, "out of memory");
   EXPECT_EQ(coord_.Get(second)->state(), FAILED);
   EXPECT_NE(coord_.Get(second)->reason().find("out of memory"), std::string::npos);
