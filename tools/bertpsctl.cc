@@ -765,6 +765,14 @@ int CmdMetrics(JobService::StubInterface* stub, const CtlOptions& o,
       history.push_back(MessageToObject(p));
     }
     j["history"] = std::move(history);
+    nlohmann::json evals = nlohmann::json::array();
+    for (const EvalMetrics& e : s.evals()) evals.push_back(MessageToObject(e));
+    j["evals"] = std::move(evals);
+    if (s.items_total() > 0) {
+      j["items_total"] = s.items_total();
+      j["items_done"] = s.items_done();
+      j["records_written"] = s.records_written();
+    }
     out << j.dump() << "\n";
     return kExitOk;
   }

@@ -541,6 +541,13 @@ TEST_F(BertpsctlTest, PlotWritesAnSvgWithEveryPoint) {
   EXPECT_TRUE(absl::StrContains(out4.str(), "step-40 (step 40, 500 examples): "
                                             "MLM accuracy 0.2000"))
       << out4.str();
+  CtlOptions jo = options_;
+  jo.json = true;
+  std::ostringstream out5, err5;
+  EXPECT_EQ(CmdMetrics(stub_.get(), jo, "job-3", out5, err5), kExitOk) << err5.str();
+  auto mj = nlohmann::json::parse(out5.str());
+  ASSERT_EQ(mj["evals"].size(), 2u) << out5.str();
+  EXPECT_EQ(mj["evals"][1]["round"], "step-40");
 
   // No history yet: a clear error, no file.
   service_.Put(Running("job-2", 0, 100, 0));
