@@ -9,26 +9,12 @@
 #     reason naming the stage.
 set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
-work="${TEST_TMPDIR:-$(mktemp -d)}/pipeline"
-rm -rf "$work"; mkdir -p "$work/data"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
-
-cat > "$work/model.json" <<'JSON'
-{"vocab_size": 1200, "hidden_size": 32, "num_hidden_layers": 2,
- "num_attention_heads": 2, "intermediate_size": 64,
- "max_position_embeddings": 128}
-JSON
-"$BERT_LOCAL" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
-
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+source "$(dirname "$0")/process_lib.sh"
+init_work pipeline
+tiny_model_data "$BERT_LOCAL"
+port=$(free_port)
 coord="127.0.0.1:$port"
-"$COORD" --port "$port" --metrics_port 0 --member_timeout_s 3 > "$work/coordinator.log" 2>&1 &
-pids+=($!)
-export BERTPS_COORDINATOR="$coord"
-for i in $(seq 1 200); do grep -q listening "$work/coordinator.log" 2>/dev/null && break; sleep 0.05; done
+start_coordinator "$COORD" "$port" "$work/coordinator.log" --member_timeout_s 3
 "$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
 pids+=($!)
 stage_pids=()
@@ -62,21 +48,11 @@ job=$("$CTL" submit "$work/pipe.pbtxt") || fail "submit pipe"
 job2=$("$CTL" submit "$work/plain.pbtxt") || fail "submit plain"
 "$CTL" watch "$job2" > "$work/watch-plain.out" 2>&1 || fail "plain job: $(tail -3 "$work/watch-plain.out")"
 for i in $(seq 1 100); do [ -f "$work/plain.safetensors" ] && [ -f "$work/pipe.safetensors" ] && break; sleep 0.1; done
-/usr/bin/python3 - "$work/pipe.safetensors" "$work/plain.safetensors" <<'PY' || fail "pipeline != data-parallel"
-import json, struct, sys
-import numpy as np
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); base = 8 + n
-    return {k: np.frombuffer(b[base + v["data_offsets"][0]: base + v["data_offsets"][1]], dtype=np.float32)
-            for k, v in h.items() if k != "__metadata__"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys(), (sorted(a)[:5], sorted(b)[:5])
-worst = max(float(np.max(np.abs(a[k] - b[k])) / (1e-3 + float(np.max(np.abs(b[k]))))) for k in a)
-print(f"pipeline vs one worker: {len(a)} tensors, worst relative difference {worst:.2e}")
-assert worst < 1e-5, worst
-PY
+worst=$(max_relative_difference "$work/pipe.safetensors" "$work/plain.safetensors") \
+  || fail "cannot compare the exports"
+echo "pipeline vs one worker: worst relative difference $worst"
+/usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-5 else 1)" "$worst" \
+  || fail "pipeline != data-parallel ($worst)"
 
 # 2. A stage killed mid-job: the job fails fast, naming the stage.
 sed -e 's/steps: 6/steps: 400/' -e 's/name: "pipe"/name: "pipe-kill"/' -e '/export_path/d' \

@@ -1,0 +1,68 @@
+# Shared by the real-process tests (sourced): a work directory, process
+# bookkeeping, failure reports with the daemons' logs, a free loopback port,
+# a coordinator that is listening, a small synthetic dataset, and a
+# comparison of two safetensors files.
+#
+#   source "$(dirname "$0")/process_lib.sh"   # after set -euo pipefail
+#   init_work NAME                            # $work, cleaned, with data/
+
+# The work directory $work (under TEST_TMPDIR), emptied.
+init_work() {
+  work="${TEST_TMPDIR:-$(mktemp -d)}/$1"
+  rm -rf "$work"; mkdir -p "$work/data"
+}
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done
+  exit 1
+}
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_coordinator BINARY PORT LOG [FLAGS...]: runs it in the background
+# (coord_pid), exports BERTPS_COORDINATOR, returns once it listens.
+start_coordinator() {
+  local bin="$1" port="$2" log="$3"; shift 3
+  "$bin" --port "$port" --metrics_port 0 "$@" > "$log" 2>&1 &
+  coord_pid=$!; pids+=($coord_pid)
+  export BERTPS_COORDINATOR="127.0.0.1:$port"
+  for _ in $(seq 1 200); do grep -q listening "$log" 2>/dev/null && return 0; sleep 0.05; done
+  fail "the coordinator did not start listening"
+}
+
+# A small BERT config ($work/model.json) and 2 x 40 synthetic examples in
+# $work/data (bert_local synthetic-data).
+tiny_model_data() {
+  cat > "$work/model.json" <<'JSON'
+{"vocab_size": 1200, "hidden_size": 32, "num_hidden_layers": 2,
+ "num_attention_heads": 2, "intermediate_size": 64,
+ "max_position_embeddings": 128}
+JSON
+  "$1" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
+}
+
+# max_relative_difference A B: prints the largest over tensors of
+# max|a - b| / (1e-3 + max|b|) of two float32 safetensors files with the
+# same tensors; fails on a non-finite value.
+max_relative_difference() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); base = 8 + n
+    return {k: np.frombuffer(b[base + v["data_offsets"][0]: base + v["data_offsets"][1]], dtype=np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys(), (sorted(a)[:5], sorted(b)[:5])
+assert all(np.all(np.isfinite(a[k])) and np.all(np.isfinite(b[k])) for k in a)
+print(f"{max(float(np.max(np.abs(a[k] - b[k])) / (1e-3 + float(np.max(np.abs(b[k]))))) for k in a):.3e}")
+PY
+}
