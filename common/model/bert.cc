@@ -59,7 +59,7 @@ struct BertModel<T>::Layer : EncoderLayerActs<T> {};
 
 template <typename T>
 struct BertModel<T>::Buffers {
-  std::vector<T> arena;
+  AlignedVector<T> arena;
   // Embeddings.
   T* emb_sum;   // (B*S, H) LayerNorm input
   T* emb_mean;  // (B*S)

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/aligned_vector.h"
 #include "common/kernels/matmul.h"
 #include "common/model/bert_config.h"
 #include "common/model/encoder_layer.h"
@@ -124,8 +125,8 @@ class BertModel {
   const int64_t max_batch_, max_seq_, max_preds_;
   kernels::MatmulEngine* const mm_;
   const ParamLayout layout_;
-  std::vector<T> params_;
-  std::vector<T> grads_;
+  AlignedVector<T> params_;
+  AlignedVector<T> grads_;
   std::unique_ptr<Buffers> buf_;
 };
 

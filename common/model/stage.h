@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/aligned_vector.h"
 #include "common/kernels/matmul.h"
 #include "common/model/bert.h"
 #include "common/model/bert_config.h"
@@ -154,8 +155,8 @@ class BertStage {
   std::vector<int> tensors_;
   std::vector<int64_t> local_offset_;  // per model tensor, -1 if absent
   int64_t num_params_ = 0;
-  std::vector<T> params_;
-  std::vector<T> grads_;
+  AlignedVector<T> params_;
+  AlignedVector<T> grads_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<Shared> shared_;
 };
