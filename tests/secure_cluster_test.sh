@@ -37,6 +37,7 @@ coord="127.0.0.1:$port"
 "$COORD" --port "$port" --metrics_port 0 --member_timeout_s 5 "${serve[@]}" \
   > "$work/coordinator.log" 2>&1 &
 pids+=($!)
+for _ in $(seq 1 200); do grep -q listening "$work/coordinator.log" 2>/dev/null && break; sleep 0.05; done
 "$SERVER" --coordinator "$coord" --port 0 "${serve[@]}" --token_file "$s/worker.token" \
   > "$work/ps.log" 2>&1 &
 pids+=($!)
