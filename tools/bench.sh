@@ -22,6 +22,15 @@
 #                                              and activation bytes per step,
 #                                              S = 2 stages, BERT-mini
 #                                              (default: "1 2 4 8")
+#   tools/bench.sh soak [minutes] [workers] [mode]
+#                                              the whole service under load:
+#                                              a coordinator, 2 shard daemons
+#                                              and N train daemons on one
+#                                              BERT-Tiny job over loopback;
+#                                              steps per minute and every
+#                                              daemon's RSS over time; no
+#                                              deadlock, RSS flat, throughput
+#                                              steady (default: 10 16 bsp)
 # The machine is shared and noisy: each figure is a median of repeated steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -520,10 +529,136 @@ PY
   done
 }
 
+# The whole service for a long time: RSS and throughput sampled every 10 s.
+bench_soak() {
+  local minutes="${1:-10}" workers="${2:-16}" mode="${3:-bsp}"
+  bazel build -c opt //server/coordinator:bertps_coordinator //server/ps:bertps_server \
+      //worker:bertps_worker //tools:bertpsctl //tools:bert_local >/dev/null 2>&1
+  local bin
+  bin=$(bazel info -c opt bazel-bin 2>/dev/null)
+  local dir="$out_dir/soak"
+  rm -rf "$dir"; mkdir -p "$dir/data"
+  "$bin"/tools/bert_local synthetic-data --config tiny --out "$dir/data" --steps 200 >/dev/null
+  local port
+  port=$(free_addrs 1); port="${port##*:}"
+  local coord="127.0.0.1:$port" pids=() names=()
+  # Many busy daemons on few cores: heartbeats can be late.
+  "$bin"/server/coordinator/bertps_coordinator --port "$port" --metrics_port 0 \
+      --member_timeout_s 60 > "$dir/coordinator.log" 2>&1 &
+  pids+=("$!"); names+=(coordinator)
+  local i
+  for i in 0 1; do
+    "$bin"/server/ps/bertps_server --coordinator "$coord" --port 0 > "$dir/shard$i.log" 2>&1 &
+    pids+=("$!"); names+=("shard$i")
+  done
+  for ((i = 0; i < workers; i++)); do
+    "$bin"/worker/bertps_worker --role=train --coordinator "$coord" --threads 1 \
+        > "$dir/worker$i.log" 2>&1 &
+    pids+=("$!"); names+=("worker$i")
+  done
+  local mode_upper
+  mode_upper=$(echo "$mode" | tr a-z A-Z)
+  cat > "$dir/job.pbtxt" <<EOF2
+name: "soak"
+task: PRETRAIN
+model: "tiny"
+data: "$dir/data/*.tfrecord"
+batch_size: 8
+steps: 100000000
+num_ps_shards: 2
+num_workers: $workers
+consistency { mode: $mode_upper }
+optimizer { learning_rate: 1e-4 warmup_steps: 100 }
+EOF2
+  local ctl="$bin/tools/bertpsctl --coordinator $coord"
+  local job
+  for i in $(seq 1 100); do job=$($ctl submit "$dir/job.pbtxt" 2>/dev/null) && break; sleep 0.2; done
+  [ -n "$job" ] || { echo "bench soak: cannot submit" >&2; return 1; }
+  # Sample: seconds, step, then RSS (kB) of each daemon.
+  local samples="$dir/samples.tsv" t0=$SECONDS end=$((SECONDS + minutes * 60))
+  : > "$samples"
+  while [ "$SECONDS" -lt "$end" ]; do
+    local step rss=""
+    step=$($ctl status "$job" --json 2>/dev/null | /usr/bin/python3 -c \
+      'import json,sys; s=json.load(sys.stdin); print(s.get("progress",{}).get("step",0), s["state"])' \
+      2>/dev/null || echo "? ?")
+    for i in "${!pids[@]}"; do
+      rss+=" $(awk '/^VmRSS/ {print $2}' "/proc/${pids[$i]}/status" 2>/dev/null || echo 0)"
+    done
+    echo "$((SECONDS - t0)) $step$rss" >> "$samples"
+    sleep 10
+  done
+  $ctl cancel "$job" >/dev/null 2>&1 || true
+  # Every daemon must leave on SIGTERM with status 0.
+  local rcs=""
+  for i in "${!pids[@]}"; do kill -TERM "${pids[$i]}" 2>/dev/null || true; done
+  for i in "${!pids[@]}"; do
+    local rc=0
+    wait "${pids[$i]}" || rc=$?
+    rcs+=" $rc"
+  done
+  /usr/bin/python3 - "$samples" "$minutes" "$workers" "$mode" "${names[*]}" "$rcs" <<'PY' | tee "$out_dir/soak.json"
+import json, statistics, sys
+path, minutes, workers, mode, names, rcs = sys.argv[1:]
+names = names.split(); rcs = [int(x) for x in rcs.split()]
+rows = []
+for line in open(path):
+    f = line.split()
+    if len(f) < 3 or f[1] == "?":
+        continue
+    rows.append((int(f[0]), int(f[1]), f[2], [int(x) for x in f[3:]]))
+# Steps per minute (the first minute is the start: the job installs).
+per_min = []
+for m in range(int(minutes)):
+    inside = [r for r in rows if m * 60 <= r[0] <= (m + 1) * 60]
+    if len(inside) >= 2:
+        per_min.append(inside[-1][1] - inside[0][1])
+steady = per_min[1:] if len(per_min) > 2 else per_min
+med = statistics.median(steady) if steady else 0
+# RSS: from the end of the second minute (warm: buffers and pools in place)
+# to the end, per daemon; workers summed and their worst one.
+def rss_at(t):
+    best = min(rows, key=lambda r: abs(r[0] - t))
+    return best[3]
+warm, last = rss_at(120 if int(minutes) > 3 else 60), rows[-1][3]
+def growth(a, b):
+    return (b - a) / a if a else 0.0
+per_daemon = {n: {"warm_mb": round(a / 1024, 1), "end_mb": round(b / 1024, 1),
+                  "growth": round(growth(a, b), 4)}
+              for n, a, b in zip(names, warm, last)}
+workers_growth = [growth(a, b) for n, a, b in zip(names, warm, last) if n.startswith("worker")]
+server_growth = [growth(a, b) for n, a, b in zip(names, warm, last) if not n.startswith("worker")]
+worst = max(server_growth + workers_growth)
+out = {
+    "bench": "soak", "minutes": int(minutes), "workers": int(workers), "shards": 2,
+    "mode": mode, "model": "tiny", "batch": 8,
+    "steps_total": rows[-1][1] if rows else 0,
+    "state_at_end": rows[-1][2] if rows else "?",
+    "steps_per_minute": per_min,
+    "steps_per_minute_median": med,
+    "throughput_min_over_median": round(min(steady) / med, 3) if med else 0,
+    "every_minute_progressed": bool(per_min) and min(per_min) > 0,
+    "rss": {k: v for k, v in per_daemon.items() if not k.startswith("worker")},
+    "workers_rss_end_mb_max": max((v["end_mb"] for k, v in per_daemon.items() if k.startswith("worker")), default=0),
+    "workers_rss_growth_max": round(max(workers_growth, default=0), 4),
+    "rss_growth_max": round(worst, 4),
+    "exit_codes_on_sigterm": dict(zip(names, rcs)) if any(rcs) else "all 0",
+}
+out["verdict"] = {
+    "no_deadlock": out["every_minute_progressed"] and out["state_at_end"] == "RUNNING",
+    "rss_flat": worst < 0.05,
+    "throughput_steady": out["throughput_min_over_median"] >= 0.8,
+    "clean_exit": not any(rcs),
+}
+print(json.dumps(out))
+PY
+}
+
 case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
   pipeline) bench_pipeline "${2:-}" ;;
+  soak) bench_soak "${2:-}" "${3:-}" "${4:-}" ;;
   preprocess) bench_preprocess "${2:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps, preprocess)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, soak)" >&2; exit 2 ;;
 esac
