@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <thread>
+
 namespace bertps {
 namespace {
 
@@ -26,6 +28,13 @@ int WaitForShutdownSignal() {
   int sig = 0;
   sigwait(&set, &sig);
   return sig;
+}
+
+void CancelOnShutdownSignal(std::atomic<bool>* flag) {
+  std::thread([flag] {
+    WaitForShutdownSignal();
+    flag->store(true);
+  }).detach();
 }
 
 }  // namespace bertps

@@ -5,10 +5,15 @@
 #ifndef BERTPS_COMMON_SIGNALS_H_
 #define BERTPS_COMMON_SIGNALS_H_
 
+#include <atomic>
+
 namespace bertps {
 
 void BlockShutdownSignals();
 int WaitForShutdownSignal();
+// Starts a detached thread that sets *flag when a shutdown signal arrives
+// (for one-shot commands that stop at their next step).
+void CancelOnShutdownSignal(std::atomic<bool>* flag);
 
 }  // namespace bertps
 

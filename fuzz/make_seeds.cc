@@ -90,7 +90,8 @@ int PsSeeds(const std::string& dir) {
     if (o.mode == BSP) o.backup_workers = (b1 / 12) % o.num_workers;
     if (o.mode == SSP) o.staleness = (b1 / 12) % 3;
     struct Null : ps::PeerLink {
-      absl::Status Send(int, const ExchangeRequest&, absl::Time) override {
+      absl::Status Send(int, const ExchangeRequest&, absl::Time,
+                        const std::atomic<bool>*) override {
         return absl::OkStatus();
       }
     } peers;

@@ -43,8 +43,8 @@ using ps::ShardCore;
 class LoopbackPeers : public ps::PeerLink {
  public:
   ShardCore* core = nullptr;
-  absl::Status Send(int to_shard, const ExchangeRequest& request,
-                    absl::Time) override {
+  absl::Status Send(int to_shard, const ExchangeRequest& request, absl::Time,
+                    const std::atomic<bool>*) override {
     ExchangeRequest echo = request;
     echo.set_from_shard(to_shard);
     return core->ReceiveExchange(echo);
@@ -88,7 +88,7 @@ Observed Observe(ShardCore& core) {
   if (snap.ok()) {
     o.ok = true;
     o.version = (*snap)->version;
-    o.params = (*snap)->params;
+    o.params.assign((*snap)->params.begin(), (*snap)->params.end());
   }
   o.version = core.version();
   return o;

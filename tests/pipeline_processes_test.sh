@@ -5,7 +5,9 @@
 #  1. A PRETRAIN job with pipeline { stages: 2 micro_batches: 4 } (1F1B)
 #     runs to SUCCEEDED; its exported parameters equal (1e-5) those of the
 #     same job run by one train worker (no pipeline).
-#  2. A pipeline job whose stage is killed with SIGKILL fails fast with a
+#  2. A stage killed with SIGKILL mid-job: the job starts again from its
+#     newest checkpoint once a new stage daemon registers, and succeeds.
+#  3. The same with checkpoint.max_restarts: -1: the job fails fast with a
 #     reason naming the stage.
 set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
@@ -54,20 +56,42 @@ echo "pipeline vs one worker: worst relative difference $worst"
 /usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-5 else 1)" "$worst" \
   || fail "pipeline != data-parallel ($worst)"
 
-# 2. A stage killed mid-job: the job fails fast, naming the stage.
+wait_step() {  # wait_step JOB N
+  local step=0
+  for i in $(seq 1 600); do
+    step=$("$CTL" metrics "$1" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["progress"].get("step",0))')
+    [ "$step" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  fail "step $2 not reached (at $step)"
+}
+
+# 2. A stage killed mid-job: restarted from the newest checkpoint with a new
+#    stage daemon.
+sed -e 's/steps: 6/steps: 40/' -e 's/name: "pipe"/name: "pipe-restart"/' -e '/export_path/d' \
+  "$work/pipe.pbtxt" > "$work/restart.pbtxt"
+echo "checkpoint { dir: \"$work/ckpt\" every_steps: 5 }" >> "$work/restart.pbtxt"
+job3=$("$CTL" submit "$work/restart.pbtxt") || fail "submit restart"
+wait_step "$job3" 12
+kill -9 "${stage_pids[1]}"
+"$WORKER" --role=stage --coordinator "$coord" > "$work/stage2.log" 2>&1 &
+pids+=($!); stage_pids[1]=$!
+"$CTL" watch "$job3" > "$work/watch-restart.out" 2>&1 || fail "job after a stage kill: $(tail -3 "$work/watch-restart.out")"
+grep -q "restart 1 of 10: pipeline stage .* stopped answering; resuming from the checkpoint of step" \
+  "$work/watch-restart.out" || fail "no restart event: $(grep -i -m3 "restart\|stage" "$work/watch-restart.out")"
+echo "killed stage: $(grep -o -m1 "restart 1 of 10: pipeline stage [0-9]* .*" "$work/watch-restart.out" | sed 's/(member[^)]*) //')"
+
+# 3. No restart allowed: the job fails fast, naming the stage.
 sed -e 's/steps: 6/steps: 400/' -e 's/name: "pipe"/name: "pipe-kill"/' -e '/export_path/d' \
   "$work/pipe.pbtxt" > "$work/kill.pbtxt"
-job3=$("$CTL" submit "$work/kill.pbtxt") || fail "submit kill"
-for i in $(seq 1 300); do
-  step=$("$CTL" metrics "$job3" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["progress"].get("step",0))')
-  [ "$step" -ge 2 ] && break
-  sleep 0.1
-done
+echo "checkpoint { max_restarts: -1 }" >> "$work/kill.pbtxt"
+job4=$("$CTL" submit "$work/kill.pbtxt") || fail "submit kill"
+wait_step "$job4" 2
 kill -9 "${stage_pids[1]}"
 start=$(date +%s)
-if "$CTL" watch "$job3" > "$work/watch-kill.out" 2>&1; then fail "a job with a dead stage succeeded"; fi
+if "$CTL" watch "$job4" > "$work/watch-kill.out" 2>&1; then fail "a job with a dead stage succeeded"; fi
 took=$(( $(date +%s) - start ))
-"$CTL" status "$job3" > "$work/kill-status.out"
+"$CTL" status "$job4" > "$work/kill-status.out"
 grep -q "FAILED" "$work/kill-status.out" || fail "not FAILED: $(cat "$work/kill-status.out")"
 grep -qi "stage" "$work/kill-status.out" || fail "reason names no stage: $(cat "$work/kill-status.out")"
 [ "$took" -le 60 ] || fail "the failure took ${took}s"

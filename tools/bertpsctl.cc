@@ -613,6 +613,10 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   if (s.ps_addresses_size() > 0) {
     row("ps", absl::StrJoin(s.ps_addresses(), ", "));
   }
+  if (s.restarts() > 0) {
+    row("restarts", absl::StrCat(s.restarts(), " (from checkpoints, after lost "
+                                               "shards or stages)"));
+  }
   return kExitOk;
 }
 

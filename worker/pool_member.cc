@@ -104,6 +104,17 @@ absl::Status PoolMember::Run(absl::Duration give_up) {
     absl::SleepFor(member_.interval());
   }
   CancelItem();
+  // Shutting down: hand the lease back now (and any result not yet sent).
+  HeartbeatRequest last;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& [job, res] : results_) {
+      if (last.job_id().empty()) last.set_job_id(job);
+      if (job == last.job_id()) *last.add_results() = res;
+    }
+  }
+  absl::Status st = member_.Leave(last);
+  if (!st.ok()) LOG(WARNING) << st;
   return absl::OkStatus();
 }
 

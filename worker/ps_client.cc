@@ -31,8 +31,17 @@ PsClient::PsClient(const PsClientOptions& options, const BertConfig& config,
 
 PsClient::~PsClient() = default;
 
+namespace {
+void SetIncarnation(const PsClientOptions& o, grpc::ClientContext* ctx) {
+  if (o.incarnation > 0) {
+    ctx->AddMetadata(ps::kIncarnationMetadata, absl::StrCat(o.incarnation));
+  }
+}
+}  // namespace
+
 grpc::ClientContext* PsClient::NewContext(grpc::ClientContext* ctx) const {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  SetIncarnation(options_, ctx);
   return ctx;
 }
 
@@ -58,12 +67,19 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     DescribeResponse d;
     absl::Status st;
     for (int attempt = 0;; ++attempt) {
+      if (options.cancel != nullptr && options.cancel->load()) {
+        return absl::CancelledError("connecting to the shards: cancelled");
+      }
       grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(until));
+      // Short attempts, so a cancellation is noticed within a second.
+      ctx.set_deadline(absl::ToChronoTime(
+          std::min(until, absl::Now() + absl::Seconds(1))));
       ctx.set_wait_for_ready(true);
+      SetIncarnation(options, &ctx);
       st = FromGrpcStatus(
           c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
-      if (st.code() != absl::StatusCode::kUnavailable ||
+      if ((st.code() != absl::StatusCode::kUnavailable &&
+           st.code() != absl::StatusCode::kDeadlineExceeded) ||
           absl::Now() + absl::Milliseconds(100) >= until) {
         break;
       }

@@ -16,6 +16,7 @@
 #ifndef BERTPS_WORKER_PS_CLIENT_H_
 #define BERTPS_WORKER_PS_CLIENT_H_
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -38,6 +39,11 @@ struct PsClientOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   bool compress_bf16 = false;
   SecurityConfig security;  // TLS and bearer token (common/security.h)
+  // The job incarnation every call names (0: none); shards of another
+  // incarnation answer ABORTED.
+  int64_t incarnation = 0;
+  // Set: Connect stops waiting for the shards (CANCELLED).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class PsClient {

@@ -59,137 +59,79 @@ StageMember::StageMember(const std::string& coordinator, std::string address,
                          const SecurityConfig& security)
     : address_(std::move(address)),
       security_(security),
-      member_(coordinator, STAGE_ROLE, address_, security) {}
+      member_(coordinator, STAGE_ROLE, address_, security,
+              [this](const Assignment& a, std::atomic<bool>* cancel,
+                     const std::function<void(const StepReport&)>& report) {
+                return RunPart(a, cancel, report);
+              }) {}
 
-StageMember::~StageMember() { StopJob(); }
-
-void StageMember::StopJob() {
-  cancel_ = true;
-  if (thread_.joinable()) thread_.join();
-  cancel_ = false;
-}
-
-void StageMember::StartJob(const Assignment& a) {
-  StopJob();
-  job_ = a.job_id();
-  started_as_ = member_.member_id();
-  {
-    absl::MutexLock l(&mu_);
-    pending_.clear();
-    finished_ = false;
-    error_.clear();
-  }
-  thread_ = std::thread([this, a] {
-    absl::Status st = [&]() -> absl::Status {
-      const JobSpec& spec = a.spec();
-      const int S = spec.pipeline().stages();
-      PipelineStageOptions o;
-      o.ps.addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
-      o.ps.security = security_;
-      ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
-      o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
-      o.stage = a.index() % S;
-      o.replica = a.index() / S;
-      o.num_stages = S;
-      o.num_replicas = spec.num_workers();
-      o.peers.assign(a.peers().begin(), a.peers().end());
-      o.listen = address_;
-      o.micro_batches = spec.pipeline().micro_batches();
-      ASSIGN_OR_RETURN(o.schedule, ParsePipelineSchedule(spec.pipeline().schedule()));
-      o.layers_per_stage.assign(spec.pipeline().layers_per_stage().begin(),
-                                spec.pipeline().layers_per_stage().end());
-      o.data.assign(spec.data().begin(), spec.data().end());
-      o.batch = spec.batch_size();
-      o.steps = spec.steps();
-      o.seed = spec.seed();
-      o.dropout = !spec.no_dropout();
-      o.cancel = &cancel_;
-      const bool leader = o.stage == 0 && o.replica == 0;
-      PipelineStage* stage = nullptr;
-      absl::Status side;  // a failed checkpoint (reported at the end)
-      o.on_step = [&](const StageStepReport& r) {
-        StepReport s;
-        s.set_step(r.step);
-        s.set_version(r.version);
-        s.set_loss(r.loss);
-        if (o.stage == S - 1) s.set_examples(o.batch);
-        s.set_pull_ms(r.pull_ms);
-        s.set_compute_ms(r.compute_ms);
-        s.set_push_ms(r.push_ms);
-        s.set_wait_ms(r.wait_ms);
-        const int64_t every = spec.checkpoint().every_steps();
-        if (leader && !spec.checkpoint().dir().empty() && side.ok() &&
-            ((every > 0 && (r.step + 1) % every == 0) || r.step + 1 == o.steps)) {
-          absl::StatusOr<std::string> m =
-              stage->client()->Checkpoint(spec.checkpoint().dir(), r.step + 1);
-          if (m.ok()) {
-            s.set_checkpoint(*m);
-          } else {
-            side = m.status();
-            cancel_ = true;
-          }
-        }
-        absl::MutexLock l(&mu_);
-        pending_.push_back(s);
-      };
-      ASSIGN_OR_RETURN(std::unique_ptr<PipelineStage> p, PipelineStage::Create(o));
-      stage = p.get();
-      absl::Status run = p->Run();
-      if (!side.ok()) return Annotate(side, "checkpoint");
-      RETURN_IF_ERROR(run);
-      if (leader && !spec.export_path().empty()) {
-        // Wait for the last step everywhere, then export the whole model.
-        std::vector<float> scratch(ParamLayout::ForBert(o.config, o.task).total_size());
-        RETURN_IF_ERROR(p->client()->Pull(p->ps_worker(), o.steps, o.steps,
-                                          scratch.data()).status());
-        RETURN_IF_ERROR(p->client()->Export(spec.export_path()));
+absl::Status StageMember::RunPart(
+    const Assignment& a, std::atomic<bool>* cancel,
+    const std::function<void(const StepReport&)>& report) {
+  const JobSpec& spec = a.spec();
+  const int S = spec.pipeline().stages();
+  PipelineStageOptions o;
+  o.ps.addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
+  o.ps.security = security_;
+  o.ps.incarnation = a.incarnation();
+  o.ps.cancel = cancel;
+  ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
+  o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
+  o.stage = a.index() % S;
+  o.replica = a.index() / S;
+  o.num_stages = S;
+  o.num_replicas = spec.num_workers();
+  o.peers.assign(a.peers().begin(), a.peers().end());
+  o.listen = address_;
+  o.micro_batches = spec.pipeline().micro_batches();
+  ASSIGN_OR_RETURN(o.schedule, ParsePipelineSchedule(spec.pipeline().schedule()));
+  o.layers_per_stage.assign(spec.pipeline().layers_per_stage().begin(),
+                            spec.pipeline().layers_per_stage().end());
+  o.data.assign(spec.data().begin(), spec.data().end());
+  o.batch = spec.batch_size();
+  o.steps = spec.steps();
+  o.seed = spec.seed();
+  o.dropout = !spec.no_dropout();
+  o.cancel = cancel;
+  const bool leader = o.stage == 0 && o.replica == 0;
+  PipelineStage* stage = nullptr;
+  absl::Status side;  // a failed checkpoint (reported at the end)
+  o.on_step = [&](const StageStepReport& r) {
+    StepReport s;
+    s.set_step(r.step);
+    s.set_version(r.version);
+    s.set_loss(r.loss);
+    if (o.stage == S - 1) s.set_examples(o.batch);
+    s.set_pull_ms(r.pull_ms);
+    s.set_compute_ms(r.compute_ms);
+    s.set_push_ms(r.push_ms);
+    s.set_wait_ms(r.wait_ms);
+    const int64_t every = spec.checkpoint().every_steps();
+    if (leader && !spec.checkpoint().dir().empty() && side.ok() &&
+        ((every > 0 && (r.step + 1) % every == 0) || r.step + 1 == o.steps)) {
+      absl::StatusOr<std::string> m =
+          stage->client()->Checkpoint(spec.checkpoint().dir(), r.step + 1);
+      if (m.ok()) {
+        s.set_checkpoint(*m);
+      } else {
+        side = m.status();
+        *cancel = true;
       }
-      return absl::OkStatus();
-    }();
-    absl::MutexLock l(&mu_);
-    finished_ = true;
-    if (!st.ok() && st.code() != absl::StatusCode::kCancelled) {
-      error_ = std::string(st.message());
-      LOG(ERROR) << "stage slot " << a.index() << ": " << st;
     }
-  });
-}
-
-absl::Status StageMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = absl::Now();
-  while (!stop_) {
-    std::vector<StepReport> reports;
-    bool finished;
-    std::string error;
-    {
-      absl::MutexLock l(&mu_);
-      reports.swap(pending_);
-      finished = finished_;
-      error = error_;
-    }
-    absl::StatusOr<Assignment> a =
-        member_.Heartbeat(job_, reports, finished && error.empty(), error);
-    if (!a.ok()) {
-      absl::MutexLock l(&mu_);
-      pending_.insert(pending_.begin(), reports.begin(), reports.end());
-      if (absl::Now() - last_ok > give_up) return a.status();
-      LOG(WARNING) << a.status();
-      absl::SleepFor(member_.interval());
-      continue;
-    }
-    last_ok = absl::Now();
-    // Registered again (the coordinator restarted and forgot us): whatever
-    // it assigns now is a new start, even of the same job.
-    const bool same = !a->stop() && a->job_id() == job_ &&
-                      member_.member_id() == started_as_;
-    if (!same && !job_.empty()) {
-      StopJob();
-      job_.clear();
-    }
-    if (!a->stop() && !a->job_id().empty() && job_.empty()) StartJob(*a);
-    absl::SleepFor(member_.interval());
+    report(s);
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<PipelineStage> p, PipelineStage::Create(o));
+  stage = p.get();
+  absl::Status run = p->Run();
+  if (!side.ok()) return Annotate(side, "checkpoint");
+  RETURN_IF_ERROR(run);
+  if (leader && !spec.export_path().empty()) {
+    // Wait for the last step everywhere, then export the whole model.
+    std::vector<float> scratch(ParamLayout::ForBert(o.config, o.task).total_size());
+    RETURN_IF_ERROR(p->client()->Pull(p->ps_worker(), o.steps, o.steps,
+                                      scratch.data()).status());
+    RETURN_IF_ERROR(p->client()->Export(spec.export_path()));
   }
-  StopJob();
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 //       --config mini --batch 32 --steps 1000
 //
 // The shards run BSP with --workers num_replicas * num_stages.
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 
@@ -18,8 +19,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/model/bert_config.h"
+#include "common/signals.h"
 #include "worker/pipeline_stage.h"
 #include "worker/stage_role.h"
+
+#include <atomic>
+
+#include "common/signals.h"
 
 ABSL_DECLARE_FLAG(std::string, ps);
 ABSL_DECLARE_FLAG(std::string, data);
@@ -103,12 +109,21 @@ int RunStageRole(const SecurityConfig& security) {
   o.recv_timeout = absl::Seconds(absl::GetFlag(FLAGS_stage_recv_timeout_s));
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.log = &std::cout;
+  // SIGTERM / SIGINT: stop after the current step, exit 0.
+  std::atomic<bool> cancel{false};
+  CancelOnShutdownSignal(&cancel);
+  o.cancel = &cancel;
+  o.ps.cancel = &cancel;
   auto stage = PipelineStage::Create(o);
-  if (!stage.ok()) return fail(stage.status());
+  if (!stage.ok()) return cancel ? 0 : fail(stage.status());
   std::printf("stage %d of replica %d on %s\n", o.stage, o.replica,
               (*stage)->address().c_str());
   std::fflush(stdout);
   absl::Status st = (*stage)->Run();
+  if (cancel) {
+    std::printf("stopped by a signal\n");
+    return 0;
+  }
   if (!st.ok()) return fail(st);
   return 0;
 }

@@ -1,22 +1,17 @@
-// TrainMember: a train worker daemon driven by the coordinator. Registers as
-// a TRAIN member, heartbeats with its step reports, runs TrainWorker for the
-// slot it is assigned and stops it when told (job cancelled, failed, or the
-// slot given to someone else).
+// TrainMember: a train worker daemon driven by the coordinator. A JobMember
+// (worker/job_member.h) of role TRAIN whose part of a job is a TrainWorker
+// for the slot it is assigned: started when assigned, stopped when told (job
+// cancelled, failed, started again, or the slot given to someone else),
+// started again after a transient failure.
 // Thread-safety: Run() from one thread; Stop() from any.
 #ifndef BERTPS_WORKER_TRAIN_MEMBER_H_
 #define BERTPS_WORKER_TRAIN_MEMBER_H_
 
-#include <atomic>
-#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "common/security.h"
-#include "server/coordinator/member.h"
+#include "worker/job_member.h"
 
 namespace bertps {
 
@@ -25,38 +20,25 @@ class TrainMember {
   // Dials the coordinator and the shards with `security`.
   explicit TrainMember(const std::string& coordinator,
                        const SecurityConfig& security = SecurityConfig());
-  ~TrainMember();
   // Until Stop(); fails only if the coordinator cannot be reached for
   // `give_up` in a row.
-  absl::Status Run(absl::Duration give_up = absl::Minutes(2));
-  void Stop() { stop_ = true; }
+  absl::Status Run(absl::Duration give_up = absl::Minutes(2)) {
+    return member_.Run(give_up);
+  }
+  void Stop() { member_.Stop(); }
   // Run() returns (OK) once the first job this worker took part in has
   // ended (finished, failed or cancelled): one process per job, as in a
   // Kubernetes Job.
-  void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
+  void ExitWhenJobEnds() { member_.ExitWhenJobEnds(); }
   // The last step this member pushed (for metrics); empty before any.
-  StepReport last_report() {
-    absl::MutexLock l(&mu_);
-    return last_;
-  }
+  StepReport last_report() { return member_.last_report(); }
 
  private:
-  void StartJob(const Assignment& a);
-  void StopJob();
+  absl::Status RunPart(const Assignment& a, std::atomic<bool>* cancel,
+                       const std::function<void(const StepReport&)>& report);
 
   const SecurityConfig security_;
-  MemberClient member_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> exit_when_job_ends_{false};
-  std::atomic<bool> cancel_{false};
-  std::thread thread_;
-  std::string job_;
-  std::string started_as_;  // member id when the job started            // running or finished job
-  absl::Mutex mu_;
-  std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::string error_ ABSL_GUARDED_BY(mu_);
-  StepReport last_ ABSL_GUARDED_BY(mu_);
+  JobMember member_;
 };
 
 }  // namespace bertps

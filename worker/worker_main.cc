@@ -221,9 +221,18 @@ int main(int argc, char** argv) {
   o.export_path = absl::GetFlag(FLAGS_export_path);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.log = &std::cout;
+  // SIGTERM / SIGINT: stop after the current step, exit 0.
+  std::atomic<bool> cancel{false};
+  bertps::CancelOnShutdownSignal(&cancel);
+  o.cancel = &cancel;
+  o.ps.cancel = &cancel;
   auto worker = bertps::TrainWorker::Create(o);
-  if (!worker.ok()) return fail(worker.status());
+  if (!worker.ok()) return cancel ? 0 : fail(worker.status());
   absl::Status st = (*worker)->Run();
+  if (cancel) {
+    std::printf("stopped by a signal\n");
+    return 0;
+  }
   if (!st.ok()) return fail(st);
   return 0;
 }

@@ -309,6 +309,19 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
         "register: a parameter-server member needs its address");
   }
   absl::MutexLock l(&mu_);
+  // A shard or stage registering at the address of a live member of its role
+  // is that member's process started again: the old one is gone (two
+  // processes cannot listen on one address), so its job recovers now rather
+  // than after the member timeout.
+  if (!r.address().empty()) {
+    for (auto& [id, old] : members_) {
+      if (old.alive && old.role == r.role() && old.address == r.address()) {
+        old.alive = false;
+        LoseMemberLocked(old, "was restarted (a new process registered at "
+                              "its address)");
+      }
+    }
+  }
   Member m;
   // Ids carry this coordinator's instance, so a member still holding an id
   // from before a restart is told "unknown member" rather than taken for
@@ -336,6 +349,27 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   Member& m = mit->second;
   m.last_seen = options_.now();
   m.alive = true;
+  if (r.leaving()) {
+    // Shutting down: results and reports still count; then the member's
+    // lease, slot or shard is taken back at once.
+    if (IsPool(m.role)) {
+      for (const WorkResult& res : r.results()) TakeResultLocked(m, r.job_id(), res);
+    } else if (IsTrainer(m.role) && !m.job.empty() && r.job_id() == m.job &&
+               m.told) {
+      Job& job = jobs_[m.job];
+      if (job.status.state() == RUNNING &&
+          r.incarnation() == job.status.incarnation()) {
+        for (const StepReport& s : r.steps()) RecordLocked(job, m.index, s);
+      }
+    }
+    m.alive = false;
+    LoseMemberLocked(m, "left (shut down)");
+    members_.erase(mit);
+    TickLocked();
+    HeartbeatResponse resp;
+    resp.mutable_assignment()->set_stop(true);
+    return resp;
+  }
   if (IsPool(m.role)) {
     for (const WorkResult& res : r.results()) TakeResultLocked(m, r.job_id(), res);
     TickLocked();
@@ -348,7 +382,10 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   // job under its current id (not from work begun before a restart).
   if (!r.job_id().empty() && r.job_id() == m.job && m.told) {
     Job& job = jobs_[m.job];
-    if (job.status.state() == RUNNING) {
+    // Only from the current start of the job (not a part begun before the
+    // job was started again).
+    if (job.status.state() == RUNNING &&
+        r.incarnation() == job.status.incarnation()) {
       if (IsTrainer(m.role)) {
         for (const StepReport& s : r.steps()) RecordLocked(job, m.index, s);
       }
@@ -391,11 +428,18 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   TickLocked();
   Member& me = members_[r.member_id()];
   if (me.role == PS && !me.job.empty()) {
-    if (me.told && r.job_id() == me.job) jobs_[me.job].ready_shards.insert(me.id);
+    Job& job = jobs_[me.job];
+    if (me.told && r.job_id() == me.job &&
+        r.incarnation() == job.status.incarnation() && r.error().empty()) {
+      job.ready_shards.insert(me.id);
+    }
   }
   HeartbeatResponse resp;
   *resp.mutable_assignment() = AssignmentLocked(me);
-  if (!me.job.empty() && resp.assignment().job_id() == me.job) me.told = true;
+  if (!me.job.empty() && resp.assignment().job_id() == me.job &&
+      !resp.assignment().wait()) {
+    me.told = true;
+  }
   return resp;
 }
 
@@ -409,37 +453,122 @@ void Coordinator::TickLocked() {
   for (auto& [id, m] : members_) {
     if (!m.alive || now - m.last_seen <= options_.member_timeout) continue;
     m.alive = false;
-    if (m.job.empty()) continue;
-    if (IsPool(m.role)) {
-      ReleaseLocked(m);
-      continue;
-    }
-    Job& job = jobs_[m.job];
-    if (job.status.state() == RUNNING) {
-      if (m.role == PS) {
-        FinishLocked(job, FAILED,
-                     absl::StrCat("parameter-server shard ", m.index,
-                                  " (member ", m.id, " at ", m.address,
-                                  ") stopped answering"));
-      } else if (m.role == STAGE_ROLE) {
-        const int S = StagesOf(job.status.spec());
-        FinishLocked(job, FAILED,
-                     absl::StrCat("pipeline stage ", m.index % S, " of replica ",
-                                  m.index / S, " (member ", m.id, " at ",
-                                  m.address, ") stopped answering"));
-      } else {
-        job.slots[m.index].clear();
-        EventLocked(job, absl::StrCat("worker ", m.index, " (member ", m.id,
-                                      ") stopped answering; its slot is free"));
-      }
-    }
-    m.job.clear();
-    m.index = -1;
+    LoseMemberLocked(m, "stopped answering");
   }
   for (auto& [id, job] : jobs_) {
-    if (job.status.state() == RUNNING) FillSlotsLocked(job);
+    if (job.status.state() != RUNNING) continue;
+    FillShardsLocked(job);
+    FillSlotsLocked(job);
   }
   StartJobsLocked();
+}
+
+void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
+  if (m.job.empty()) return;
+  if (IsPool(m.role)) {
+    ReleaseLocked(m);
+    return;
+  }
+  Job& job = jobs_[m.job];
+  const int index = m.index;
+  m.job.clear();
+  m.index = -1;
+  if (job.status.state() != RUNNING || index < 0) return;
+  if (job.training_done) {  // only eval rounds remain: no shard is needed
+    EventLocked(job, absl::StrCat(Role_Name(m.role), " ", index, " (member ",
+                                  m.id, ") ", how, " after training"));
+    return;
+  }
+  if (m.role == PS) {
+    if (index < static_cast<int>(job.shards.size()) &&
+        job.shards[index] == m.id) {
+      job.shards[index].clear();
+      job.status.set_ps_addresses(index, "");
+    }
+    RestartLocked(job, absl::StrCat("parameter-server shard ", index,
+                                    " (member ", m.id, " at ", m.address,
+                                    ") ", how));
+  } else if (m.role == STAGE_ROLE) {
+    const int S = StagesOf(job.status.spec());
+    if (index < static_cast<int>(job.slots.size())) job.slots[index].clear();
+    RestartLocked(job, absl::StrCat("pipeline stage ", index % S,
+                                    " of replica ", index / S, " (member ",
+                                    m.id, " at ", m.address, ") ", how));
+  } else {
+    if (index < static_cast<int>(job.slots.size()) &&
+        job.slots[index] == m.id) {
+      job.slots[index].clear();
+    }
+    EventLocked(job, absl::StrCat("worker ", index, " (member ", m.id, ") ",
+                                  how, "; its slot is free"));
+  }
+}
+
+void Coordinator::RestartLocked(Job& job, const std::string& why) {
+  const JobSpec& spec = job.status.spec();
+  const int max = spec.checkpoint().max_restarts() == 0
+                      ? kDefaultMaxRestarts
+                      : std::max(0, spec.checkpoint().max_restarts());
+  if (job.status.restarts() >= max) {
+    FinishLocked(job, FAILED,
+                 absl::StrCat(why, "; no restart left (checkpoint.max_restarts ",
+                              max, ")"));
+    return;
+  }
+  job.status.set_restarts(job.status.restarts() + 1);
+  job.status.set_incarnation(job.status.incarnation() + 1);
+  // Every shard restores the newest checkpoint (the job's own restore
+  // point, or its initial values, if there is none yet), so all agree on
+  // the step; the workers resume there and redo the steps after it.
+  const int64_t from =
+      job.last_checkpoint.empty() ? 0 : job.last_checkpoint_version;
+  if (!job.last_checkpoint.empty()) {
+    job.status.mutable_spec()->mutable_checkpoint()->set_restore(
+        job.last_checkpoint);
+  }
+  job.ready_shards.clear();
+  // Steps after the checkpoint are reported again.
+  for (auto it = job.counted.begin(); it != job.counted.end();) {
+    it = it->second >= from ? job.counted.erase(it) : std::next(it);
+  }
+  job.step_loss.clear();
+  job.last_report.clear();
+  auto* history = job.status.mutable_history();
+  while (!history->empty() && history->rbegin()->step() > from) {
+    history->RemoveLast();
+  }
+  JobProgress* p = job.status.mutable_progress();
+  p->set_step(0);
+  AdvanceLocked(job, from);
+  // Members still in the job are sent the new incarnation on their next
+  // heartbeat: shards reinstall and restore, trainers wait for them.
+  for (auto& [id, m] : members_) {
+    if (m.job == job.status.id()) m.told = false;
+  }
+  EventLocked(job, absl::StrCat("restart ", job.status.restarts(), " of ", max,
+                                ": ", why, "; resuming from ",
+                                job.last_checkpoint.empty()
+                                    ? std::string("the start")
+                                    : absl::StrCat("the checkpoint of step ",
+                                                   from)));
+}
+
+void Coordinator::FillShardsLocked(Job& job) {
+  for (size_t i = 0; i < job.shards.size(); ++i) {
+    if (!job.shards[i].empty()) continue;
+    for (auto& [id, m] : members_) {
+      if (m.alive && m.job.empty() && m.role == PS) {
+        m.job = job.status.id();
+        m.index = static_cast<int>(i);
+        m.told = false;
+        job.shards[i] = m.id;
+        job.status.set_ps_addresses(static_cast<int>(i), m.address);
+        EventLocked(job, absl::StrCat("shard ", i, " is member ", m.id, " at ",
+                                      m.address));
+        break;
+      }
+    }
+  }
 }
 
 void Coordinator::StartJobsLocked() {
@@ -515,8 +644,9 @@ void Coordinator::StartJobsLocked() {
     }
     job.slots.assign(spec.num_workers() * S, "");
     job.slot_done.assign(spec.num_workers() * S, false);
+    job.status.set_incarnation(job.status.incarnation() + 1);
     job.status.set_state(RUNNING);
-    job.status.set_start_time_ms(NowMs());
+    if (job.status.start_time_ms() == 0) job.status.set_start_time_ms(NowMs());
     FillSlotsLocked(job);
     EventLocked(job, absl::StrCat("running on ", spec.num_ps_shards(),
                                   " shard(s) and ", spec.num_workers(),
@@ -757,10 +887,12 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
     return a;
   }
   const Job& job = jobs_.at(m.job);
-  if (IsTrainer(m.role) && job.ready_shards.size() < job.shards.size()) {
-    return a;  // not yet: the shards are installing the job
-  }
   a.set_job_id(m.job);
+  if (!IsPool(m.role)) a.set_incarnation(job.status.incarnation());
+  if (IsTrainer(m.role) && job.ready_shards.size() < job.shards.size()) {
+    a.set_wait(true);  // not yet: the shards are installing this incarnation
+    return a;
+  }
   *a.mutable_spec() = job.status.spec();
   a.set_index(m.index);
   if (IsPool(m.role)) {

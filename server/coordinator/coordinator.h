@@ -5,7 +5,18 @@
 // idle members have registered: num_ps_shards parameter-server members and
 // num_workers train members. It ends SUCCEEDED when every worker slot reports
 // done, FAILED (with a reason naming the member) when a member reports an
-// error or a shard stops answering, CANCELLED on request.
+// error, CANCELLED on request.
+//
+// Incarnations: each start of a train job on its members is an incarnation
+// (Assignment.incarnation); shards refuse requests of another one, so no
+// worker of an earlier start can reach a later one. A parameter-server shard
+// or pipeline stage that is lost (silent for member_timeout, left on
+// SIGTERM, or replaced by a new process registering at its address) starts
+// the job again: a new incarnation, every shard (the lost one's index given
+// to an idle shard member) reinstalls and restores the newest checkpoint
+// worker 0 reported, and the trainers, told to wait until every shard has
+// installed it, resume at its step. At most checkpoint.max_restarts times
+// (default 10); then the job FAILS naming the member.
 //
 // Members register with a role and send heartbeats; the answer carries their
 // assignment (job, index, shard addresses, or stop). A member silent for
@@ -63,6 +74,8 @@ struct CoordinatorOptions {
 
 class Coordinator {
  public:
+  static constexpr int kDefaultMaxRestarts = 10;
+
   explicit Coordinator(CoordinatorOptions options);
 
   // JobService.
@@ -139,6 +152,17 @@ class Coordinator {
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillSlotsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives free shard indices of a running job to idle shard members.
+  void FillShardsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member is gone (`how`: stopped answering, left, was restarted): its
+  // lease, slot or shard is taken back; a lost shard or pipeline stage
+  // starts its job again (RestartLocked).
+  void LoseMemberLocked(Member& m, const std::string& how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a running train job again from its newest checkpoint under a
+  // new incarnation (FAILED once checkpoint.max_restarts are used).
+  void RestartLocked(Job& job, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(Job& job, JobState state, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EventLocked(Job& job, const std::string& message)

@@ -47,6 +47,11 @@ class CoordinatorTest : public ::testing::Test {
     for (auto& s : steps) *r.add_steps() = s;
     r.set_done(done);
     r.set_error(error);
+    // Members name the incarnation they were assigned (the current one).
+    if (!job.empty()) {
+      absl::StatusOr<JobStatus> st = coord_.Get(job);
+      if (st.ok()) r.set_incarnation(st->incarnation());
+    }
     return coord_.Heartbeat(r)->assignment();
   }
   StepReport Report(int64_t step, int worker, int workers, int batch,
@@ -69,10 +74,10 @@ TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(coord_.Get(*id)->state(), RUNNING);
   // Workers wait until every shard has the job installed.
-  EXPECT_TRUE(Beat(w0).job_id().empty());
+  EXPECT_TRUE(Beat(w0).wait());
   Beat(p0), Beat(p1);          // sent the job
   Beat(p0, *id);               // installed
-  EXPECT_TRUE(Beat(w0).job_id().empty());
+  EXPECT_TRUE(Beat(w0).wait());
   Beat(p1, *id);
   Assignment a0 = Beat(w0), a1 = Beat(w1), s1 = Beat(p1, *id);
   EXPECT_EQ(a0.job_id(), *id);
@@ -132,16 +137,110 @@ TEST_F(CoordinatorTest, DeadWorkersSlotGoesToAnotherWorker) {
   EXPECT_EQ(coord_.Get(id)->progress().examples(), 40);
 }
 
-TEST_F(CoordinatorTest, DeadShardFailsTheJobNamingIt) {
+TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
+  std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
+  std::string w = Join(TRAIN);
+  JobSpec spec = Spec(2, 1, 50);
+  spec.mutable_checkpoint()->set_dir("/ckpt");
+  auto id = *coord_.Submit(spec);
+  Beat(p0), Beat(p1), Beat(p0, id), Beat(p1, id);
+  Assignment a = Beat(w);
+  ASSERT_FALSE(a.wait());
+  const int64_t first = a.incarnation();
+  EXPECT_GT(first, 0);
+  for (int64_t step = 0; step < 14; ++step) {
+    StepReport r = Report(step, 0, 1, 10, 1.0);
+    if (step == 9) r.set_checkpoint("/ckpt/ckpt-10/manifest.json");
+    Beat(w, id, {r});
+  }
+  EXPECT_EQ(coord_.Get(id)->progress().step(), 14);
+  // Shard 1 goes silent; its process comes back at the same address.
+  now_ += absl::Seconds(6);
+  Beat(p0, id), Beat(w, id);
+  std::string p1b = Join(PS, "127.0.0.1:2");
+  JobStatus st = *coord_.Get(id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.restarts(), 1);
+  EXPECT_EQ(st.incarnation(), first + 1);
+  EXPECT_EQ(st.progress().step(), 10);  // back to the checkpoint
+  EXPECT_EQ(st.history_size(), 10);
+  EXPECT_EQ(st.spec().checkpoint().restore(), "/ckpt/ckpt-10/manifest.json");
+  // Reports of the old incarnation are ignored.
+  {
+    HeartbeatRequest old;
+    old.set_member_id(w);
+    old.set_job_id(id);
+    old.set_incarnation(first);
+    *old.add_steps() = Report(14, 0, 1, 10, 1.0);
+    ASSERT_TRUE(coord_.Heartbeat(old).ok());
+    EXPECT_EQ(coord_.Get(id)->progress().step(), 10);
+  }
+  // The trainer waits until both shards installed the new incarnation.
+  Assignment wa = Beat(w, id);
+  EXPECT_TRUE(wa.wait());
+  EXPECT_EQ(wa.incarnation(), first + 1);
+  Assignment s0 = Beat(p0, id), s1 = Beat(p1b);
+  EXPECT_EQ(s0.incarnation(), first + 1);
+  EXPECT_EQ(s1.index(), 1);  // the lost shard's index
+  EXPECT_EQ(s1.spec().checkpoint().restore(), "/ckpt/ckpt-10/manifest.json");
+  Beat(p0, id), Beat(p1b, id);
+  a = Beat(w, id);
+  EXPECT_FALSE(a.wait());
+  EXPECT_EQ(a.ps_addresses(1), "127.0.0.1:2");
+  Beat(w, id, {Report(10, 0, 1, 10, 1.0)});
+  EXPECT_EQ(coord_.Get(id)->progress().step(), 11);
+  // A shard that leaves (SIGTERM) restarts the job at once; with no idle
+  // shard it waits for one.
+  HeartbeatRequest leave;
+  leave.set_member_id(p0);
+  leave.set_job_id(id);
+  leave.set_leaving(true);
+  ASSERT_TRUE(coord_.Heartbeat(leave).ok());
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.restarts(), 2);
+  EXPECT_TRUE(Beat(w, id).wait());
+  std::string p2 = Join(PS, "127.0.0.1:3");
+  EXPECT_EQ(Beat(p2).index(), 0);
+  EXPECT_EQ(coord_.Get(id)->ps_addresses(0), "127.0.0.1:3");
+}
+
+TEST_F(CoordinatorTest, LostShardFailsTheJobWhenNoRestartIsLeft) {
   std::string p = Join(PS, "127.0.0.1:9"), w = Join(TRAIN);
-  auto id = *coord_.Submit(Spec(1, 1, 10));
+  JobSpec spec = Spec(1, 1, 10);
+  spec.mutable_checkpoint()->set_max_restarts(-1);
+  auto id = *coord_.Submit(spec);
   Beat(w);
   now_ += absl::Seconds(11);
   Beat(w, id);
   JobStatus st = *coord_.Get(id);
   EXPECT_EQ(st.state(), FAILED);
   EXPECT_NE(st.reason().find("127.0.0.1:9"), std::string::npos) << st.reason();
+  EXPECT_NE(st.reason().find("max_restarts"), std::string::npos) << st.reason();
   (void)p;
+}
+
+TEST_F(CoordinatorTest, LeavingWorkerFreesItsSlotAtOnce) {
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  auto id = *coord_.Submit(Spec(1, 2, 10));
+  Beat(p), Beat(p, id);
+  Assignment a0 = Beat(w0), a1 = Beat(w1);
+  HeartbeatRequest leave;
+  leave.set_member_id(w1);
+  leave.set_job_id(id);
+  leave.set_incarnation(a1.incarnation());
+  leave.set_leaving(true);
+  *leave.add_steps() = Report(0, a1.index(), 2, 10, 1.0);
+  ASSERT_TRUE(coord_.Heartbeat(leave).ok());
+  // No member timeout: a new member takes the slot now.
+  std::string spare = Join(TRAIN);
+  EXPECT_EQ(Beat(spare).index(), a1.index());
+  EXPECT_EQ(coord_.Get(id)->restarts(), 0);
+  // The leaver is forgotten: its next heartbeat must register again.
+  HeartbeatRequest again;
+  again.set_member_id(w1);
+  EXPECT_EQ(coord_.Heartbeat(again).status().code(), absl::StatusCode::kNotFound);
+  (void)a0;
 }
 
 TEST_F(CoordinatorTest, QueueCancelAndErrors) {

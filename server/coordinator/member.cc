@@ -1,5 +1,7 @@
 #include "server/coordinator/member.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
@@ -65,6 +67,20 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
     return resp.assignment();
   }
   return absl::UnavailableError("coordinator keeps forgetting this member");
+}
+
+absl::Status MemberClient::Leave(HeartbeatRequest req) {
+  if (member_id_.empty()) return absl::OkStatus();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(
+      absl::Now() + std::min(rpc_timeout_, absl::Seconds(3))));
+  req.set_member_id(member_id_);
+  req.set_leaving(true);
+  HeartbeatResponse resp;
+  absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+  if (!st.ok()) return Annotate(st, absl::StrCat("leaving ", coordinator_));
+  member_id_.clear();
+  return absl::OkStatus();
 }
 
 }  // namespace bertps

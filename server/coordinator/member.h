@@ -32,6 +32,10 @@ class MemberClient {
                                        bool done, const std::string& error);
   // Any request (member_id is filled in).
   absl::StatusOr<Assignment> Heartbeat(HeartbeatRequest request);
+  // Tells the coordinator this member shuts down (its slot, shard or lease
+  // is taken back now, not after the member timeout); `request` may carry
+  // last results. One attempt with a short deadline; no-op if unregistered.
+  absl::Status Leave(HeartbeatRequest request = HeartbeatRequest());
   absl::Duration interval() const { return interval_; }
   const std::string& member_id() const { return member_id_; }
 

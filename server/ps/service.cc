@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "grpcpp/grpcpp.h"
@@ -49,21 +50,54 @@ ShardService::ShardService(std::shared_ptr<ShardCore> core)
              this));
 }
 
-absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current() const {
+absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current(
+    const grpc::ServerContext* ctx) const {
   std::shared_ptr<ShardCore> c = core();
   if (!c) {
     return absl::UnavailableError(
         "this parameter-server shard has no job assigned");
   }
+  // A request naming a job incarnation is served only by that install (a
+  // worker of a job's earlier start must not reach its restart).
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(kIncarnationMetadata);
+  if (it != md.end()) {
+    int64_t inc = 0;
+    if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
+                          &inc)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kIncarnationMetadata, " metadata is not a number"));
+    }
+    if (inc != c->options().incarnation) {
+      return absl::AbortedError(absl::StrCat(
+          "request of job incarnation ", inc, "; this shard serves incarnation ",
+          c->options().incarnation, " (the job was started again)"));
+    }
+  }
   return c;
 }
 
+void ShardService::Install(std::shared_ptr<ShardCore> core) {
+  std::shared_ptr<ShardCore> old;
+  {
+    absl::MutexLock l(&mu_);
+    old = std::move(core_);
+    core_ = std::move(core);
+  }
+  // Calls still waiting on the previous install fail now rather than at
+  // their deadline.
+  if (old) {
+    old->Abort(absl::AbortedError(
+        "the job left this shard or was installed again"));
+  }
+}
+
 #define BERTPS_CORE_OR_RETURN(var)                              \
-  absl::StatusOr<std::shared_ptr<ShardCore>> var##_or = Current(); \
+  absl::StatusOr<std::shared_ptr<ShardCore>> var##_or = Current(ctx); \
   if (!var##_or.ok()) return ToGrpcStatus(var##_or.status());   \
   ShardCore* var = var##_or->get()
 
-grpc::Status ShardService::Describe(grpc::ServerContext*,
+grpc::Status ShardService::Describe(grpc::ServerContext* ctx,
                                     const DescribeRequest*,
                                     DescribeResponse* resp) {
   BERTPS_CORE_OR_RETURN(shard);
@@ -168,7 +202,7 @@ grpc::Status ShardService::Announce(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardService::Exchange(grpc::ServerContext*,
+grpc::Status ShardService::Exchange(grpc::ServerContext* ctx,
                                     const ExchangeRequest* req,
                                     ExchangeResponse*) {
   BERTPS_CORE_OR_RETURN(shard);
@@ -190,7 +224,7 @@ grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardService::Restore(grpc::ServerContext*,
+grpc::Status ShardService::Restore(grpc::ServerContext* ctx,
                                    const RestoreRequest* req,
                                    RestoreResponse* resp) {
   BERTPS_CORE_OR_RETURN(shard);
@@ -200,7 +234,7 @@ grpc::Status ShardService::Restore(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ShardService::Stats(grpc::ServerContext*, const StatsRequest*,
+grpc::Status ShardService::Stats(grpc::ServerContext* ctx, const StatsRequest*,
                                  StatsResponse* resp) {
   BERTPS_CORE_OR_RETURN(shard);
   *resp = shard->Stats();
@@ -221,8 +255,9 @@ void GrpcPeerLink::SetAddresses(std::vector<std::string> addresses) {
 }
 
 absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
-                                absl::Time deadline) {
-  ParameterServer::Stub* stub;
+                                absl::Time deadline,
+                                const std::atomic<bool>* stop) {
+  std::shared_ptr<ParameterServer::Stub> stub;
   std::string address;
   {
     absl::MutexLock l(&mu_);
@@ -234,18 +269,23 @@ absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
       stubs_[to_shard] = ParameterServer::NewStub(MakeChannel(
           addresses_[to_shard], security_, ClientChannelArguments()));
     }
-    stub = stubs_[to_shard].get();
+    stub = stubs_[to_shard];
   }
-  // Retry while the peer is starting or briefly unreachable.
+  // Retry while the peer is starting or briefly unreachable; any answer of
+  // the peer itself (refused, another incarnation) is final.
   absl::Status last;
   for (int attempt = 0; absl::Now() < deadline; ++attempt) {
+    if (stop != nullptr && stop->load()) {
+      return absl::AbortedError("this shard's install ended");
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(std::min(
-        deadline, absl::Now() + absl::Seconds(10))));
+        deadline, absl::Now() + absl::Seconds(2))));
     ctx.set_wait_for_ready(true);
     ExchangeResponse resp;
     last = FromGrpcStatus(stub->Exchange(&ctx, request, &resp));
-    if (last.ok() || last.code() == absl::StatusCode::kInvalidArgument) {
+    if (last.code() != absl::StatusCode::kUnavailable &&
+        last.code() != absl::StatusCode::kDeadlineExceeded) {
       return last;
     }
     absl::SleepFor(absl::Milliseconds(std::min(1000, 50 << std::min(attempt, 4))));

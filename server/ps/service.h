@@ -21,6 +21,9 @@ namespace ps {
 
 // Largest gRPC message either side accepts (chunks are ~2 MB).
 constexpr int kMaxMessageBytes = 16 << 20;
+// Call metadata naming the job incarnation a request belongs to (optional;
+// ShardOptions.incarnation).
+constexpr char kIncarnationMetadata[] = "bertps-incarnation";
 // Elements per TensorChunk on the wire (2 MB of F32).
 constexpr int64_t kChunkElements = 512 * 1024;
 
@@ -31,10 +34,8 @@ class ShardService final : public ParameterServer::Service {
   // Pull and Push are served on raw byte buffers (server/ps/chunk_codec.h):
   // the same wire format, without copies of the tensor payloads.
   explicit ShardService(std::shared_ptr<ShardCore> core = nullptr);
-  void Install(std::shared_ptr<ShardCore> core) {
-    absl::MutexLock l(&mu_);
-    core_ = std::move(core);
-  }
+  // Serves `core` (null: none); the previous one is aborted.
+  void Install(std::shared_ptr<ShardCore> core);
   std::shared_ptr<ShardCore> core() const {
     absl::MutexLock l(&mu_);
     return core_;
@@ -62,7 +63,10 @@ class ShardService final : public ParameterServer::Service {
                      StatsResponse*) override;
 
  private:
-  absl::StatusOr<std::shared_ptr<ShardCore>> Current() const;
+  // The installed core; UNAVAILABLE when none, ABORTED when the call's
+  // kIncarnationMetadata names another install.
+  absl::StatusOr<std::shared_ptr<ShardCore>> Current(
+      const grpc::ServerContext* ctx) const;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
 };
@@ -76,13 +80,14 @@ class GrpcPeerLink : public PeerLink {
   // Replaces the addresses (e.g. once ephemeral ports are known).
   void SetAddresses(std::vector<std::string> addresses);
   absl::Status Send(int to_shard, const ExchangeRequest& request,
-                    absl::Time deadline) override;
+                    absl::Time deadline, const std::atomic<bool>* stop) override;
 
  private:
   const SecurityConfig security_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_
+  // Shared with Send()s in flight, which may outlive a SetAddresses.
+  std::vector<std::shared_ptr<ParameterServer::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 

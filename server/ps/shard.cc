@@ -48,6 +48,16 @@ ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
 
 ShardCore::~ShardCore() = default;
 
+void ShardCore::Abort(const absl::Status& why) {
+  {
+    absl::MutexLock l(&mu_);
+    if (broken_.ok()) broken_ = why;
+  }
+  absl::MutexLock l(&ex_mu_);
+  if (aborted_.ok()) aborted_ = why;
+  stop_sending_ = true;
+}
+
 static absl::Status LoadInitialWeights(const std::string& path,
                                        const ParamLayout& layout,
                                        float* full) {
@@ -257,19 +267,19 @@ absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
   return session;
 }
 
-std::vector<float> ShardCore::TakeBuffer() {
+AlignedVector<float> ShardCore::TakeBuffer() {
   {
     absl::MutexLock l(&mu_);
     if (!free_buffers_.empty()) {
-      std::vector<float> b = std::move(free_buffers_.back());
+      AlignedVector<float> b = std::move(free_buffers_.back());
       free_buffers_.pop_back();
       return b;
     }
   }
-  return std::vector<float>(shard_size());
+  return AlignedVector<float>(shard_size());
 }
 
-void ShardCore::ReturnBuffer(std::vector<float> buffer) {
+void ShardCore::ReturnBuffer(AlignedVector<float> buffer) {
   if (buffer.size() != static_cast<size_t>(shard_size())) return;
   absl::MutexLock l(&mu_);
   free_buffers_.push_back(std::move(buffer));
@@ -435,7 +445,7 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   // Sum the staged gradients in worker order; one thread runs the update
   // with mu_ released (pulls keep reading the published snapshot).
   updating_ = true;
-  std::map<int, std::vector<float>> staged = std::move(staged_);
+  std::map<int, AlignedVector<float>> staged = std::move(staged_);
   staged_.clear();
   const int64_t v = version_;
   const int contributors = static_cast<int>(staged.size());
@@ -567,11 +577,12 @@ absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
   req.set_from_shard(options_.shard);
   req.set_version(version);
   req.set_phase(phase);
+  req.set_incarnation(options_.incarnation);
   for (double x : local) req.add_values(x);
   RETURN_IF_ERROR(ReceiveExchange(req));
   for (int peer = 0; peer < S; ++peer) {
     if (peer == options_.shard) continue;
-    absl::Status st = peers_->Send(peer, req, deadline);
+    absl::Status st = peers_->Send(peer, req, deadline, &stop_sending_);
     if (!st.ok()) {
       return Annotate(st, absl::StrCat("sending partial sums of step ",
                                        version, " to shard ", peer));
@@ -580,6 +591,7 @@ absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
   const auto key = std::make_pair(version, phase);
   absl::MutexLock l(&ex_mu_);
   auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex_mu_) {
+    if (!aborted_.ok()) return true;
     auto it = exchange_.find(key);
     if (it == exchange_.end()) return false;
     for (const auto& v : it->second) {
@@ -596,6 +608,7 @@ absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
         absl::StrCat("shard ", options_.shard, ": no partial sums of step ",
                      version, " from shard(s)", missing));
   }
+  RETURN_IF_ERROR(aborted_);
   std::vector<double> total(local.size(), 0.0);
   for (const auto& v : exchange_[key]) {  // shard order: identical everywhere
     for (size_t i = 0; i < total.size(); ++i) total[i] += (*v)[i];
@@ -608,6 +621,12 @@ absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r) {
   if (r.from_shard() < 0 || r.from_shard() >= options_.num_shards) {
     return absl::InvalidArgumentError(
         absl::StrCat("exchange from unknown shard ", r.from_shard()));
+  }
+  if (r.incarnation() != options_.incarnation) {
+    return absl::AbortedError(absl::StrCat(
+        "exchange from shard ", r.from_shard(), " of job incarnation ",
+        r.incarnation(), "; this shard serves incarnation ",
+        options_.incarnation));
   }
   absl::MutexLock l(&ex_mu_);
   auto& slot = exchange_[{r.version(), r.phase()}];
@@ -652,6 +671,7 @@ absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
   announces_[r.step()].by_worker[r.worker()] = {r.mlm_weight(), r.examples()};
   const int64_t step = r.step();
   auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    if (!broken_.ok()) return true;
     auto it = announces_.find(step);
     return it != announces_.end() &&
            static_cast<int>(it->second.by_worker.size()) ==
@@ -665,6 +685,7 @@ absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
     return absl::DeadlineExceededError(absl::StrCat(
         "step ", step, ": no batch from worker(s)", missing));
   }
+  RETURN_IF_ERROR(CheckAlive());
   AnnounceResponse resp;
   double wsum = 0;
   int64_t ex = 0;
@@ -754,7 +775,8 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
 
 absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
   const int64_t n = shard_size();
-  std::vector<float> params(n), slot_major(static_cast<size_t>(state_slots_) * n);
+  AlignedVector<float> params(n);
+  std::vector<float> slot_major(static_cast<size_t>(state_slots_) * n);
   ASSIGN_OR_RETURN(int64_t v, RestoreShard(manifest, layout_, plan_,
                                            options_.shard, state_slots_,
                                            params.data(), slot_major.data()));

@@ -29,6 +29,7 @@
 #ifndef BERTPS_SERVER_PS_SHARD_H_
 #define BERTPS_SERVER_PS_SHARD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -42,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/aligned_vector.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
 #include "common/optim/optimizer.h"
@@ -67,20 +69,25 @@ struct ShardOptions {
   // replace the seeded initial values; a missing task head keeps them.
   std::string init_weights;
   absl::Duration wait_timeout = absl::Seconds(120);  // longest server wait
+  // Which start of the job this install is (the coordinator's count; 0 for
+  // a shard run on its own). Requests naming another are refused.
+  int64_t incarnation = 0;
 };
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).
 class PeerLink {
  public:
   virtual ~PeerLink() = default;
+  // Gives up (ABORTED) once *stop is set, if given.
   virtual absl::Status Send(int to_shard, const ExchangeRequest& request,
-                            absl::Time deadline) = 0;
+                            absl::Time deadline,
+                            const std::atomic<bool>* stop) = 0;
 };
 
 // One published version of this shard's parameters.
 struct Snapshot {
   int64_t version = 0;
-  std::vector<float> params;  // (shard_size)
+  AlignedVector<float> params;  // (shard_size)
 };
 
 class ShardCore {
@@ -90,7 +97,7 @@ class ShardCore {
    public:
     PushHeader header;
     bool duplicate = false;
-    std::vector<float> grad;    // (shard_size) staged gradient
+    AlignedVector<float> grad;  // (shard_size) staged gradient
     std::vector<int64_t> next;  // per local slice: next element expected
     int64_t bytes = 0;
   };
@@ -144,6 +151,10 @@ class ShardCore {
 
   StatsResponse Stats() const;
 
+  // Ends this install: every waiting and later call fails with `why` (the
+  // job left the shard or was installed again).
+  void Abort(const absl::Status& why);
+
  private:
   explicit ShardCore(const ShardOptions& options, PeerLink* peers,
                      ParamLayout layout, PartitionPlan plan);
@@ -157,8 +168,8 @@ class ShardCore {
   absl::StatusOr<std::vector<double>> AllReduce(int64_t version, int phase,
                                                 std::vector<double> local,
                                                 absl::Time deadline);
-  std::vector<float> TakeBuffer() ABSL_LOCKS_EXCLUDED(mu_);
-  void ReturnBuffer(std::vector<float> buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  AlignedVector<float> TakeBuffer() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReturnBuffer(AlignedVector<float> buffer) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ApplyBspLocked(absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -174,11 +185,11 @@ class ShardCore {
 
   // Serialises optimizer steps, checkpoints and restores. Taken before mu_.
   absl::Mutex update_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::vector<float> params_ ABSL_GUARDED_BY(update_mu_);   // (shard_size)
+  AlignedVector<float> params_ ABSL_GUARDED_BY(update_mu_);  // (shard_size)
   // Per slice [slot 0 (n) | slot 1 (n)], at state_slots * shard_offset.
-  std::vector<float> state_ ABSL_GUARDED_BY(update_mu_);
-  std::vector<float> update_scratch_ ABSL_GUARDED_BY(update_mu_);  // LAMB
-  std::vector<float> aggregate_ ABSL_GUARDED_BY(update_mu_);       // BSP sum
+  AlignedVector<float> state_ ABSL_GUARDED_BY(update_mu_);
+  AlignedVector<float> update_scratch_ ABSL_GUARDED_BY(update_mu_);  // LAMB
+  AlignedVector<float> aggregate_ ABSL_GUARDED_BY(update_mu_);       // BSP sum
 
   mutable absl::Mutex mu_;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
@@ -189,8 +200,8 @@ class ShardCore {
   std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);  // per worker
   std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);      // pushes applied
   // BSP: staged gradients of the current step, by worker.
-  std::map<int, std::vector<float>> staged_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<float>> free_buffers_ ABSL_GUARDED_BY(mu_);
+  std::map<int, AlignedVector<float>> staged_ ABSL_GUARDED_BY(mu_);
+  std::vector<AlignedVector<float>> free_buffers_ ABSL_GUARDED_BY(mu_);
   struct AnnounceEntry {
     std::map<int, std::pair<double, int64_t>> by_worker;
   };
@@ -203,6 +214,8 @@ class ShardCore {
   double last_lr_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex ex_mu_;
+  absl::Status aborted_ ABSL_GUARDED_BY(ex_mu_);  // Abort(), for the exchange
+  std::atomic<bool> stop_sending_{false};         // Abort(), for PeerLink
   // (version, phase) -> per shard values.
   std::map<std::pair<int64_t, int>, std::vector<std::optional<std::vector<double>>>>
       exchange_ ABSL_GUARDED_BY(ex_mu_);

@@ -35,7 +35,11 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
   absl::Time last_ok = absl::Now();
   std::string error;
   while (!stop_) {
-    absl::StatusOr<Assignment> a = member_.Heartbeat(job_, {}, false, error);
+    HeartbeatRequest req;
+    req.set_job_id(job_);
+    req.set_incarnation(incarnation_);
+    req.set_error(error);
+    absl::StatusOr<Assignment> a = member_.Heartbeat(req);
     if (!a.ok()) {
       if (absl::Now() - last_ok > give_up) return a.status();
       LOG(WARNING) << a.status();
@@ -44,21 +48,26 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
     }
     last_ok = absl::Now();
     error.clear();
-    // Registered again (a restarted coordinator): a new start, even of the
-    // same job (it reinstalls and restores from the job's checkpoint).
-    if ((a->stop() || a->job_id() != job_ ||
-         member_.member_id() != started_as_) &&
-        !job_.empty()) {
+    // Another incarnation of the job (started again after a lost shard or a
+    // coordinator restart) or a new member id (registered again): a new
+    // install, restored from the job's checkpoint.
+    const bool same_job = !a->stop() && a->job_id() == job_;
+    if (!job_.empty() &&
+        (!same_job || a->incarnation() != incarnation_ ||
+         member_.member_id() != started_as_)) {
       server_->Uninstall();
-      LOG(INFO) << "left job " << job_;
+      LOG(INFO) << "left job " << job_ << " (incarnation " << incarnation_
+                << ")";
       job_.clear();
-      if (exit_when_job_ends_) return absl::OkStatus();
+      if (exit_when_job_ends_ && !same_job) return absl::OkStatus();
     }
     if (!a->stop() && !a->job_id().empty() && job_.empty()) {
       job_ = a->job_id();
+      incarnation_ = a->incarnation();
       started_as_ = member_.member_id();
       absl::Status st = [&]() -> absl::Status {
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
+        o.incarnation = a->incarnation();
         std::vector<std::string> peers(a->ps_addresses().begin(),
                                        a->ps_addresses().end());
         RETURN_IF_ERROR(server_->Install(o, peers));
@@ -73,11 +82,20 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         error = std::string(st.message());  // fails the job on the next beat
         LOG(ERROR) << "job " << job_ << ": " << st;
       } else {
-        LOG(INFO) << "serving shard " << a->index() << " of job " << job_;
+        LOG(INFO) << "serving shard " << a->index() << " of job " << job_
+                  << " (incarnation " << incarnation_ << ")";
       }
     }
     absl::SleepFor(member_.interval());
   }
+  // Shutting down: the coordinator starts the job again without this shard
+  // now rather than after the member timeout.
+  server_->Uninstall();
+  HeartbeatRequest last;
+  last.set_job_id(job_);
+  last.set_incarnation(incarnation_);
+  absl::Status st = member_.Leave(last);
+  if (!st.ok()) LOG(WARNING) << st;
   return absl::OkStatus();
 }
 

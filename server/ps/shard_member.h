@@ -1,6 +1,9 @@
 // A parameter-server daemon driven by the coordinator: registers as a PS
 // member with its address, and on each heartbeat installs the shard of the
-// job it is assigned (or removes it when told to stop).
+// job it is assigned (or removes it when told to stop). A new incarnation of
+// its job (started again after another shard was lost) is installed afresh
+// and restored from the job's checkpoint. Stop() leaves: the coordinator
+// starts the job again without this shard at once.
 // Thread-safety: Run() from one thread; Stop() and ExitWhenJobEnds() from
 // any.
 #ifndef BERTPS_SERVER_PS_SHARD_MEMBER_H_
@@ -36,6 +39,7 @@ class ShardMember {
   std::atomic<bool> stop_{false};
   std::atomic<bool> exit_when_job_ends_{false};
   std::string job_;
+  int64_t incarnation_ = 0;  // of the installed job
   std::string started_as_;  // member id when the job was installed
 };
 

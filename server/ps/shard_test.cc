@@ -28,7 +28,8 @@ class LocalLink : public PeerLink {
     absl::MutexLock l(&mu_);
     cores_.push_back(c);
   }
-  absl::Status Send(int to, const ExchangeRequest& r, absl::Time) override {
+  absl::Status Send(int to, const ExchangeRequest& r, absl::Time,
+                    const std::atomic<bool>*) override {
     ShardCore* c;
     {
       absl::MutexLock l(&mu_);
@@ -83,7 +84,7 @@ absl::StatusOr<PushResponse> PushConst(ShardCore* core, int worker,
 
 std::vector<float> Params(ShardCore* core) {
   auto snap = core->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
-  return (*snap)->params;
+  return std::vector<float>((*snap)->params.begin(), (*snap)->params.end());
 }
 
 TEST(ShardCore, AspAppliesEveryPushExactlyOnce) {
