@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/kernels/threads.h"
 #include "common/io/bert_example.h"
 #include "common/model/batch_view.h"
 #include "common/model/bert_config.h"
@@ -67,6 +68,7 @@ absl::Status EvalItemRunner::Load(const std::string& manifest, int batch,
 absl::StatusOr<WorkResult> EvalItemRunner::Run(const JobSpec& spec,
                                                const WorkItem& item,
                                                const std::atomic<bool>& cancel) {
+  kernels::UseConfiguredThreads();  // runs on the member's item thread
   if (item.parts() < 1 || item.part() < 0 || item.part() >= item.parts()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "eval item ", item.index(), ": part ", item.part(), " of ", item.parts()));

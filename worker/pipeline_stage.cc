@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/threads.h"
 #include "common/grpc_status.h"
 #include "common/model/batch_view.h"
 #include "common/security.h"
@@ -660,6 +661,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
 }
 
 absl::Status PipelineStage::Run() {
+  kernels::UseConfiguredThreads();  // a member runs this on its own thread
   ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
   const int64_t start = stats[0].version();
   double loss = 0, bubble = 0;

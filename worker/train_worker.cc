@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
@@ -206,6 +207,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
 }
 
 absl::Status TrainWorker::Run() {
+  kernels::UseConfiguredThreads();  // a member runs this on its own thread
   // A restarted worker joins at the shards' current step.
   int64_t start = 0;
   {

@@ -1,6 +1,10 @@
 // Number of compute threads used by oneDNN products and the OpenMP-parallel
-// element-wise kernels. Process-wide (OpenMP's own setting); call it before
-// the first step. Thread-safety: call from one thread at start-up.
+// element-wise kernels. OpenMP keeps the setting per thread: SetNumThreads
+// sets it for the calling thread and records it; a thread started later
+// calls UseConfiguredThreads before it computes (otherwise OpenMP would use
+// its default, one thread per core, whatever was asked).
+// Thread-safety: SetNumThreads from one thread at start-up; the others from
+// any thread.
 #ifndef BERTPS_COMMON_KERNELS_THREADS_H_
 #define BERTPS_COMMON_KERNELS_THREADS_H_
 
@@ -9,6 +13,8 @@ namespace kernels {
 
 void SetNumThreads(int n);
 int NumThreads();
+// Applies the recorded setting to the calling thread (no-op if none).
+void UseConfiguredThreads();
 
 }  // namespace kernels
 }  // namespace bertps
