@@ -283,13 +283,17 @@ absl::StatusOr<std::vector<JobEvent>> Coordinator::WaitForEvents(
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
   const Job* job = &it->second;
-  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return static_cast<int64_t>(job->events.size()) > *seq;
+  // Sequence numbers count every event of the job; a watcher that fell
+  // behind by more than max_events misses the dropped ones.
+  auto total = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return job->events_dropped + static_cast<int64_t>(job->events.size());
   };
+  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return total() > *seq; };
   mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-  std::vector<JobEvent> out(job->events.begin() + std::min<int64_t>(*seq, job->events.size()),
-                            job->events.end());
-  *seq = static_cast<int64_t>(job->events.size());
+  const int64_t from =
+      std::min(std::max(*seq, job->events_dropped), total()) - job->events_dropped;
+  std::vector<JobEvent> out(job->events.begin() + from, job->events.end());
+  *seq = total();
   return out;
 }
 
@@ -775,6 +779,10 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
   e.mutable_status()->clear_history();
   e.set_message(message);
   job.events.push_back(std::move(e));
+  while (job.events.size() > std::max<size_t>(1, options_.max_events)) {
+    job.events.pop_front();
+    ++job.events_dropped;
+  }
   PersistLocked(job);
 }
 

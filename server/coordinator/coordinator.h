@@ -64,6 +64,7 @@ struct CoordinatorOptions {
   absl::Duration member_timeout = absl::Seconds(10);
   int64_t heartbeat_ms = 500;
   size_t max_history = 5000;  // loss points kept per job
+  size_t max_events = 10000;  // newest events kept per job (older: dropped)
   // Counts the examples of a job's data (TFRecord records); injectable for
   // tests. Default: reads the files.
   std::function<absl::StatusOr<int64_t>(const JobSpec&)> count_examples;
@@ -137,7 +138,8 @@ class Coordinator {
     std::set<std::pair<int, int64_t>> counted;  // (slot, step) reported
     std::map<int64_t, std::pair<double, int>> step_loss;  // step -> (sum, n)
     std::map<int, StepReport> last_report;             // by slot
-    std::vector<JobEvent> events;
+    std::deque<JobEvent> events;  // the newest max_events
+    int64_t events_dropped = 0;    // sequence number of events.front()
     double tokens_per_example = 0;
     // Shards that reported the job installed: a heartbeat naming the job
     // after they were sent it. Trainers get their slots once all are.

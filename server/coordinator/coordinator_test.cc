@@ -243,6 +243,53 @@ TEST_F(CoordinatorTest, LeavingWorkerFreesItsSlotAtOnce) {
   (void)a0;
 }
 
+TEST(CoordinatorEvents, OnlyTheNewestEventsAreKept) {
+  CoordinatorOptions o;
+  o.max_events = 5;
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> { return 100; };
+  Coordinator c(o);
+  RegisterRequest r;
+  r.set_role(PS);
+  r.set_address("127.0.0.1:1");
+  const std::string p = c.Register(r)->member_id();
+  r.set_role(TRAIN);
+  r.set_address("");
+  const std::string w = c.Register(r)->member_id();
+  JobSpec spec;
+  spec.set_task(PRETRAIN);
+  spec.add_data("data/*.tfrecord");
+  spec.set_batch_size(10);
+  spec.set_steps(50);
+  const std::string id = *c.Submit(spec);
+  auto beat = [&](const std::string& m, const std::string& job,
+                  std::vector<StepReport> steps = {}) {
+    HeartbeatRequest h;
+    h.set_member_id(m);
+    h.set_job_id(job);
+    if (!job.empty()) h.set_incarnation(c.Get(job)->incarnation());
+    for (auto& s : steps) *h.add_steps() = s;
+    return c.Heartbeat(h)->assignment();
+  };
+  beat(p, ""), beat(p, id), beat(w, "");
+  for (int64_t step = 0; step < 30; ++step) {
+    StepReport s;
+    s.set_step(step);
+    s.set_examples(10);
+    s.set_loss(1.0);
+    beat(w, id, {s});
+  }
+  int64_t seq = 0;
+  auto events = c.WaitForEvents(id, &seq, absl::Now());
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 5u);
+  EXPECT_EQ(events->back().message(), "step 30");
+  EXPECT_GT(seq, 30);  // every event is counted, kept or not
+  const int64_t total = seq;
+  events = c.WaitForEvents(id, &seq, absl::Now());
+  EXPECT_TRUE(events->empty());
+  EXPECT_EQ(seq, total);
+}
+
 TEST_F(CoordinatorTest, QueueCancelAndErrors) {
   std::string p = Join(PS, "a:1");
   std::string w = Join(TRAIN);
