@@ -64,7 +64,7 @@ struct CoordinatorOptions {
   absl::Duration member_timeout = absl::Seconds(10);
   int64_t heartbeat_ms = 500;
   size_t max_history = 5000;  // loss points kept per job
-  size_t max_events = 10000;  // newest events kept per job (older: dropped)
+  size_t max_events = 2000;  // newest events kept per job (older: dropped)
   // Counts the examples of a job's data (TFRecord records); injectable for
   // tests. Default: reads the files.
   std::function<absl::StatusOr<int64_t>(const JobSpec&)> count_examples;

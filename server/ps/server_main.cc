@@ -36,6 +36,8 @@ ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
 ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
 ABSL_FLAG(std::string, mode, "bsp", "bsp, asp or ssp.");
 ABSL_FLAG(int, workers, 1, "Number of train workers.");
+ABSL_FLAG(int, update_threads, 2,
+          "Threads of an optimizer step (the result is the same for any).");
 ABSL_FLAG(int, backup_workers, 0, "BSP: steps complete with workers - this.");
 ABSL_FLAG(int64_t, staleness, 2, "SSP staleness bound.");
 ABSL_FLAG(std::string, optimizer, "adam_weight_decay",
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
     bertps::ps::ShardMember member(coordinator, server->get());
+    member.set_update_threads(absl::GetFlag(FLAGS_update_threads));
     if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
     absl::Status member_status;
     std::thread loop([&] { member_status = member.Run(); (*server)->Shutdown(); });
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("--mode must be bsp, asp or ssp"));
   }
   o.num_workers = absl::GetFlag(FLAGS_workers);
+  o.update_threads = absl::GetFlag(FLAGS_update_threads);
   o.backup_workers = absl::GetFlag(FLAGS_backup_workers);
   o.staleness = absl::GetFlag(FLAGS_staleness);
   auto kind = bertps::optim::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <thread>
 #include <cstdio>
 #include <cmath>
 #include <cstring>
@@ -130,6 +132,24 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   for (size_t t = 0; t < c.layout_.tensors().size(); ++t) {
     if (c.plan_.pieces(static_cast<int>(t)) > 1) {
       c.split_tensors_.push_back(static_cast<int>(t));
+    }
+  }
+  // Update groups: contiguous runs of local slices, cut at equal shares of
+  // the shard's elements.
+  {
+    const auto& local = c.local_slices();
+    const int groups = std::max<int>(
+        1, std::min<int>(o.update_threads, static_cast<int>(local.size())));
+    c.update_groups_.assign(groups, {});
+    int64_t done = 0;
+    int g = 0;
+    for (int i : local) {
+      c.update_groups_[g].push_back(i);
+      done += c.plan_.slices()[i].size();
+      if (g + 1 < groups && done * groups >= (g + 1) * n) ++g;
+    }
+    while (!c.update_groups_.empty() && c.update_groups_.back().empty()) {
+      c.update_groups_.pop_back();
     }
   }
   c.last_step_.assign(o.num_workers, -1);
@@ -489,19 +509,42 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   return broken_;
 }
 
+absl::Status ShardCore::RunGroups(
+    const std::function<absl::Status(size_t)>& fn) {
+  std::vector<absl::Status> st(update_groups_.size());
+  std::vector<std::thread> threads;
+  for (size_t g = 1; g < update_groups_.size(); ++g) {
+    threads.emplace_back([&, g] { st[g] = fn(g); });
+  }
+  if (!update_groups_.empty()) st[0] = fn(0);
+  for (auto& t : threads) t.join();
+  for (const absl::Status& x : st) RETURN_IF_ERROR(x);
+  return absl::OkStatus();
+}
+
 absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
                                   float grad_scale,
                                   std::optional<double> grad_sq_sum,
                                   absl::Time deadline) {
   const optim::OptimizerConfig& oc = options_.optimizer;
-  const int64_t n = shard_size();
   // Global gradient norm (of the scaled gradient).
   double sq;
   if (grad_sq_sum.has_value()) {
     sq = *grad_sq_sum;
   } else {
-    const double local = optim::GradSquaredSum(grad, n) *
-                         static_cast<double>(grad_scale) * grad_scale;
+    // One sum per slice (on the groups' threads), added in slice order:
+    // the same bits for any thread count.
+    std::vector<double> part(plan_.slices().size(), 0.0);
+    RunGroups([&](size_t g) {
+      for (int i : update_groups_[g]) {
+        const SliceSpec& sl = plan_.slices()[i];
+        part[i] = optim::GradSquaredSum(grad + sl.shard_offset, sl.size());
+      }
+      return absl::OkStatus();
+    }).IgnoreError();
+    double sum = 0;
+    for (int i : local_slices()) sum += part[i];
+    const double local = sum * static_cast<double>(grad_scale) * grad_scale;
     ASSIGN_OR_RETURN(std::vector<double> total,
                      AllReduce(step_index, kPhaseNorm, {local}, deadline));
     sq = total[0];
@@ -526,10 +569,13 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
     return s;
   };
   if (!optim::NeedsTrustRatio(oc.kind)) {
-    for (int i : local_slices()) {
-      RETURN_IF_ERROR(
-          optim::StepSlice(oc, step_index, slice_of(plan_.slices()[i]), scale));
-    }
+    RETURN_IF_ERROR(RunGroups([&](size_t g) -> absl::Status {
+      for (int i : update_groups_[g]) {
+        RETURN_IF_ERROR(optim::StepSlice(oc, step_index,
+                                         slice_of(plan_.slices()[i]), scale));
+      }
+      return absl::OkStatus();
+    }));
   } else {
     // LAMB: per-slice update directions and partial norms, whole-tensor
     // totals (exchanged for tensors split over slices), then the update.

@@ -30,6 +30,7 @@
 #define BERTPS_SERVER_PS_SHARD_H_
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -72,6 +73,9 @@ struct ShardOptions {
   // Which start of the job this install is (the coordinator's count; 0 for
   // a shard run on its own). Requests naming another are refused.
   int64_t incarnation = 0;
+  // Threads of an optimizer step: the slices are split in a fixed way, and
+  // each slice's update is element-wise, so any count gives the same bits.
+  int update_threads = 2;
 };
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).
@@ -165,6 +169,9 @@ class ShardCore {
                          float grad_scale, std::optional<double> grad_sq_sum,
                          absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
+  // fn(g) for every update group g, group 0 on this thread and the others
+  // on their own; the first error.
+  absl::Status RunGroups(const std::function<absl::Status(size_t)>& fn);
   absl::StatusOr<std::vector<double>> AllReduce(int64_t version, int phase,
                                                 std::vector<double> local,
                                                 absl::Time deadline);
@@ -180,6 +187,9 @@ class ShardCore {
   const int state_slots_;
   // name -> this shard's slice indices (into plan_.slices()) of that tensor.
   absl::flat_hash_map<std::string, std::vector<int>> by_name_;
+  // Local slices (indices into plan_.slices()) cut into update_threads
+  // contiguous groups of about equal size.
+  std::vector<std::vector<int>> update_groups_;
   // Tensors split across several slices: index into the LAMB exchange.
   std::vector<int> split_tensors_;  // tensor indices
 

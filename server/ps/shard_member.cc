@@ -68,6 +68,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       absl::Status st = [&]() -> absl::Status {
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
         o.incarnation = a->incarnation();
+        o.update_threads = update_threads_;
         std::vector<std::string> peers(a->ps_addresses().begin(),
                                        a->ps_addresses().end());
         RETURN_IF_ERROR(server_->Install(o, peers));

@@ -29,6 +29,8 @@ class ShardMember {
   ShardMember(const std::string& coordinator, ShardServer* server);
   absl::Status Run(absl::Duration give_up = absl::Minutes(2));
   void Stop() { stop_ = true; }
+  // ShardOptions.update_threads of the jobs it installs.
+  void set_update_threads(int n) { update_threads_ = n; }
   // Run() returns (OK) once the first job this shard served has ended, so
   // the process exits and its orchestrator starts a fresh one.
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
@@ -40,6 +42,7 @@ class ShardMember {
   std::atomic<bool> exit_when_job_ends_{false};
   std::string job_;
   int64_t incarnation_ = 0;  // of the installed job
+  int update_threads_ = 2;
   std::string started_as_;  // member id when the job was installed
 };
 

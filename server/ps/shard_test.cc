@@ -1,5 +1,6 @@
 #include "server/ps/shard.h"
 
+#include <cstring>
 #include <cmath>
 #include <thread>
 
@@ -97,6 +98,27 @@ TEST(ShardCore, AspAppliesEveryPushExactlyOnce) {
   EXPECT_EQ(s.pushes_applied(), 10);
   EXPECT_EQ(s.worker_clock(0), 5);
   EXPECT_EQ(s.worker_clock(1), 5);
+}
+
+TEST(ShardCore, UpdateThreadsDoNotChangeTheResult) {
+  // BSP with two workers: the shard computes the gradient norm itself and
+  // clips; the same bits with 1 and with 3 update threads.
+  std::vector<std::vector<float>> out;
+  for (int threads : {1, 3}) {
+    ShardOptions o = Opts(BSP, 2);
+    o.update_threads = threads;
+    o.optimizer.clip_norm = 0.5;
+    auto core = ShardCore::Create(o, nullptr);
+    ASSERT_TRUE(core.ok()) << core.status();
+    for (int64_t step = 0; step < 3; ++step) {
+      std::thread other([&] { ASSERT_TRUE(PushConst(core->get(), 1, step, 0.3f).ok()); });
+      ASSERT_TRUE(PushConst(core->get(), 0, step, -0.7f + step).ok());
+      other.join();
+    }
+    out.push_back(Params(core->get()));
+  }
+  ASSERT_EQ(out[0].size(), out[1].size());
+  EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), 4 * out[0].size()));
 }
 
 TEST(ShardCore, RetriedPushIsNotAppliedTwice) {
