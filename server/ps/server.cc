@@ -35,8 +35,6 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
   builder.AddListeningPort(address, ServerCredentials(security), &s->port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  ApplyTransportTuning(
-      [&](const char* k, int v) { builder.AddChannelArgument(k, v); });
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {

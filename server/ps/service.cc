@@ -1,8 +1,6 @@
 #include "server/ps/service.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <functional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -21,31 +19,10 @@ absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
 
 }  // namespace
 
-int TuningEnv(const char* name) {
-  const char* v = std::getenv(name);
-  int n = 0;
-  return v != nullptr && absl::SimpleAtoi(v, &n) ? n : 0;
-}
-
-void ApplyTransportTuning(
-    const std::function<void(const char*, int)>& set) {
-  if (int f = TuningEnv("BERTPS_TUNE_FRAME")) set(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, f);
-  if (int l = TuningEnv("BERTPS_TUNE_LOOKAHEAD")) {
-    set(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, l);
-  }
-  if (int w = TuningEnv("BERTPS_TUNE_WRITEBUF")) set(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, w);
-  if (int r = TuningEnv("BERTPS_TUNE_READCHUNK")) {
-    set(GRPC_ARG_TCP_READ_CHUNK_SIZE, r);
-    set(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, r);
-    set(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, r);
-  }
-}
-
 grpc::ChannelArguments ClientChannelArguments() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  ApplyTransportTuning([&](const char* k, int v) { args.SetInt(k, v); });
   return args;
 }
 

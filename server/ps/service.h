@@ -5,7 +5,6 @@
 #ifndef BERTPS_SERVER_PS_SERVICE_H_
 #define BERTPS_SERVER_PS_SERVICE_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,8 +91,6 @@ class GrpcPeerLink : public PeerLink {
       ABSL_GUARDED_BY(mu_);
 };
 
-// Transport settings of clients and servers alike (HTTP/2 and TCP).
-void ApplyTransportTuning(const std::function<void(const char*, int)>& set);
 // Channel arguments shared by every bertps client (message size limits).
 grpc::ChannelArguments ClientChannelArguments();
 
