@@ -776,7 +776,10 @@ void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
 void Coordinator::EventLocked(Job& job, const std::string& message) {
   JobEvent e;
   *e.mutable_status() = job.status;
+  // Events carry the status without the parts that grow with the job (the
+  // loss history, the per-epoch counts): those are in GetJob's status.
   e.mutable_status()->clear_history();
+  e.mutable_status()->mutable_progress()->clear_examples_per_epoch();
   e.set_message(message);
   job.events.push_back(std::move(e));
   while (job.events.size() > std::max<size_t>(1, options_.max_events)) {
