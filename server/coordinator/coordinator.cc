@@ -774,12 +774,18 @@ void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
 }
 
 void Coordinator::EventLocked(Job& job, const std::string& message) {
-  JobEvent e;
-  *e.mutable_status() = job.status;
   // Events carry the status without the parts that grow with the job (the
-  // loss history, the per-epoch counts): those are in GetJob's status.
-  e.mutable_status()->clear_history();
-  e.mutable_status()->mutable_progress()->clear_examples_per_epoch();
+  // loss history, the per-epoch counts: those are in GetJob's status). They
+  // are moved aside while the status is copied: clearing them in the copy
+  // would keep their storage (protobuf keeps cleared elements for reuse).
+  JobEvent e;
+  google::protobuf::RepeatedPtrField<LossPoint> history;
+  google::protobuf::RepeatedField<int64_t> per_epoch;
+  history.Swap(job.status.mutable_history());
+  per_epoch.Swap(job.status.mutable_progress()->mutable_examples_per_epoch());
+  *e.mutable_status() = job.status;
+  history.Swap(job.status.mutable_history());
+  per_epoch.Swap(job.status.mutable_progress()->mutable_examples_per_epoch());
   e.set_message(message);
   job.events.push_back(std::move(e));
   while (job.events.size() > std::max<size_t>(1, options_.max_events)) {
