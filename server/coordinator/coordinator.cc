@@ -532,9 +532,8 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   }
   job.ready_shards.clear();
   // Steps after the checkpoint are reported again.
-  for (auto it = job.counted.begin(); it != job.counted.end();) {
-    it = it->second >= from ? job.counted.erase(it) : std::next(it);
-  }
+  job.counted.erase(job.counted.lower_bound({from, -1}), job.counted.end());
+  job.counted_floor = std::min(job.counted_floor, from);
   job.step_loss.clear();
   job.last_report.clear();
   auto* history = job.status.mutable_history();
@@ -695,7 +694,15 @@ void Coordinator::FinishLocked(Job& job, JobState state,
 }
 
 void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
-  if (!job.counted.insert({slot, r.step()}).second) return;  // a repeat
+  if (r.step() < job.counted_floor) return;  // a repeat of an old step
+  if (!job.counted.insert({r.step(), slot}).second) return;  // a repeat
+  // Bounded memory: steps far behind the newest report are forgotten.
+  constexpr int64_t kWindow = 1000;
+  if (r.step() - kWindow > job.counted_floor) {
+    job.counted_floor = r.step() - kWindow;
+    job.counted.erase(job.counted.begin(),
+                      job.counted.lower_bound({job.counted_floor, -1}));
+  }
   if (!r.checkpoint().empty() && r.step() + 1 > job.last_checkpoint_version) {
     job.last_checkpoint = r.checkpoint();
     job.last_checkpoint_version = r.step() + 1;

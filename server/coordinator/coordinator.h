@@ -135,7 +135,10 @@ class Coordinator {
     std::vector<std::string> shards;   // member ids by shard index
     std::vector<std::string> slots;    // member ids by worker index ("" free)
     std::vector<bool> slot_done;
-    std::set<std::pair<int, int64_t>> counted;  // (slot, step) reported
+    // (step, slot) reported, for steps >= counted_floor; reports of older
+    // steps are repeats of long-finished steps and are ignored.
+    std::set<std::pair<int64_t, int>> counted;
+    int64_t counted_floor = 0;
     std::map<int64_t, std::pair<double, int>> step_loss;  // step -> (sum, n)
     std::map<int, StepReport> last_report;             // by slot
     std::deque<JobEvent> events;  // the newest max_events

@@ -259,7 +259,7 @@ TEST(CoordinatorEvents, OnlyTheNewestEventsAreKept) {
   spec.set_task(PRETRAIN);
   spec.add_data("data/*.tfrecord");
   spec.set_batch_size(10);
-  spec.set_steps(50);
+  spec.set_steps(5000);
   const std::string id = *c.Submit(spec);
   auto beat = [&](const std::string& m, const std::string& job,
                   std::vector<StepReport> steps = {}) {
@@ -278,12 +278,27 @@ TEST(CoordinatorEvents, OnlyTheNewestEventsAreKept) {
     s.set_loss(1.0);
     beat(w, id, {s});
   }
+  // A repeat of a long-finished step is ignored (its (step, slot) entry was
+  // forgotten to bound memory): the history keeps one point per step.
+  for (int64_t step = 30; step < 1040; ++step) {
+    StepReport s;
+    s.set_step(step);
+    s.set_loss(1.0);
+    beat(w, id, {s});
+  }
+  {
+    StepReport old;
+    old.set_step(3);
+    old.set_loss(9.0);
+    beat(w, id, {old});
+    EXPECT_EQ(c.Get(id)->history_size(), 1040);
+  }
   int64_t seq = 0;
   auto events = c.WaitForEvents(id, &seq, absl::Now());
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 5u);
-  EXPECT_EQ(events->back().message(), "step 30");
-  EXPECT_GT(seq, 30);  // every event is counted, kept or not
+  EXPECT_EQ(events->back().message(), "step 1040");
+  EXPECT_GT(seq, 1040);  // every event is counted, kept or not
   const int64_t total = seq;
   events = c.WaitForEvents(id, &seq, absl::Now());
   EXPECT_TRUE(events->empty());
