@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/text/unicode.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,24 +32,6 @@ using ::testing::StartsWith;
 std::vector<std::string> Head(std::vector<std::string> v, size_t n) {
   if (v.size() > n) v.resize(n);
   return v;
-}
-
-// The repo's data/ directory (tools/get_data.sh): $BERTPS_DATA_DIR, else
-// found through this test's runfiles, whose source files are symlinks into
-// the workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string anchor =
-      std::string(srcdir) + "/" + ws + "/common/text/augment.h";
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() - std::string("common/text/augment.h").size());
-  return root + "data";
 }
 
 const WordNet* SharedWordNet() {

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "common/io/bert_example.h"
 #include "common/io/file_util.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -21,23 +22,6 @@ namespace bertps::text {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The repo's data/ directory: $BERTPS_DATA_DIR, else found through this
-// test's runfiles, whose source files are symlinks into the workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string rel = "common/text/classify_data.h";
-  const std::string anchor = std::string(srcdir) + "/" + ws + "/" + rel;
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() - rel.size());
-  return root + "data";
-}
 
 const FullTokenizer* Tokenizer() {
   static const FullTokenizer* tok = [] {

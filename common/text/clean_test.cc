@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "common/io/file_util.h"
 #include "common/text/documents.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -18,24 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// The repo's data/ directory (tools/get_data.sh): $BERTPS_DATA_DIR, else
-// found through this test's runfiles, whose files are symlinks into the
-// workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string anchor =
-      std::string(srcdir) + "/" + ws + "/common/text/clean.h";
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() - std::string("common/text/clean.h").size());
-  return root + "data";
-}
 
 // A document of `docs` whose text starts with `prefix`.
 const Document* FindPrefix(const std::vector<Document>& docs,

@@ -16,6 +16,7 @@
 #include "common/io/bert_example.h"
 #include "common/io/file_util.h"
 #include "common/io/tfrecord.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -24,25 +25,6 @@ namespace bertps::text {
 namespace {
 
 // ------------------------------------------------------------- helpers
-
-// The repo's data/ directory (tools/get_data.sh): $BERTPS_DATA_DIR, else
-// found through this test's runfiles, whose source files are symlinks into
-// the workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string anchor =
-      std::string(srcdir) + "/" + ws + "/common/text/pretraining_data.h";
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() -
-              std::string("common/text/pretraining_data.h").size());
-  return root + "data";
-}
 
 // Real English text present on every Debian machine: the license texts
 // under /usr/share/common-licenses (regular files only; several names are

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/io/file_util.h"
 #include "common/text/pretraining_data.h"
+#include "common/text/test_data.h"
 #include "common/text/tokenizer.h"
 #include "gtest/gtest.h"
 
@@ -27,23 +28,6 @@ namespace {
 
 // Documents of sentences of ids (pretraining_data.h's document type).
 using Documents = std::vector<std::vector<std::vector<int32_t>>>;
-
-// The repo's data/ directory: $BERTPS_DATA_DIR, else found through this
-// test's runfiles, whose source files are symlinks into the workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string rel = "common/text/pretraining_stats_test.cc";
-  const std::string anchor = std::string(srcdir) + "/" + ws + "/" + rel;
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() - rel.size());
-  return root + "data";
-}
 
 struct Corpus {
   std::unique_ptr<FullTokenizer> tokenizer;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/text/unicode.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -20,24 +21,6 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 // ------------------------------------------------------------- helpers
-
-// The repo's data/ directory (tools/get_data.sh): $BERTPS_DATA_DIR, else
-// found through this test's runfiles, whose source files are symlinks into
-// the workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string anchor =
-      std::string(srcdir) + "/" + ws + "/common/text/tokenizer.h";
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() - std::string("common/text/tokenizer.h").size());
-  return root + "data";
-}
 
 // Every token the tests below need, for when the real vocab is absent.
 const std::vector<std::string>& TinyTokens() {

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/text/tokenizer.h"
 #include "common/text/unicode.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,24 +23,6 @@ namespace bertps::text {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The repo's data/ directory (tools/get_data.sh): $BERTPS_DATA_DIR, else
-// found through this test's runfiles, whose source files are symlinks into
-// the workspace.
-std::string DataDir() {
-  if (const char* d = std::getenv("BERTPS_DATA_DIR")) return d;
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* ws = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || ws == nullptr) return "data";
-  const std::string anchor =
-      std::string(srcdir) + "/" + ws + "/common/text/vocab_builder.h";
-  char* real = realpath(anchor.c_str(), nullptr);
-  if (real == nullptr) return "data";
-  std::string root(real);
-  free(real);
-  root.resize(root.size() - std::string("common/text/vocab_builder.h").size());
-  return root + "data";
-}
 
 std::string Part(int i) {
   return DataDir() + "/corpus/small/part-0" + std::to_string(i) + ".txt";
