@@ -508,6 +508,30 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   }
 }
 
+int64_t Coordinator::RewindLocked(Job& job) {
+  // Every shard restores the newest checkpoint (the job's own restore
+  // point, or its initial values, if there is none yet), so all agree on
+  // the step; the workers resume there and redo the steps after it.
+  const int64_t from =
+      job.last_checkpoint.empty() ? 0 : job.last_checkpoint_version;
+  if (!job.last_checkpoint.empty()) {
+    job.status.mutable_spec()->mutable_checkpoint()->set_restore(
+        job.last_checkpoint);
+  }
+  // Steps after the checkpoint are reported again.
+  job.counted.erase(job.counted.lower_bound({from, -1}), job.counted.end());
+  job.counted_floor = std::min(job.counted_floor, from);
+  job.step_loss.clear();
+  job.last_report.clear();
+  auto* history = job.status.mutable_history();
+  while (!history->empty() && history->rbegin()->step() > from) {
+    history->RemoveLast();
+  }
+  job.status.mutable_progress()->set_step(0);
+  AdvanceLocked(job, from);
+  return from;
+}
+
 void Coordinator::RestartLocked(Job& job, const std::string& why) {
   const JobSpec& spec = job.status.spec();
   const int max = spec.checkpoint().max_restarts() == 0
@@ -521,28 +545,8 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   }
   job.status.set_restarts(job.status.restarts() + 1);
   job.status.set_incarnation(job.status.incarnation() + 1);
-  // Every shard restores the newest checkpoint (the job's own restore
-  // point, or its initial values, if there is none yet), so all agree on
-  // the step; the workers resume there and redo the steps after it.
-  const int64_t from =
-      job.last_checkpoint.empty() ? 0 : job.last_checkpoint_version;
-  if (!job.last_checkpoint.empty()) {
-    job.status.mutable_spec()->mutable_checkpoint()->set_restore(
-        job.last_checkpoint);
-  }
+  const int64_t from = RewindLocked(job);
   job.ready_shards.clear();
-  // Steps after the checkpoint are reported again.
-  job.counted.erase(job.counted.lower_bound({from, -1}), job.counted.end());
-  job.counted_floor = std::min(job.counted_floor, from);
-  job.step_loss.clear();
-  job.last_report.clear();
-  auto* history = job.status.mutable_history();
-  while (!history->empty() && history->rbegin()->step() > from) {
-    history->RemoveLast();
-  }
-  JobProgress* p = job.status.mutable_progress();
-  p->set_step(0);
-  AdvanceLocked(job, from);
   // Members still in the job are sent the new incarnation on their next
   // heartbeat: shards reinstall and restore, trainers wait for them.
   for (auto& [id, m] : members_) {
@@ -882,16 +886,9 @@ absl::Status Coordinator::Recover() {
                !job.training_done) {
       // Members re-register without their assignments: start the job again
       // from its newest checkpoint.
-      JobSpec* spec = job.status.mutable_spec();
-      const int64_t from = job.last_checkpoint.empty() ? 0 : job.last_checkpoint_version;
-      if (!job.last_checkpoint.empty()) {
-        spec->mutable_checkpoint()->set_restore(job.last_checkpoint);
-      }
+      const int64_t from = RewindLocked(job);
       job.status.set_state(PENDING);
       job.status.clear_ps_addresses();
-      JobProgress* p = job.status.mutable_progress();
-      p->set_step(0);
-      AdvanceLocked(job, from);
       queue_.push_back(id);
       EventLocked(job, job.last_checkpoint.empty()
                            ? "coordinator restarted: the job starts again"

@@ -164,6 +164,9 @@ class Coordinator {
   // starts its job again (RestartLocked).
   void LoseMemberLocked(Member& m, const std::string& how)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the job back to its newest checkpoint (checkpoint.restore, the
+  // progress, the reports and loss history after it); returns its step.
+  int64_t RewindLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a running train job again from its newest checkpoint under a
   // new incarnation (FAILED once checkpoint.max_restarts are used).
   void RestartLocked(Job& job, const std::string& why)
