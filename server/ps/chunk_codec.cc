@@ -13,6 +13,8 @@ namespace {
 constexpr int kVarint = 0;
 constexpr int kFixed64 = 1;
 constexpr int kLen = 2;
+constexpr int kStartGroup = 3;
+constexpr int kEndGroup = 4;
 constexpr int kFixed32 = 5;
 
 void PutVarint(uint64_t v, std::string* out) {
@@ -95,8 +97,10 @@ class Cursor {
     return true;
   }
 
-  // Skips a field's value of the given wire type.
-  bool SkipValue(int wire_type) {
+  // Skips the value of field `field` of the given wire type. Groups
+  // (deprecated, unused by these messages, but valid protobuf) are skipped
+  // through their matching end tag, nested up to protobuf's depth of 100.
+  bool SkipValue(int field, int wire_type, int depth = 0) {
     uint64_t v;
     switch (wire_type) {
       case kVarint:
@@ -107,8 +111,19 @@ class Cursor {
         return ReadVarint(&v) && ReadPieces(v, nullptr);
       case kFixed32:
         return ReadPieces(4, nullptr);
+      case kStartGroup:
+        if (depth >= 100) return false;
+        for (;;) {
+          uint64_t tag;
+          if (!ReadVarint(&tag) || (tag >> 3) == 0 || (tag >> 3) > 0x1fffffff) {
+            return false;
+          }
+          const int f = static_cast<int>(tag >> 3), wt = static_cast<int>(tag & 7);
+          if (wt == kEndGroup) return f == field;
+          if (!SkipValue(f, wt, depth + 1)) return false;
+        }
       default:
-        return false;  // groups are not used by these messages
+        return false;  // a stray end-group tag, or wire types 6 and 7
     }
   }
 
@@ -172,7 +187,7 @@ bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
       out->data.clear();
       if (!c->ReadPieces(v, &out->data)) return false;
       out->data_bytes = v;
-    } else if (!c->SkipValue(wt)) {
+    } else if (!c->SkipValue(field, wt)) {
       return false;
     }
     if (c->pos() > end) return false;
@@ -255,7 +270,7 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
         return Malformed("push chunk");
       }
       out->has_chunk = true;
-    } else if (!c.SkipValue(wt)) {
+    } else if (!c.SkipValue(field, wt)) {
       return Malformed("push");
     }
   }
@@ -288,7 +303,7 @@ absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
         return Malformed("pull chunk");
       }
       out->has_chunk = true;
-    } else if (!c.SkipValue(wt)) {
+    } else if (!c.SkipValue(field, wt)) {
       return Malformed("pull");
     }
   }

@@ -153,6 +153,36 @@ TEST(ChunkCodecTest, UnknownFieldsAreSkipped) {
   EXPECT_EQ(Payload(p.chunk), std::string(6, '\x01'));
 }
 
+TEST(ChunkCodecTest, GroupsAreSkippedLikeProtobufDoes) {
+  // Unknown fields sent as groups (field 9, holding a varint and a nested
+  // group of field 10) in a chunk: protobuf accepts them, and so do we.
+  TensorChunk c;
+  c.set_name("w");
+  c.set_data(std::string(4, '\x02'));
+  const std::string group("\x4b\x08\x01\x53\x08\x02\x54\x4c", 8);
+  std::string chunk = c.SerializeAsString() + group;
+  std::string bytes = "\x12";
+  bytes.push_back(static_cast<char>(chunk.size()));
+  bytes += chunk;
+  PushRequest ref;
+  ASSERT_TRUE(ref.ParseFromString(bytes));
+  ParsedPushRequest p;
+  ASSERT_TRUE(ParsePushRequest(Split(bytes, {3, 7}), &p).ok());
+  EXPECT_EQ(p.chunk.name, "w");
+  EXPECT_EQ(Payload(p.chunk), ref.chunk().data());
+  // An end tag with no group open, or closing another field's group: both
+  // refused by protobuf and by us.
+  for (const std::string& bad :
+       {std::string("\x4c", 1), std::string("\x4b\x54", 2)}) {
+    std::string b = "\x12";
+    std::string ch = c.SerializeAsString() + bad;
+    b.push_back(static_cast<char>(ch.size()));
+    b += ch;
+    EXPECT_FALSE(ref.ParseFromString(b));
+    EXPECT_FALSE(ParsePushRequest(Split(b, {}), &p).ok());
+  }
+}
+
 TEST(ChunkCodecTest, MalformedBytesAreRejected) {
   const std::vector<float> v = Values(16);
   const std::string bytes = Flatten(
@@ -162,11 +192,12 @@ TEST(ChunkCodecTest, MalformedBytesAreRejected) {
     ParsedPushRequest p;
     EXPECT_FALSE(ParsePushRequest(Split(bytes.substr(0, n), {}), &p).ok()) << n;
   }
-  // A data length beyond the chunk, a huge length, field number 0, a group.
+  // A data length beyond the chunk, a huge length, field number 0, an
+  // unterminated group (a whole group is valid protobuf: see above).
   for (std::string bad :
        {std::string("\x12\x04\x2a\x10\x00\x00", 6),
         std::string("\x12\x0b\x0a\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 12),
-        std::string("\x00\x01", 2), std::string("\x13\x14", 2)}) {
+        std::string("\x00\x01", 2), std::string("\x13\x08\x01", 3)}) {
     ParsedPushRequest p;
     EXPECT_FALSE(ParsePushRequest(Split(bad, {}), &p).ok());
     ParsedPullResponse q;
