@@ -914,6 +914,11 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
     a.set_wait(true);  // not yet: the shards are installing this incarnation
     return a;
   }
+  if (m.role == PS && std::find(job.shards.begin(), job.shards.end(),
+                                std::string()) != job.shards.end()) {
+    a.set_wait(true);  // not yet: a lost shard's index has no member (peers)
+    return a;
+  }
   *a.mutable_spec() = job.status.spec();
   a.set_index(m.index);
   if (IsPool(m.role)) {

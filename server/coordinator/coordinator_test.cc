@@ -199,6 +199,8 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
   st = *coord_.Get(id);
   EXPECT_EQ(st.restarts(), 2);
   EXPECT_TRUE(Beat(w, id).wait());
+  // The other shard waits too: its peer at index 0 is not known yet.
+  EXPECT_TRUE(Beat(p1b, id).wait());
   std::string p2 = Join(PS, "127.0.0.1:3");
   EXPECT_EQ(Beat(p2).index(), 0);
   EXPECT_EQ(coord_.Get(id)->ps_addresses(0), "127.0.0.1:3");

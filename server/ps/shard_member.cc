@@ -61,7 +61,9 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       job_.clear();
       if (exit_when_job_ends_ && !same_job) return absl::OkStatus();
     }
-    if (!a->stop() && !a->job_id().empty() && job_.empty()) {
+    // wait: the job is starting again and a shard index has no member yet
+    // (its peers are not all known); install once they are.
+    if (!a->stop() && !a->job_id().empty() && !a->wait() && job_.empty()) {
       job_ = a->job_id();
       incarnation_ = a->incarnation();
       started_as_ = member_.member_id();
