@@ -322,7 +322,7 @@ bench_ps() {
   results="$out_dir/ps.jsonl"
   : > "$results"
   mkdir -p "$out_dir/ps_logs"
-  ps_transport "$transport_cfg"
+  [ "$transport_cfg" = none ] || ps_transport "$transport_cfg"
   local cfg
   for cfg in $step_cfgs; do
     case "$cfg" in

@@ -125,26 +125,40 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   return c;
 }
 
-absl::Status PsClient::PullShard(int shard, int worker, int64_t min_version,
-                                 int64_t step, float* params,
-                                 int64_t* version) {
-  grpc::ClientContext ctx;
-  NewContext(&ctx);
-  PullRequest req;
-  req.set_worker(worker);
-  req.set_min_version(min_version);
-  req.set_step(step);
+namespace {
+int64_t RowSize(const ParamSpec& spec) {
+  return spec.shape.empty() || spec.shape[0] == 0 ? spec.size
+                                                  : spec.size / spec.shape[0];
+}
+}  // namespace
+
+absl::Status PsClient::PullShard(int shard, const PullRequest& req,
+                                 grpc::ClientContext* ctx, float* params,
+                                 int64_t* version, PendingPull* progress) {
   // The payload of each chunk is copied once, from the received slices
   // straight into params.
   const grpc::internal::RpcMethod method(
       ps::kPullMethod, grpc::internal::RpcMethod::SERVER_STREAMING);
   std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
       grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
-          channels_[shard].get(), method, &ctx, req));
+          channels_[shard].get(), method, ctx, req));
+  // Where each of this shard's slices stands: the next element of a slice
+  // sent in ranges, or the rows received of one sent in rows. Checked so
+  // that no chunk writes where a reader may already be.
+  const std::vector<int>& mine = plan_.shard_slices(shard);
+  std::vector<int64_t> next(mine.size());
+  std::vector<std::vector<uint8_t>> seen(mine.size());
+  for (size_t k = 0; k < mine.size(); ++k) next[k] = plan_.slices()[mine[k]].begin;
   grpc::ByteBuffer buf;
   ps::ParsedPullResponse msg;
   bool have_version = false;
   int64_t received = 0;
+  auto bad = [&](absl::string_view what, absl::string_view name) {
+    ctx->TryCancel();
+    reader->Finish();
+    return absl::DataLossError(absl::StrCat("shard ", shard, " sent ", what,
+                                            " of ", name));
+  };
   while (reader->Read(&buf)) {
     absl::Status parsed = ps::ParsePullResponse(buf, &msg);
     const ps::ChunkRef& c = msg.chunk;
@@ -155,16 +169,56 @@ absl::Status PsClient::PullShard(int shard, int worker, int64_t min_version,
     }
     const ParamSpec* spec = parsed.ok() && msg.has_chunk ? layout_.Find(c.name)
                                                          : nullptr;
-    const int64_t n = static_cast<int64_t>(c.data_bytes / sizeof(float));
-    if (spec == nullptr || c.dtype != F32 || c.offset < 0 ||
-        c.data_bytes % sizeof(float) != 0 || c.offset + n > spec->size) {
-      ctx.TryCancel();
-      reader->Finish();
-      return absl::DataLossError(absl::StrCat(
-          "shard ", shard, " sent a malformed chunk of ", c.name));
+    if (spec == nullptr || c.dtype != F32 || c.data_bytes % sizeof(float) != 0) {
+      return bad("a malformed chunk", c.name);
     }
-    c.CopyDataTo(params + spec->offset + c.offset);
+    const int tensor = static_cast<int>(spec - layout_.tensors().data());
+    const int64_t n = static_cast<int64_t>(c.data_bytes / sizeof(float));
+    // The slice of this shard holding element `at` of the tensor.
+    auto slice_at = [&](int64_t at) -> int {
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const ps::SliceSpec& sl = plan_.slices()[mine[k]];
+        if (sl.tensor == tensor && at >= sl.begin && at < sl.end) {
+          return static_cast<int>(k);
+        }
+      }
+      return -1;
+    };
+    int64_t first_rows = 0;
+    if (c.rows.empty()) {
+      const int k = slice_at(c.offset);
+      if (k < 0 || c.offset != next[k] || !seen[k].empty() ||
+          c.offset + n > plan_.slices()[mine[k]].end) {
+        return bad("an out-of-place chunk", c.name);
+      }
+      c.CopyDataTo(params + spec->offset + c.offset);
+      next[k] += n;
+    } else {
+      const int64_t row = RowSize(*spec);
+      if (c.offset != 0 ||
+          n != static_cast<int64_t>(c.rows.size()) * row) {
+        return bad("a malformed row chunk", c.name);
+      }
+      ps::ChunkRef::Reader in(c);
+      for (size_t j = 0; j < c.rows.size(); ++j) {
+        const int64_t r = c.rows[j];
+        const int k = r < 0 ? -1 : slice_at(r * row);
+        if (k < 0 || next[k] != plan_.slices()[mine[k]].begin) {
+          return bad("an out-of-place row", c.name);
+        }
+        const ps::SliceSpec& sl = plan_.slices()[mine[k]];
+        if (seen[k].empty()) seen[k].assign(sl.size() / row, 0);
+        uint8_t& flag = seen[k][(r * row - sl.begin) / row];
+        if (flag) return bad("a repeated row", c.name);
+        flag = 1;
+        in.Read(params + spec->offset + r * row, sizeof(float) * row);
+        if (tensor == progress->first_tensor_ && progress->first_mask_[r]) {
+          ++first_rows;
+        }
+      }
+    }
     received += n;
+    progress->Arrived(tensor, n, first_rows);
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
   if (!st.ok()) {
@@ -179,21 +233,99 @@ absl::Status PsClient::PullShard(int shard, int worker, int64_t min_version,
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> PsClient::Pull(int worker, int64_t min_version,
-                                       int64_t step, float* params) {
+std::unique_ptr<PsClient::PendingPull> PsClient::StartPull(
+    int worker, int64_t min_version, int64_t step, float* params,
+    const TensorRows* first) {
+  std::unique_ptr<PendingPull> p(new PendingPull());
   const int s = num_shards();
-  std::vector<absl::Status> st(s);
-  std::vector<int64_t> versions(s, 0);
-  std::vector<std::thread> threads;
-  for (int i = 1; i < s; ++i) {
-    threads.emplace_back([&, i] {
-      st[i] = PullShard(i, worker, min_version, step, params, &versions[i]);
+  p->layout_ = &layout_;
+  {
+    absl::MutexLock l(&p->mu_);
+    p->received_.assign(layout_.tensors().size(), 0);
+    p->shards_left_ = s;
+  }
+  PullRequest req;
+  req.set_worker(worker);
+  req.set_min_version(min_version);
+  req.set_step(step);
+  if (first != nullptr && layout_.Find(first->name()) != nullptr) {
+    const ParamSpec* spec = layout_.Find(first->name());
+    p->first_tensor_ = static_cast<int>(spec - layout_.tensors().data());
+    p->first_mask_.assign(spec->shape.empty() ? 1 : spec->shape[0], 0);
+    for (int64_t r : first->rows()) {
+      if (r >= 0 && r < static_cast<int64_t>(p->first_mask_.size()) &&
+          !p->first_mask_[r]) {
+        p->first_mask_[r] = 1;
+        ++p->first_wanted_;
+      }
+    }
+    *req.add_first() = *first;
+  }
+  p->status_.assign(s, absl::OkStatus());
+  p->versions_.assign(s, 0);
+  for (int i = 0; i < s; ++i) {
+    p->contexts_.push_back(std::make_unique<grpc::ClientContext>());
+    NewContext(p->contexts_.back().get());
+  }
+  PendingPull* raw = p.get();
+  for (int i = 0; i < s; ++i) {
+    p->threads_.emplace_back([this, raw, req, i, params] {
+      raw->status_[i] = PullShard(i, req, raw->contexts_[i].get(), params,
+                                  &raw->versions_[i], raw);
+      raw->ShardDone(raw->status_[i]);
     });
   }
-  st[0] = PullShard(0, worker, min_version, step, params, &versions[0]);
-  for (auto& t : threads) t.join();
-  for (const absl::Status& x : st) RETURN_IF_ERROR(x);
-  return *std::min_element(versions.begin(), versions.end());
+  return p;
+}
+
+void PsClient::PendingPull::Arrived(int tensor, int64_t elements,
+                                    int64_t first_rows) {
+  absl::MutexLock l(&mu_);
+  received_[tensor] += elements;
+  first_received_ += first_rows;
+}
+
+void PsClient::PendingPull::ShardDone(const absl::Status& status) {
+  absl::MutexLock l(&mu_);
+  --shards_left_;
+  if (!status.ok() && error_.ok()) error_ = status;
+}
+
+absl::Status PsClient::PendingPull::Wait(const std::vector<int>& tensors,
+                                         bool first_rows) {
+  absl::MutexLock l(&mu_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!error_.ok() || shards_left_ == 0) return true;
+    if (first_rows && first_received_ < first_wanted_) return false;
+    for (int t : tensors) {
+      if (received_[t] < layout_->tensors()[t].size) return false;
+    }
+    return true;
+  };
+  mu_.Await(absl::Condition(&ready));
+  // Without an error, every shard that ended delivered all of its part
+  // (each checks its count).
+  return error_;
+}
+
+absl::StatusOr<int64_t> PsClient::PendingPull::Finish() {
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  finished_ = true;
+  for (const absl::Status& x : status_) RETURN_IF_ERROR(x);
+  return *std::min_element(versions_.begin(), versions_.end());
+}
+
+PsClient::PendingPull::~PendingPull() {
+  if (!finished_) {
+    for (auto& c : contexts_) c->TryCancel();
+  }
+  for (auto& t : threads_) t.join();
+}
+
+absl::StatusOr<int64_t> PsClient::Pull(int worker, int64_t min_version,
+                                       int64_t step, float* params) {
+  return StartPull(worker, min_version, step, params)->Finish();
 }
 
 std::future<absl::StatusOr<int64_t>> PsClient::PullAsync(int worker,
@@ -214,7 +346,14 @@ struct PsClient::PushStream::Shard {
   std::thread thread;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::pair<int, const float*>> queue;  // (tensor, grad)
+  struct Item {
+    int tensor = 0;
+    const float* grad = nullptr;
+    // Rows only (all of them, or all but these, with except).
+    std::shared_ptr<const std::vector<int64_t>> rows;
+    bool except = false;
+  };
+  std::deque<Item> queue;
   bool closed = false;
   bool broken = false;
 };
@@ -239,46 +378,105 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
     PushStream::Shard* raw = sh.get();
     sh->thread = std::thread([this, raw] {
       std::vector<uint16_t> bf16;
+      std::vector<int64_t> rows;
+      // Writes n elements of the gradient that lie at `g` (contiguous), as
+      // a range chunk at `off`, or gathered from `rows` (row chunk).
+      auto write = [&](const ParamSpec& spec, int64_t off, const float* g,
+                       int64_t n, absl::Span<const int64_t> chunk_rows,
+                       const float* base, int64_t row) {
+        grpc::Slice payload;
+        if (!chunk_rows.empty()) {
+          // Gathered into one payload (bf16: rounded with error feedback).
+          const size_t elem = options_.compress_bf16 ? 2 : 4;
+          payload = grpc::Slice(elem * row * chunk_rows.size());
+          uint8_t* out = const_cast<uint8_t*>(payload.begin());
+          for (size_t j = 0; j < chunk_rows.size(); ++j) {
+            const float* src = base + chunk_rows[j] * row;
+            if (options_.compress_bf16) {
+              float* r = residual_.data() + spec.offset + chunk_rows[j] * row;
+              uint16_t* o = reinterpret_cast<uint16_t*>(out) + j * row;
+              for (int64_t k = 0; k < row; ++k) {
+                const float v = src[k] + r[k];
+                o[k] = io::F32ToBf16(v);
+                r[k] = v - io::Bf16ToF32(o[k]);
+              }
+            } else {
+              std::memcpy(out + j * row * sizeof(float), src,
+                          sizeof(float) * row);
+            }
+          }
+          return raw->writer->Write(ps::EncodeRowChunk(
+              spec.name, options_.compress_bf16 ? BF16 : F32, chunk_rows,
+              std::move(payload)));
+        }
+        if (options_.compress_bf16) {
+          // Error feedback: send bf16(g + r), keep the rounding error.
+          float* r = residual_.data() + spec.offset + off;
+          bf16.resize(n);
+          for (int64_t k = 0; k < n; ++k) {
+            const float v = g[k] + r[k];
+            bf16[k] = io::F32ToBf16(v);
+            r[k] = v - io::Bf16ToF32(bf16[k]);
+          }
+          return raw->writer->Write(ps::EncodeChunk(
+              spec.name, BF16, off, grpc::Slice(bf16.data(), 2 * n)));
+        }
+        // Sent from the gradient itself, which stays valid until Finish()
+        // (a synchronous Write returns once it is written).
+        return raw->writer->Write(ps::EncodeChunk(
+            spec.name, F32, off,
+            grpc::Slice(g, sizeof(float) * n, grpc::Slice::STATIC_SLICE)));
+      };
       for (;;) {
-        std::pair<int, const float*> item;
+        PushStream::Shard::Item item;
         {
           std::unique_lock<std::mutex> l(raw->mu);
           raw->cv.wait(l, [&] { return raw->closed || !raw->queue.empty(); });
           if (raw->queue.empty()) return;
-          item = raw->queue.front();
+          item = std::move(raw->queue.front());
           raw->queue.pop_front();
         }
         if (raw->broken) continue;
-        const ParamSpec& spec = layout_.tensors()[item.first];
+        const ParamSpec& spec = layout_.tensors()[item.tensor];
+        const int64_t row = RowSize(spec);
         for (int si : plan_.shard_slices(raw->index)) {
           const SliceSpec& sl = plan_.slices()[si];
-          if (sl.tensor != item.first) continue;
-          for (int64_t off = sl.begin; off < sl.end; off += ps::kChunkElements) {
-            const int64_t n = std::min(ps::kChunkElements, sl.end - off);
-            const float* g = item.second + off;
-            grpc::ByteBuffer msg;
-            if (options_.compress_bf16) {
-              // Error feedback: send bf16(g + r), keep the rounding error.
-              float* r = residual_.data() + spec.offset + off;
-              bf16.resize(n);
-              for (int64_t k = 0; k < n; ++k) {
-                const float v = g[k] + r[k];
-                bf16[k] = io::F32ToBf16(v);
-                r[k] = v - io::Bf16ToF32(bf16[k]);
+          if (sl.tensor != item.tensor) continue;
+          bool ok = true;
+          if (item.rows) {
+            // This slice's rows (a slice is a range of whole rows).
+            const std::vector<int64_t>& sel = *item.rows;
+            const int64_t lo = sl.begin / row, hi = sl.end / row;
+            rows.clear();
+            auto it = std::lower_bound(sel.begin(), sel.end(), lo);
+            if (item.except) {
+              for (int64_t r = lo; r < hi; ++r) {
+                if (it != sel.end() && *it == r) {
+                  ++it;
+                } else {
+                  rows.push_back(r);
+                }
               }
-              msg = ps::EncodeChunk(spec.name, BF16, off,
-                                    grpc::Slice(bf16.data(), 2 * n));
             } else {
-              // Sent from the gradient itself, which stays valid until
-              // Finish() (a synchronous Write returns once it is written).
-              msg = ps::EncodeChunk(
-                  spec.name, F32, off,
-                  grpc::Slice(g, sizeof(float) * n, grpc::Slice::STATIC_SLICE));
+              for (; it != sel.end() && *it < hi; ++it) rows.push_back(*it);
             }
-            if (!raw->writer->Write(msg)) {
-              raw->broken = true;
-              break;
+            const size_t per = std::max<int64_t>(1, ps::kChunkElements / row);
+            for (size_t k = 0; ok && k < rows.size(); k += per) {
+              const size_t m = std::min(per, rows.size() - k);
+              ok = write(spec, 0, nullptr, 0,
+                         absl::MakeConstSpan(rows.data() + k, m), item.grad,
+                         row);
             }
+          } else {
+            for (int64_t off = sl.begin; ok && off < sl.end;
+                 off += ps::kChunkElements) {
+              const int64_t n = std::min(ps::kChunkElements, sl.end - off);
+              ok = write(spec, off, item.grad + off, n, {}, nullptr, row);
+            }
+          }
+          if (!ok) {
+            raw->broken = true;
+            break;
           }
         }
       }
@@ -289,6 +487,12 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
 }
 
 void PsClient::PushStream::Send(int tensor, const float* grad) {
+  SendRows(tensor, grad, nullptr, false);
+}
+
+void PsClient::PushStream::SendRows(
+    int tensor, const float* grad,
+    std::shared_ptr<const std::vector<int64_t>> rows, bool except) {
   for (auto& sh : shards_) {
     bool has = false;
     for (int si : client_->plan_.shard_slices(sh->index)) {
@@ -296,12 +500,14 @@ void PsClient::PushStream::Send(int tensor, const float* grad) {
     }
     if (!has) continue;
     std::lock_guard<std::mutex> l(sh->mu);
-    sh->queue.emplace_back(tensor, grad);
+    sh->queue.push_back({tensor, grad, rows, except});
     sh->cv.notify_one();
   }
 }
 
-absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
+void PsClient::PushStream::CloseWrites() {
+  if (closed_) return;
+  closed_ = true;
   // Close every stream before waiting for any answer: under BSP a shard
   // answers only once the step is applied, which needs every shard's data.
   for (auto& sh : shards_) {
@@ -313,6 +519,10 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
     sh->thread.join();
     sh->writer->WritesDone();
   }
+}
+
+absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
+  CloseWrites();
   int64_t version = -1;
   absl::Status first_error;
   for (auto& sh : shards_) {
@@ -340,7 +550,7 @@ PsClient::PushStream::~PushStream() {
       sh->cv.notify_one();
     }
     sh->ctx.TryCancel();
-    sh->thread.join();
+    if (sh->thread.joinable()) sh->thread.join();
   }
 }
 

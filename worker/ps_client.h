@@ -20,9 +20,12 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/model/bert_config.h"
@@ -49,6 +52,7 @@ struct PsClientOptions {
 class PsClient {
  public:
   class PushStream;
+  class PendingPull;
 
   // Connects and checks that every shard serves the same model and plan.
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(
@@ -68,6 +72,13 @@ class PsClient {
   std::future<absl::StatusOr<int64_t>> PullAsync(int worker,
                                                  int64_t min_version,
                                                  int64_t step, float* params);
+  // Starts a pull whose parameters can be read while the rest arrives
+  // (PendingPull::Wait). `first`: rows of one tensor every shard sends
+  // before anything else (e.g. the word-embedding rows of the next batch).
+  // params must stay untouched by others until Finish().
+  std::unique_ptr<PendingPull> StartPull(int worker, int64_t min_version,
+                                         int64_t step, float* params,
+                                         const TensorRows* first = nullptr);
 
   // Starts a push of one step's gradient.
   absl::StatusOr<std::unique_ptr<PushStream>> BeginPush(const PushHeader& header);
@@ -88,8 +99,9 @@ class PsClient {
  private:
   PsClient(const PsClientOptions& options, const BertConfig& config,
            BertTask task, ParamLayout layout, ps::PartitionPlan plan);
-  absl::Status PullShard(int shard, int worker, int64_t min_version,
-                         int64_t step, float* params, int64_t* version);
+  absl::Status PullShard(int shard, const PullRequest& request,
+                         grpc::ClientContext* ctx, float* params,
+                         int64_t* version, PendingPull* progress);
   absl::Status PushShard(int shard, const PushHeader& header,
                          const float* grads);
   grpc::ClientContext* NewContext(grpc::ClientContext* ctx) const;
@@ -106,12 +118,53 @@ class PsClient {
   std::vector<float> residual_;  // bf16 error feedback (layout order)
 };
 
+class PsClient::PendingPull {
+ public:
+  ~PendingPull();  // cancels the pull if not finished
+  // Waits until every element of the layout tensors `tensors` arrived and,
+  // with first_rows, the rows asked first; the pull's error if it failed.
+  absl::Status Wait(const std::vector<int>& tensors, bool first_rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for all of it; the version (as Pull).
+  absl::StatusOr<int64_t> Finish();
+
+ private:
+  friend class PsClient;
+  PendingPull() = default;
+  // Elements (and asked-first rows) of `tensor` arrived; a shard finished.
+  void Arrived(int tensor, int64_t elements, int64_t first_rows)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ShardDone(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ParamLayout* layout_ = nullptr;
+  int first_tensor_ = -1;             // tensor of the rows asked first
+  std::vector<uint8_t> first_mask_;   // per row of it: asked first
+  int64_t first_wanted_ = 0;          // rows asked first
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_;  // per shard
+  std::vector<std::thread> threads_;
+  std::vector<absl::Status> status_;  // per shard, written by its thread
+  std::vector<int64_t> versions_;     // per shard, written by its thread
+  bool finished_ = false;
+  absl::Mutex mu_;
+  std::vector<int64_t> received_ ABSL_GUARDED_BY(mu_);  // per tensor
+  int64_t first_received_ ABSL_GUARDED_BY(mu_) = 0;
+  int shards_left_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
 class PsClient::PushStream {
  public:
   ~PushStream();
   // Queues the gradient of layout tensor `tensor` for sending; `grad` must
   // stay valid until Finish().
   void Send(int tensor, const float* grad);
+  // Queues some rows of it only: `rows` (sorted, unique), or with
+  // except=true all its other rows. Each row must be sent exactly once.
+  void SendRows(int tensor, const float* grad,
+                std::shared_ptr<const std::vector<int64_t>> rows, bool except);
+  // Ends the streams (every queued tensor written); the shards may then
+  // complete the step. Finish() does it when not done yet.
+  void CloseWrites();
   // Closes every stream; returns the smallest version the shards reported.
   absl::StatusOr<int64_t> Finish();
 
@@ -121,6 +174,7 @@ class PsClient::PushStream {
   PsClient* client_ = nullptr;
   PushHeader header_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  bool closed_ = false;
 };
 
 }  // namespace bertps

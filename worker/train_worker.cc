@@ -1,7 +1,11 @@
 #include "worker/train_worker.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
@@ -60,10 +64,26 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
   ASSIGN_OR_RETURN(w->model_, BertModel<float>::Create(
                                   o.config, o.task, o.batch, w->seq_,
                                   std::max(w->preds_, 1), &w->mm_));
+  // Forward's parameter groups: the embeddings but the word table (whose
+  // rows come first), each layer, the rest (with the whole word table).
+  w->groups_.assign(ParamGroupRest(o.config) + 1, {});
+  const auto& tensors = w->model_->layout().tensors();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const std::string& name = tensors[t].name;
+    int g = ParamGroupRest(o.config);
+    int layer = -1;
+    if (name != "bert.embeddings.word_embeddings.weight" &&
+        absl::StartsWith(name, "bert.embeddings.")) {
+      g = kParamGroupEmbeddings;
+    } else if (std::sscanf(name.c_str(), "bert.encoder.layer.%d.", &layer) == 1) {
+      g = ParamGroupOfLayer(layer);
+    }
+    w->groups_[g].push_back(static_cast<int>(t));
+  }
   return w;
 }
 
-absl::Status TrainWorker::ReadBatch(int64_t step) {
+absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
   const int64_t global = static_cast<int64_t>(options_.batch) * options_.num_workers;
   const int64_t want = step * global + static_cast<int64_t>(options_.worker) * options_.batch;
   if (want < stream_pos_) {
@@ -84,7 +104,7 @@ absl::Status TrainWorker::ReadBatch(int64_t step) {
   };
   while (stream_pos_ < want) RETURN_IF_ERROR(next());  // others' examples
   // Decode this worker's B examples.
-  io::BertBatch& b = batch_;
+  io::BertBatch& b = *out;
   b = io::BertBatch();
   b.seq = seq_;
   b.preds = preds_;
@@ -113,55 +133,167 @@ absl::Status TrainWorker::ReadBatch(int64_t step) {
   return absl::OkStatus();
 }
 
+absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
+                                  double* mlm_denominator,
+                                  double* example_denominator,
+                                  double* wait_ms) {
+  const bool bsp = client_->description(0).mode() == BSP;
+  RETURN_IF_ERROR(ReadBatch(step, batch));
+  *mlm_denominator = 0;
+  *example_denominator = 0;
+  if (bsp && client_->description(0).backup_workers() == 0) {
+    // Global loss denominators, so that the pushes add up to one big
+    // batch's gradient.
+    const auto t0 = Clock::now();
+    AnnounceRequest a;
+    a.set_worker(options_.worker);
+    a.set_step(step);
+    double w = 0;
+    for (float x : batch->masked_lm_weights) w += x;
+    a.set_mlm_weight(w);
+    a.set_examples(options_.batch);
+    ASSIGN_OR_RETURN(AnnounceResponse totals, client_->Announce(a));
+    *mlm_denominator = totals.mlm_weight_total() + 1e-5;
+    *example_denominator = static_cast<double>(totals.examples_total());
+    *wait_ms += Ms(t0, Clock::now());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   TrainStepReport rep;
   rep.step = step;
   const ConsistencyMode mode = client_->description(0).mode();
   const bool bsp = mode == BSP;
-  const bool global_denominators =
-      bsp && client_->description(0).backup_workers() == 0;
-  RETURN_IF_ERROR(ReadBatch(step));
+  const auto t0 = Clock::now();
+  // Announce waits (this step's when not prepared ahead, the next one's),
+  // pull waits inside forward and at its end, and the next batch's reading.
+  double wait_ms = 0, next_wait_ms = 0, forward_wait_ms = 0, pull_end_ms = 0,
+         other_ms = 0;
+  auto first_rows = [&](const io::BertBatch& b) {
+    TensorRows r;
+    r.set_name("bert.embeddings.word_embeddings.weight");
+    for (int64_t id : DistinctInputIds(ViewOf(b))) r.add_rows(id);
+    return r;
+  };
+  if (prepared_step_ != step) {
+    pull_.reset();
+    RETURN_IF_ERROR(Prepare(step, &batch_, &mlm_denominator_,
+                            &example_denominator_, &wait_ms));
+    const TensorRows first = first_rows(batch_);
+    pull_ = client_->StartPull(options_.worker, bsp ? step : 0, step,
+                               model_->params(), &first);
+    prepared_step_ = step;
+  }
   StepOptions so;
   so.train = options_.dropout;
   so.seed = options_.seed;
   so.step = step;
   // Dropout keys: (seed, step, index within the global batch).
   so.example_offset = static_cast<int64_t>(options_.worker) * options_.batch;
-  auto t0 = Clock::now();
-  if (global_denominators) {
-    AnnounceRequest a;
-    a.set_worker(options_.worker);
-    a.set_step(step);
-    double w = 0;
-    for (float x : batch_.masked_lm_weights) w += x;
-    a.set_mlm_weight(w);
-    a.set_examples(options_.batch);
-    ASSIGN_OR_RETURN(AnnounceResponse totals, client_->Announce(a));
-    so.mlm_denominator = totals.mlm_weight_total() + 1e-5;
-    so.example_denominator = static_cast<double>(totals.examples_total());
-  }
-  auto t1 = Clock::now();
-  ASSIGN_OR_RETURN(int64_t version,
-                   client_->Pull(options_.worker, bsp ? step : 0, step,
-                                 model_->params()));
-  (void)version;
-  auto t2 = Clock::now();
+  so.mlm_denominator = mlm_denominator_;
+  so.example_denominator = example_denominator_;
+  // Forward reads each group of parameters once it arrived.
+  so.before_params = [&](int group) {
+    const auto w0 = Clock::now();
+    absl::Status st = pull_->Wait(groups_[group],
+                                  group == kParamGroupEmbeddings);
+    forward_wait_ms += Ms(w0, Clock::now());
+    return st;
+  };
   PushHeader header;
   header.set_worker(options_.worker);
   header.set_step(step);
   header.set_examples(options_.batch);
   std::unique_ptr<PsClient::PushStream> stream;
-  if (bsp && options_.overlap_push) {
-    ASSIGN_OR_RETURN(stream, client_->BeginPush(header));
+  absl::Status stream_error;
+  const bool overlap = bsp && options_.overlap_push;
+  // The stream opens at the first gradient: the shards refuse a push of a
+  // step they have not reached, and this step's parameters (so its
+  // version) arrived only during forward.
+  auto open = [&]() -> PsClient::PushStream* {
+    if (!stream && stream_error.ok()) {
+      absl::StatusOr<std::unique_ptr<PsClient::PushStream>> s =
+          client_->BeginPush(header);
+      if (s.ok()) {
+        stream = std::move(*s);
+      } else {
+        stream_error = s.status();
+      }
+    }
+    return stream.get();
+  };
+  // The word embedding's gradient goes out early but for the rows of the
+  // input ids, which backward adds last and which follow then.
+  std::vector<int> pending;  // tensors whose rows are still to come
+  std::shared_ptr<const std::vector<int64_t>> pending_rows;
+  if (overlap) {
+    so.on_grads_ready_except_rows = [&](int t,
+                                        const std::vector<int64_t>& rows) {
+      PsClient::PushStream* ps = open();
+      if (ps == nullptr) return;
+      pending_rows = std::make_shared<const std::vector<int64_t>>(rows);
+      ps->SendRows(t, model_->grads() + model_->layout().tensors()[t].offset,
+                   pending_rows, /*except=*/true);
+      pending.push_back(t);
+    };
     so.on_grads_ready = [&](const std::vector<int>& tensors) {
+      PsClient::PushStream* ps = open();
+      if (ps == nullptr) return;
       for (int t : tensors) {
-        stream->Send(t, model_->grads() + model_->layout().tensors()[t].offset);
+        const float* g = model_->grads() + model_->layout().tensors()[t].offset;
+        if (std::find(pending.begin(), pending.end(), t) != pending.end()) {
+          ps->SendRows(t, g, pending_rows, /*except=*/false);
+        } else {
+          ps->Send(t, g);
+        }
       }
     };
   }
+  const auto t1 = Clock::now();
   ASSIGN_OR_RETURN(StepResult r, model_->Step(ViewOf(batch_), so));
-  auto t3 = Clock::now();
-  if (stream) {
+  const auto t2 = Clock::now();
+  // Every parameter arrived before backward; the pull is over.
+  {
+    const auto p0 = Clock::now();
+    ASSIGN_OR_RETURN(int64_t version, pull_->Finish());
+    (void)version;
+    pull_.reset();
+    prepared_step_ = -1;
+    pull_end_ms = Ms(p0, Clock::now());
+  }
+  // The loss of this worker's own batch (with global denominators r.loss is
+  // only this worker's share of the global batch's loss).
+  if (options_.task == BertTask::kPretrain) {
+    rep.loss = r.mlm.weighted_nll / (r.mlm.weight + 1e-5) +
+               r.nsp.weighted_nll / std::max(r.nsp.weight, 1.0);
+  } else {
+    rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
+  }
+  for (int32_t m : batch_.input_mask) rep.tokens += m;
+  const auto t3 = Clock::now();
+  if (overlap) {
+    RETURN_IF_ERROR(stream_error);
+    if (open() == nullptr) return stream_error;
+    // The next step's batch, totals and pull, while the push's last bytes
+    // travel; its pull waits on the shards for this step's update.
+    const bool next = step + 1 < options_.steps;
+    if (next) {
+      const auto n0 = Clock::now();
+      double w = 0;
+      RETURN_IF_ERROR(Prepare(step + 1, &next_batch_, &mlm_denominator_,
+                              &example_denominator_, &w));
+      next_wait_ms = w;
+      other_ms = Ms(n0, Clock::now()) - w;
+    }
+    stream->CloseWrites();
+    if (next) {
+      std::swap(batch_, next_batch_);
+      const TensorRows first = first_rows(batch_);
+      pull_ = client_->StartPull(options_.worker, step + 1, step + 1,
+                                 model_->params(), &first);
+      prepared_step_ = step + 1;
+    }
     absl::StatusOr<int64_t> v = stream->Finish();
     if (!v.ok() && v.status().code() == absl::StatusCode::kUnavailable) {
       v = client_->Push(header, model_->grads());  // retried, applied once
@@ -185,24 +317,15 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
     header.set_grad_sq_sum(sq);
     ASSIGN_OR_RETURN(rep.version, client_->Push(header, model_->grads()));
   }
-  auto t4 = Clock::now();
-  // The loss of this worker's own batch (with global denominators r.loss is
-  // only this worker's share of the global batch's loss).
-  if (options_.task == BertTask::kPretrain) {
-    rep.loss = r.mlm.weighted_nll / (r.mlm.weight + 1e-5) +
-               r.nsp.weighted_nll / std::max(r.nsp.weight, 1.0);
-  } else {
-    rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
-  }
+  const auto t4 = Clock::now();
   rep.first_example = (step * options_.num_workers + options_.worker) *
                       static_cast<int64_t>(options_.batch);
   rep.examples = options_.batch;
-  for (int32_t m : batch_.input_mask) rep.tokens += m;
   rep.learning_rate = optim::LearningRate(options_.optimizer, step);
-  rep.wait_ms = Ms(t0, t1);
-  rep.pull_ms = Ms(t1, t2);
-  rep.compute_ms = Ms(t2, t3);
-  rep.push_ms = Ms(t3, t4);
+  rep.wait_ms = wait_ms + next_wait_ms;
+  rep.pull_ms = Ms(t0, t1) - wait_ms + forward_wait_ms + pull_end_ms;
+  rep.compute_ms = Ms(t1, t2) - forward_wait_ms;
+  rep.push_ms = Ms(t3, t4) - next_wait_ms - other_ms;
   return rep;
 }
 

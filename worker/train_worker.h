@@ -15,6 +15,14 @@
 // ASP/SSP: pull (SSP waits for the staleness bound), compute, push the whole
 // gradient with its squared norm.
 //
+// Overlap: forward starts while the pull still arrives, waiting before each
+// layer for its parameters (the shards send the word-embedding rows of the
+// batch's input ids first and the rest of that table, read only by the tied
+// decoder at the end of forward, last). Under BSP the next step's batch is
+// read, announced and its pull started as soon as this step's push is
+// written, before the shards answer; the push sends the word embedding's
+// gradient early, except the rows of the input ids, which come last.
+//
 // Thread-safety: Run() from one thread.
 #ifndef BERTPS_WORKER_TRAIN_WORKER_H_
 #define BERTPS_WORKER_TRAIN_WORKER_H_
@@ -88,7 +96,11 @@ class TrainWorker {
 
  private:
   TrainWorker(const TrainWorkerOptions& options);
-  absl::Status ReadBatch(int64_t step);
+  absl::Status ReadBatch(int64_t step, io::BertBatch* out);
+  // The batch of `step`, its announced denominators, and its pull started.
+  absl::Status Prepare(int64_t step, io::BertBatch* batch,
+                       double* mlm_denominator, double* example_denominator,
+                       double* wait_ms);
 
   const TrainWorkerOptions options_;
   std::unique_ptr<PsClient> client_;
@@ -97,7 +109,13 @@ class TrainWorker {
   std::unique_ptr<io::ExampleStream> stream_;
   int64_t stream_pos_ = 0;  // global example index of the stream's next record
   int seq_ = 0, preds_ = 0;
-  io::BertBatch batch_;
+  io::BertBatch batch_, next_batch_;
+  // Layout tensors of each forward parameter group (ParamGroup*).
+  std::vector<std::vector<int>> groups_;
+  // The step whose batch_, denominators and pull_ are ready (-1: none).
+  int64_t prepared_step_ = -1;
+  double mlm_denominator_ = 0, example_denominator_ = 0;
+  std::unique_ptr<PsClient::PendingPull> pull_;
 };
 
 }  // namespace bertps

@@ -1,5 +1,6 @@
 #include "common/model/bert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -351,14 +352,21 @@ absl::StatusOr<StepResult> BertModel<T>::Step(const BertBatchView& batch,
                                               const StepOptions& options) {
   RETURN_IF_ERROR(ValidateBatch(batch));
   StepResult result;
-  Forward(batch, options, &result);
+  RETURN_IF_ERROR(Forward(batch, options, &result));
   if (options.backward) Backward(batch, options);
   return result;
 }
 
+std::vector<int64_t> DistinctInputIds(const BertBatchView& b) {
+  std::vector<int64_t> ids(b.input_ids, b.input_ids + b.batch * b.seq);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 template <typename T>
-void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
-                           StepResult* r) {
+absl::Status BertModel<T>::Forward(const BertBatchView& bt,
+                                   const StepOptions& o, StepResult* r) {
   Buffers& f = *buf_;
   const BertConfig& c = config_;
   const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size;
@@ -368,8 +376,12 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
   const T* w = params_.data();
   auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
+  auto need = [&](int group) {
+    return o.before_params ? o.before_params(group) : absl::OkStatus();
+  };
 
   // Embeddings: sum, LayerNorm, dropout.
+  RETURN_IF_ERROR(need(kParamGroupEmbeddings));
   EmbeddingForward(bt.input_ids, bt.segment_ids, b, s, h,
                    P("bert.embeddings.word_embeddings.weight"),
                    P("bert.embeddings.position_embeddings.weight"),
@@ -385,6 +397,7 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
   const T* x = f.x0;
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
     Layer& l = f.layers[li];
+    RETURN_IF_ERROR(need(ParamGroupOfLayer(static_cast<int>(li))));
     EncoderLayerForward<T>(mm_, c, LayerStep(li, bt, o),
                            EncoderLayerTensorsOf<const T>(li, P), x,
                            bt.input_mask, l, scratch);
@@ -392,6 +405,7 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
   }
 
   // Pooler: tanh(dense(first token)).
+  RETURN_IF_ERROR(need(ParamGroupRest(c)));
   for (int64_t i = 0; i < b; ++i) {
     std::memcpy(f.h0 + i * h, x + i * s * h, sizeof(T) * h);
   }
@@ -413,7 +427,7 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
                                     nullptr, b, nl, grad / denom,
                                     f.argmax.data());
     r->loss = r->cls.weighted_nll / denom;
-    return;
+    return absl::OkStatus();
   }
 
   // MLM head: gather masked positions, transform, tied decoder.
@@ -455,6 +469,7 @@ void BertModel<T>::Forward(const BertBatchView& bt, const StepOptions& o,
                                   grad / nsp_denom, f.argmax.data());
   r->nsp_loss = r->nsp.weighted_nll / nsp_denom;
   r->loss = r->mlm_loss + r->nsp_loss;
+  return absl::OkStatus();
 }
 
 template <typename T>
@@ -474,6 +489,12 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   // d of the last layer output (B*S, H).
   T* dout = f.d_a;
   std::fill(dout, dout + bs * h, T(0));
+  const int word_tensor = layout_.Index("bert.embeddings.word_embeddings.weight");
+  auto word_ready_except_inputs = [&] {
+    if (o.on_grads_ready_except_rows) {
+      o.on_grads_ready_except_rows(word_tensor, DistinctInputIds(bt));
+    }
+  };
 
   if (task_ == BertTask::kClassify) {
     const int64_t nl = c.num_labels;
@@ -483,6 +504,7 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
                    G("classifier.bias"));
     DropoutBackward(key(kSiteClassifier), hp, b, h, 1, o.example_offset,
                     f.d_pooled, f.d_pooled);
+    word_ready_except_inputs();  // only the lookup adds to it
   } else {
     const int64_t np = b * bt.preds, v = c.vocab_size;
     // f.logits holds dlogits (B*P, V).
@@ -491,6 +513,7 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
     T* dword = G("bert.embeddings.word_embeddings.weight");
     kernels::Gemm(mm_, kernels::GemmDims{1, v, h, np, true, false}, f.logits,
                   f.t3, dword, T(1), /*accumulate=*/true);
+    word_ready_except_inputs();  // the decoder's share is complete
     kernels::Gemm(mm_, kernels::GemmDims{1, np, h, v, false, false}, f.logits,
                   P("bert.embeddings.word_embeddings.weight"), f.d_t);
     LayerNormBackward(f.d_t, f.t2,

@@ -63,7 +63,33 @@ struct StepOptions {
   // each encoder layer from the last, then the embeddings. Lets a worker
   // push gradients while backward goes on.
   std::function<void(const std::vector<int>& tensors)> on_grads_ready;
+  // Called during backward once the gradient of `tensor` is final except
+  // for `rows` (sorted, unique rows of it; the rest of it will not change):
+  // the word embedding, whose rows of the batch's input ids are added last.
+  // on_grads_ready names the tensor again when those rows are final too.
+  std::function<void(int tensor, const std::vector<int64_t>& rows)>
+      on_grads_ready_except_rows;
+  // Called in forward before the parameters of a group are first read
+  // (ParamGroup*): lets a worker start forward while parameters still
+  // arrive. A non-OK status ends the step with it.
+  std::function<absl::Status(int group)> before_params;
 };
+
+// Parameter groups of forward, in the order it reads them:
+//   kParamGroupEmbeddings  the word-embedding rows of the batch's input ids,
+//                          the position and token-type embeddings and the
+//                          embedding LayerNorm;
+//   ParamGroupOfLayer(i)   encoder layer i;
+//   ParamGroupRest(config) everything else: the pooler, the heads and the
+//                          whole word embedding (the tied decoder).
+inline constexpr int kParamGroupEmbeddings = 0;
+inline int ParamGroupOfLayer(int layer) { return 1 + layer; }
+inline int ParamGroupRest(const BertConfig& c) {
+  return 1 + c.num_hidden_layers;
+}
+// The sorted distinct input ids of a batch (the word-embedding rows that
+// forward reads and backward's embedding step adds to).
+std::vector<int64_t> DistinctInputIds(const BertBatchView& b);
 
 struct StepResult {
   double loss = 0;      // mlm_loss + nsp_loss, or the classification loss
@@ -114,7 +140,8 @@ class BertModel {
   BertModel(const BertConfig& config, BertTask task, int64_t max_batch,
             int64_t max_seq, int64_t max_preds, kernels::MatmulEngine* mm);
   absl::Status ValidateBatch(const BertBatchView& b) const;
-  void Forward(const BertBatchView& b, const StepOptions& o, StepResult* r);
+  absl::Status Forward(const BertBatchView& b, const StepOptions& o,
+                       StepResult* r);
   void Backward(const BertBatchView& b, const StepOptions& o);
   EncoderLayerScratch<T> Scratch() const;
   EncoderLayerStep LayerStep(int64_t layer, const BertBatchView& b,

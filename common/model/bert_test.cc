@@ -1,5 +1,6 @@
 #include "common/model/bert.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/model/test_util.h"
@@ -179,6 +180,61 @@ TEST(BertModel, DropoutDependsOnlyOnGlobalExampleIndex) {
   ASSERT_TRUE(part.ok());
   for (int i = 0; i < 2 * 3; ++i) {
     EXPECT_DOUBLE_EQ(part->logits[i], whole->logits[2 * 3 + i]);
+  }
+}
+
+// The hooks a data-parallel worker uses: parameter groups are asked for in
+// forward order before they are read (an error ends the step), and the word
+// embedding's gradient is final early except for the input ids' rows.
+TEST(BertModel, ParameterAndGradientHooks) {
+  for (BertTask task : {BertTask::kPretrain, BertTask::kClassify}) {
+    BertConfig c = TinyTestConfig();
+    kernels::MatmulEngine mm;
+    auto model = *BertModel<double>::Create(c, task, 3, 7, 2, &mm);
+    InitBertParams(model->layout(), c, 4, model->params());
+    OwnedBatch batch = RandomBatch(c, 3, 7, 2, 8);
+    const int word = model->layout().Index("bert.embeddings.word_embeddings.weight");
+    const int64_t h = c.hidden_size;
+    StepOptions opt;
+    std::vector<int> groups;
+    opt.before_params = [&](int g) {
+      groups.push_back(g);
+      return absl::OkStatus();
+    };
+    std::vector<double> early;
+    std::vector<int64_t> rows;
+    opt.on_grads_ready_except_rows = [&](int t, const std::vector<int64_t>& r) {
+      EXPECT_EQ(t, word);
+      rows = r;
+      const double* g = model->grads() + model->layout().tensors()[t].offset;
+      early.assign(g, g + model->layout().tensors()[t].size);
+    };
+    ASSERT_TRUE(model->Step(batch.View(), opt).ok());
+    std::vector<int> want;
+    for (int g = 0; g <= ParamGroupRest(c); ++g) want.push_back(g);
+    EXPECT_EQ(groups, want);
+    EXPECT_EQ(rows, DistinctInputIds(batch.View()));
+    ASSERT_FALSE(rows.empty());
+    const double* final_g = model->grads() + model->layout().tensors()[word].offset;
+    int changed = 0;
+    for (int64_t r = 0; r < c.vocab_size; ++r) {
+      const bool input = std::binary_search(rows.begin(), rows.end(), r);
+      for (int64_t k = 0; k < h; ++k) {
+        if (!input) {
+          EXPECT_EQ(early[r * h + k], final_g[r * h + k]) << r;
+        } else if (early[r * h + k] != final_g[r * h + k]) {
+          ++changed;
+        }
+      }
+    }
+    EXPECT_GT(changed, 0);
+    // A failing group ends the step with its error.
+    opt.before_params = [&](int g) {
+      return g == ParamGroupOfLayer(0) ? absl::UnavailableError("gone")
+                                       : absl::OkStatus();
+    };
+    auto r = model->Step(batch.View(), opt);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   }
 }
 

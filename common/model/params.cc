@@ -45,6 +45,12 @@ int64_t ParamLayout::Offset(absl::string_view name) const {
   return p->offset;
 }
 
+int ParamLayout::Index(absl::string_view name) const {
+  auto it = index_.find(name);
+  CHECK(it != index_.end()) << "no parameter " << name;
+  return static_cast<int>(it->second);
+}
+
 ParamLayout ParamLayout::ForBert(const BertConfig& c, BertTask task) {
   ParamLayout l;
   const int64_t h = c.hidden_size, inter = c.intermediate_size;

@@ -48,6 +48,8 @@ class ParamLayout {
   const ParamSpec* Find(absl::string_view name) const;
   // Offset of a tensor that must exist (programmer error otherwise).
   int64_t Offset(absl::string_view name) const;
+  // Index into tensors() of a tensor that must exist.
+  int Index(absl::string_view name) const;
 
  private:
   void Add(std::string name, std::vector<int64_t> shape);

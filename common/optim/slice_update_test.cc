@@ -491,6 +491,31 @@ TEST(ClipTest, GradSquaredSumAndFiniteness) {
   EXPECT_TRUE(std::isfinite(GradSquaredSum(huge.data(), 1000)));
 }
 
+TEST(ClipTest, VectorPassesCatchEveryPositionAndIgnoreAlignment) {
+  // Inf or NaN at each position of a buffer (vector body and tail).
+  for (int n : {1, 15, 16, 31, 32, 33, 100}) {
+    for (int at = 0; at < n; ++at) {
+      for (float bad : {std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()}) {
+        std::vector<float> g(n, 0.25f);
+        g[at] = bad;
+        EXPECT_FALSE(AllFinite(g.data(), n)) << n << " " << at;
+        EXPECT_FALSE(std::isfinite(GradSquaredSum(g.data(), n)));
+      }
+    }
+  }
+  // The same values at another address give the same bits.
+  const std::vector<float> v = RandomVector(1037, 5, -3, 3);
+  const double want = GradSquaredSum(v.data(), 1037);
+  for (int shift = 1; shift < 8; ++shift) {
+    std::vector<float> moved(1037 + shift);
+    std::copy(v.begin(), v.end(), moved.begin() + shift);
+    EXPECT_EQ(GradSquaredSum(moved.data() + shift, 1037), want) << shift;
+    EXPECT_TRUE(AllFinite(moved.data() + shift, 1037));
+  }
+}
+
 TEST(ClipTest, ClipScaleIsClipByGlobalNorm) {
   OptimizerConfig c;
   c.clip_norm = 1.0;

@@ -182,6 +182,17 @@ bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
     } else if (field == 4 && wt == kVarint) {  // offset
       if (!c->ReadVarint(&v)) return false;
       out->offset = static_cast<int64_t>(v);
+    } else if (field == 6 && wt == kLen) {  // rows, packed
+      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
+      const size_t sub_end = c->pos() + v;
+      while (c->pos() < sub_end) {
+        if (!c->ReadVarint(&v)) return false;
+        out->rows.push_back(static_cast<int64_t>(v));
+      }
+      if (c->pos() != sub_end) return false;
+    } else if (field == 6 && wt == kVarint) {  // rows, unpacked
+      if (!c->ReadVarint(&v)) return false;
+      out->rows.push_back(static_cast<int64_t>(v));
     } else if (field == 5 && wt == kLen) {  // data
       if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
       out->data.clear();
@@ -205,13 +216,18 @@ bool ReadLength(Cursor* c, size_t limit, size_t* end) {
 
 }  // namespace
 
-grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
-                             int64_t offset, grpc::Slice data) {
+namespace {
+
+grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
+                        absl::Span<const int64_t> rows, grpc::Slice data) {
   // Fields in number order, defaults left out: what protobuf itself writes.
+  size_t rows_bytes = 0;
+  for (int64_t r : rows) rows_bytes += VarintSize(static_cast<uint64_t>(r));
   size_t body = 1 + VarintSize(name.size()) + name.size();
   if (dtype != 0) body += 1 + VarintSize(static_cast<int64_t>(dtype));
   if (offset != 0) body += 1 + VarintSize(static_cast<uint64_t>(offset));
   if (data.size() > 0) body += 1 + VarintSize(data.size()) + data.size();
+  if (!rows.empty()) body += 1 + VarintSize(rows_bytes) + rows_bytes;
   std::string prefix;
   prefix.reserve(32 + name.size());
   PutTag(2, kLen, &prefix);
@@ -227,14 +243,39 @@ grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
     PutTag(4, kVarint, &prefix);
     PutVarint(static_cast<uint64_t>(offset), &prefix);
   }
+  std::string suffix;  // the rows come after the data (field 6)
+  if (!rows.empty()) {
+    suffix.reserve(8 + rows_bytes);
+    PutTag(6, kLen, &suffix);
+    PutVarint(rows_bytes, &suffix);
+    for (int64_t r : rows) PutVarint(static_cast<uint64_t>(r), &suffix);
+  }
   if (data.size() == 0) {
-    grpc::Slice only(prefix);
+    grpc::Slice only(prefix + suffix);
     return grpc::ByteBuffer(&only, 1);
   }
   PutTag(5, kLen, &prefix);
   PutVarint(data.size(), &prefix);
-  grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
-  return grpc::ByteBuffer(slices, 2);
+  if (suffix.empty()) {
+    grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
+    return grpc::ByteBuffer(slices, 2);
+  }
+  grpc::Slice slices[3] = {grpc::Slice(prefix), std::move(data),
+                           grpc::Slice(suffix)};
+  return grpc::ByteBuffer(slices, 3);
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
+                             int64_t offset, grpc::Slice data) {
+  return Encode(name, dtype, offset, {}, std::move(data));
+}
+
+grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
+                                absl::Span<const int64_t> rows,
+                                grpc::Slice data) {
+  return Encode(name, dtype, 0, rows, std::move(data));
 }
 
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {

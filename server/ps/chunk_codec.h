@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -37,6 +38,10 @@ inline constexpr char kPushMethod[] = "/bertps.ParameterServer/Push";
 // may refer to memory the caller keeps alive until the write completed).
 grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
                              int64_t offset, grpc::Slice data);
+// A row chunk: data holds `rows` (strictly increasing) of the tensor.
+grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
+                                absl::Span<const int64_t> rows,
+                                grpc::Slice data);
 // Any message, serialised by protobuf (headers, the pull's version).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message);
 

@@ -1,5 +1,6 @@
 #include "server/ps/chunk_ref.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace bertps {
@@ -13,6 +14,7 @@ ChunkRef ChunkRef::Of(const TensorChunk& chunk) {
   r.offset = chunk.offset();
   if (!chunk.data().empty()) r.data.push_back(chunk.data());
   r.data_bytes = chunk.data().size();
+  r.rows.assign(chunk.rows().begin(), chunk.rows().end());
   return r;
 }
 
@@ -21,6 +23,22 @@ void ChunkRef::CopyDataTo(void* dst) const {
   for (absl::string_view piece : data) {
     std::memcpy(out, piece.data(), piece.size());
     out += piece.size();
+  }
+}
+
+void ChunkRef::Reader::Read(void* dst, size_t n) {
+  char* out = static_cast<char*>(dst);
+  while (n > 0 && piece_ < c_.data.size()) {
+    const absl::string_view p = c_.data[piece_];
+    const size_t take = std::min(n, p.size() - off_);
+    std::memcpy(out, p.data() + off_, take);
+    out += take;
+    n -= take;
+    off_ += take;
+    if (off_ == p.size()) {
+      ++piece_;
+      off_ = 0;
+    }
   }
 }
 

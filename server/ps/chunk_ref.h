@@ -27,11 +27,26 @@ struct ChunkRef {
   // an element.
   std::vector<absl::string_view> data;
   size_t data_bytes = 0;  // sum of the pieces' sizes
+  // A row chunk's rows (TensorChunk.rows); empty for a range chunk.
+  std::vector<int64_t> rows;
 
   // A view of a parsed TensorChunk (which must outlive it).
   static ChunkRef Of(const TensorChunk& chunk);
   // Copies all data_bytes bytes to dst.
   void CopyDataTo(void* dst) const;
+
+  // Reads the payload in order, in parts of any size.
+  class Reader {
+   public:
+    explicit Reader(const ChunkRef& chunk) : c_(chunk) {}
+    // Copies the next n bytes to dst (n <= the bytes left).
+    void Read(void* dst, size_t n);
+
+   private:
+    const ChunkRef& c_;
+    size_t piece_ = 0;
+    size_t off_ = 0;  // in data[piece_]
+  };
 };
 
 }  // namespace ps

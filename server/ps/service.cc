@@ -1,6 +1,9 @@
 #include "server/ps/service.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -124,20 +127,104 @@ grpc::Status ShardService::PullRaw(
     return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
   }
   std::vector<std::string> names(req->names().begin(), req->names().end());
+  auto wanted = [&](const std::string& name) {
+    return names.empty() ||
+           std::find(names.begin(), names.end(), name) != names.end();
+  };
   const PartitionPlan& plan = shard->plan();
+  const ParamLayout& layout = shard->layout();
+  // Rows asked first, per tensor index (checked before anything is sent).
+  std::map<int, std::vector<int64_t>> first;
+  for (const TensorRows& tr : req->first()) {
+    const ParamSpec* spec = layout.Find(tr.name());
+    if (spec == nullptr) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("pull: unknown tensor ", tr.name()));
+    }
+    const int t = static_cast<int>(spec - layout.tensors().data());
+    const int64_t num_rows = spec->shape.empty() ? 1 : spec->shape[0];
+    if (first.count(t) > 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("pull: rows of ", tr.name(),
+                                       " asked twice"));
+    }
+    for (int k = 0; k < tr.rows_size(); ++k) {
+      if (tr.rows(k) < 0 || tr.rows(k) >= num_rows ||
+          (k > 0 && tr.rows(k) <= tr.rows(k - 1))) {
+        return grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            absl::StrCat("pull: row ", tr.rows(k), " of ", tr.name(),
+                         " is out of range or not increasing"));
+      }
+    }
+    first[t].assign(tr.rows().begin(), tr.rows().end());
+  }
+  const std::shared_ptr<const Snapshot>& sp = *snap;
+  auto cancelled = [&] {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
+  };
+  // Rows of a slice (first or not), copied together into row chunks.
+  auto send_rows = [&](const SliceSpec& sl, const std::vector<int64_t>& sel,
+                       bool selected) {
+    const ParamSpec& spec = layout.tensors()[sl.tensor];
+    const int64_t row = spec.shape.empty() ? spec.size
+                                           : spec.size / spec.shape[0];
+    const int64_t lo = sl.begin / row, hi = sl.end / row;
+    std::vector<int64_t> rows;
+    if (selected) {
+      for (auto it = std::lower_bound(sel.begin(), sel.end(), lo);
+           it != sel.end() && *it < hi; ++it) {
+        rows.push_back(*it);
+      }
+    } else {
+      auto it = std::lower_bound(sel.begin(), sel.end(), lo);
+      for (int64_t r = lo; r < hi; ++r) {
+        if (it != sel.end() && *it == r) {
+          ++it;
+        } else {
+          rows.push_back(r);
+        }
+      }
+    }
+    const int64_t per_chunk = std::max<int64_t>(1, kChunkElements / row);
+    for (size_t k = 0; k < rows.size(); k += per_chunk) {
+      const size_t m = std::min<size_t>(per_chunk, rows.size() - k);
+      grpc::Slice payload(sizeof(float) * row * m);
+      float* out = reinterpret_cast<float*>(const_cast<uint8_t*>(payload.begin()));
+      for (size_t j = 0; j < m; ++j) {
+        std::memcpy(out + j * row,
+                    sp->params.data() + sl.shard_offset +
+                        (rows[k + j] * row - sl.begin),
+                    sizeof(float) * row);
+      }
+      if (!writer->Write(EncodeRowChunk(
+              sl.name, F32, absl::MakeConstSpan(rows.data() + k, m),
+              std::move(payload)))) {
+        return false;
+      }
+      if (ctx->IsCancelled()) return false;
+    }
+    return true;
+  };
+  for (const auto& [t, rows] : first) {
+    for (int i : shard->local_slices()) {
+      const SliceSpec& sl = plan.slices()[i];
+      if (sl.tensor != t || !wanted(sl.name)) continue;
+      if (!send_rows(sl, rows, true)) return cancelled();
+    }
+  }
+  // Then every other slice in layout order, and the other rows of the
+  // tensors asked first at the end (the word embedding's: forward reads
+  // them last, in the tied decoder).
   for (int i : shard->local_slices()) {
     const SliceSpec& sl = plan.slices()[i];
-    if (!names.empty() &&
-        std::find(names.begin(), names.end(), sl.name) == names.end()) {
-      continue;
-    }
+    if (!wanted(sl.name) || first.count(sl.tensor) > 0) continue;
     for (int64_t off = sl.begin; off < sl.end; off += kChunkElements) {
       const int64_t n = std::min(kChunkElements, sl.end - off);
       // The payload is sent from the snapshot itself; each slice keeps the
       // snapshot alive until the transport has written it.
-      const float* data =
-          (*snap)->params.data() + sl.shard_offset + (off - sl.begin);
-      auto* hold = new std::shared_ptr<const Snapshot>(*snap);
+      const float* data = sp->params.data() + sl.shard_offset + (off - sl.begin);
+      auto* hold = new std::shared_ptr<const Snapshot>(sp);
       grpc::Slice payload(
           const_cast<float*>(data), sizeof(float) * n,
           [](void* p) { delete static_cast<std::shared_ptr<const Snapshot>*>(p); },
@@ -145,9 +232,14 @@ grpc::Status ShardService::PullRaw(
       if (!writer->Write(EncodeChunk(sl.name, F32, off, std::move(payload)))) {
         return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
       }
-      if (ctx->IsCancelled()) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
-      }
+      if (ctx->IsCancelled()) return cancelled();
+    }
+  }
+  for (const auto& [t, rows] : first) {
+    for (int i : shard->local_slices()) {
+      const SliceSpec& sl = plan.slices()[i];
+      if (sl.tensor != t || !wanted(sl.name)) continue;
+      if (!send_rows(sl, rows, false)) return cancelled();
     }
   }
   return grpc::Status::OK;

@@ -100,6 +100,71 @@ TEST_F(ServiceTest, PullOfAMissingVersionHitsItsDeadline) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
+// Rows asked first come first, the rest of their tensor last; the pull is
+// the same parameters. A bad request is refused with a clear status.
+TEST_F(ServiceTest, PullSendsTheRowsAskedFirstFirst) {
+  auto pull = [&](const PullRequest& req, std::vector<PullResponse>* out) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    auto r = stub_->Pull(&ctx, req);
+    PullResponse msg;
+    while (r->Read(&msg)) out->push_back(msg);
+    return r->Finish();
+  };
+  const ParamLayout& layout = server_->core()->layout();
+  auto assemble = [&](const std::vector<PullResponse>& msgs) {
+    std::vector<float> p(layout.total_size(), -99.0f);
+    for (const PullResponse& m : msgs) {
+      if (!m.has_chunk()) continue;
+      const ParamSpec* spec = layout.Find(m.chunk().name());
+      const float* d = reinterpret_cast<const float*>(m.chunk().data().data());
+      if (m.chunk().rows_size() == 0) {
+        std::copy(d, d + m.chunk().data().size() / 4,
+                  p.begin() + spec->offset + m.chunk().offset());
+      } else {
+        const int64_t row = spec->shape[1];
+        for (int k = 0; k < m.chunk().rows_size(); ++k) {
+          std::copy(d + k * row, d + (k + 1) * row,
+                    p.begin() + spec->offset + m.chunk().rows(k) * row);
+        }
+      }
+    }
+    return p;
+  };
+  std::vector<PullResponse> plain, ordered;
+  ASSERT_TRUE(pull(PullRequest(), &plain).ok());
+  PullRequest req;
+  TensorRows* first = req.add_first();
+  first->set_name("bert.embeddings.word_embeddings.weight");
+  for (int64_t r : {2, 5, 17}) first->add_rows(r);
+  ASSERT_TRUE(pull(req, &ordered).ok());
+  EXPECT_EQ(assemble(plain), assemble(ordered));
+  ASSERT_GE(ordered.size(), 3u);
+  EXPECT_TRUE(ordered[0].has_version());
+  const TensorChunk& head = ordered[1].chunk();
+  EXPECT_EQ(head.name(), first->name());
+  EXPECT_EQ(std::vector<int64_t>(head.rows().begin(), head.rows().end()),
+            (std::vector<int64_t>{2, 5, 17}));
+  const TensorChunk& tail = ordered.back().chunk();
+  EXPECT_EQ(tail.name(), first->name());
+  EXPECT_EQ(tail.rows_size(), 30 - 3);
+  // Bad requests.
+  std::vector<PullResponse> ignored;
+  PullRequest unknown;
+  unknown.add_first()->set_name("bert.nope");
+  grpc::Status st = pull(unknown, &ignored);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("unknown tensor bert.nope"), std::string::npos);
+  PullRequest unsorted = req;
+  unsorted.mutable_first(0)->set_rows(1, 1);
+  st = pull(unsorted, &ignored);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("not increasing"), std::string::npos);
+  PullRequest twice = req;
+  *twice.add_first() = req.first(0);
+  EXPECT_EQ(pull(twice, &ignored).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(ServiceTest, DescribeListsTheSlices) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -281,6 +281,8 @@ absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
   }
   session->grad = TakeBuffer();
   session->next.resize(local_slices().size());
+  session->row_seen.resize(local_slices().size());
+  session->rows_done.assign(local_slices().size(), 0);
   for (size_t i = 0; i < local_slices().size(); ++i) {
     session->next[i] = plan_.slices()[local_slices()[i]].begin;
   }
@@ -337,6 +339,9 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
         "chunk of ", chunk.name, " has ", chunk.data_bytes,
         " bytes, not a positive multiple of ", elem));
   }
+  if (!chunk.rows.empty()) {
+    return AddRowChunk(s, chunk, spec, it->second, elem);
+  }
   const int64_t n = static_cast<int64_t>(chunk.data_bytes) / elem;
   const int64_t off = chunk.offset;
   // Find the local slice containing [off, off + n).
@@ -351,6 +356,10 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
     const size_t local = std::find(local_slices().begin(),
                                    local_slices().end(), idx) -
                          local_slices().begin();
+    if (s->rows_done[local] > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "range chunk of ", chunk.name, " after row chunks of the same slice"));
+    }
     if (off != s->next[local]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "chunk of ", chunk.name, " at element ", off,
@@ -378,11 +387,106 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
                    " is outside this shard's slices of the tensor"));
 }
 
+absl::Status ShardCore::AddRowChunk(PushSession* s, const ChunkRef& chunk,
+                                    const ParamSpec& spec,
+                                    const std::vector<int>& slices, int elem) {
+  const int64_t num_rows = spec.shape.empty() ? 1 : spec.shape[0];
+  const int64_t row = num_rows > 0 ? spec.size / num_rows : 0;
+  const std::vector<int64_t>& rows = chunk.rows;
+  if (chunk.offset != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "row chunk of ", chunk.name, " with an offset (", chunk.offset, ")"));
+  }
+  if (chunk.data_bytes != rows.size() * static_cast<size_t>(row) * elem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "row chunk of ", chunk.name, " has ", chunk.data_bytes, " bytes for ",
+        rows.size(), " rows of ", row, " elements"));
+  }
+  // Every row: in range, increasing, in one of this shard's slices (slices
+  // are row ranges), not yet received. Checked before anything is copied.
+  std::vector<std::pair<size_t, float*>> dst(rows.size());  // (local, at)
+  size_t local = 0;
+  const SliceSpec* sl = nullptr;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const int64_t r = rows[k];
+    if (r < 0 || r >= num_rows || (k > 0 && r <= rows[k - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "row chunk of ", chunk.name, ": row ", r,
+          " is out of range or not increasing"));
+    }
+    const int64_t at = r * row;
+    if (sl == nullptr || at < sl->begin || at >= sl->end) {
+      sl = nullptr;
+      for (int idx : slices) {
+        const SliceSpec& c = plan_.slices()[idx];
+        if (at >= c.begin && at < c.end) {
+          sl = &c;
+          local = std::find(local_slices().begin(), local_slices().end(),
+                            idx) -
+                  local_slices().begin();
+          break;
+        }
+      }
+      if (sl == nullptr || sl->begin % row != 0 || sl->end % row != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "row chunk of ", chunk.name, ": row ", r,
+            " is outside this shard's slices of the tensor"));
+      }
+      if (s->next[local] != sl->begin) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "row chunk of ", chunk.name, " after range chunks of the same slice"));
+      }
+      if (s->row_seen[local].empty()) {
+        s->row_seen[local].assign(sl->size() / row, 0);
+      }
+    }
+    if (s->row_seen[local][(at - sl->begin) / row]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "row chunk of ", chunk.name, ": row ", r, " was already received"));
+    }
+    dst[k] = {local, s->grad.data() + sl->shard_offset + (at - sl->begin)};
+  }
+  ChunkRef::Reader reader(chunk);
+  std::vector<uint16_t> bf16(elem == 2 ? row : 0);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    float* d = dst[k].second;
+    if (elem == 4) {
+      reader.Read(d, sizeof(float) * row);
+    } else {
+      reader.Read(bf16.data(), 2 * row);
+      for (int64_t i = 0; i < row; ++i) d[i] = io::Bf16ToF32(bf16[i]);
+    }
+    if (!optim::AllFinite(d, row)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient of ", chunk.name, " has NaN or Inf in row ", rows[k]));
+    }
+  }
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const size_t l = dst[k].first;
+    const SliceSpec& c = plan_.slices()[local_slices()[l]];
+    const int64_t at = rows[k] * row;
+    s->row_seen[l][(at - c.begin) / row] = 1;
+    ++s->rows_done[l];
+  }
+  s->bytes += static_cast<int64_t>(chunk.data_bytes);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PushResponse> ShardCore::FinishPush(
     std::unique_ptr<PushSession> s, absl::Time deadline) {
   deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
   for (size_t i = 0; i < local_slices().size(); ++i) {
     const SliceSpec& sl = plan_.slices()[local_slices()[i]];
+    if (s->rows_done[i] > 0) {
+      const int64_t rows = static_cast<int64_t>(s->row_seen[i].size());
+      if (s->rows_done[i] == rows) continue;
+      ReturnBuffer(std::move(s->grad));
+      absl::MutexLock l(&mu_);
+      ++pushes_rejected_;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "incomplete push from worker ", s->header.worker(), ": ", sl.name,
+          " received ", s->rows_done[i], " of ", rows, " rows"));
+    }
     if (s->next[i] != sl.end) {
       ReturnBuffer(std::move(s->grad));
       absl::MutexLock l(&mu_);

@@ -103,6 +103,10 @@ class ShardCore {
     bool duplicate = false;
     AlignedVector<float> grad;  // (shard_size) staged gradient
     std::vector<int64_t> next;  // per local slice: next element expected
+    // Per local slice taking row chunks instead: rows received (a flag per
+    // row of the slice, sized at the first row chunk) and their count.
+    std::vector<std::vector<uint8_t>> row_seen;
+    std::vector<int64_t> rows_done;
     int64_t bytes = 0;
   };
 
@@ -136,6 +140,8 @@ class ShardCore {
   // The same for a chunk whose payload lies in received transport buffers:
   // copied once, straight into the staging buffer.
   absl::Status AddChunk(PushSession* session, const ChunkRef& chunk);
+  // Row chunks of a tensor (any order, each row once) may cover a slice
+  // instead of range chunks; one slice takes one kind only.
   absl::StatusOr<PushResponse> FinishPush(std::unique_ptr<PushSession> session,
                                           absl::Time deadline);
 
@@ -177,6 +183,9 @@ class ShardCore {
                                                 absl::Time deadline);
   AlignedVector<float> TakeBuffer() ABSL_LOCKS_EXCLUDED(mu_);
   void ReturnBuffer(AlignedVector<float> buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AddRowChunk(PushSession* session, const ChunkRef& chunk,
+                           const ParamSpec& spec, const std::vector<int>& slices,
+                           int elem);
   absl::Status ApplyBspLocked(absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

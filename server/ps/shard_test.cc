@@ -2,9 +2,12 @@
 
 #include <cstring>
 #include <cmath>
+#include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -258,6 +261,149 @@ TEST(ShardCore, BadPushesChangeNothing) {
   // A good push still works afterwards.
   ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.5f).ok());
   EXPECT_EQ(core->version(), 1);
+}
+
+// A gradient pushed as row chunks (the word embedding: all rows but some
+// early, those last; the other tensors in ranges) is the same push.
+absl::StatusOr<PushResponse> PushRows(ShardCore* core, int64_t step,
+                                      const std::vector<float>& full,
+                                      const std::vector<int64_t>& late) {
+  PushHeader h;
+  h.set_worker(0);
+  h.set_step(step);
+  auto s = core->BeginPush(h);
+  if (!s.ok()) return s.status();
+  const ParamSpec* word = core->layout().Find("bert.embeddings.word_embeddings.weight");
+  const int64_t row = word->shape[1];
+  auto rows_chunk = [&](const std::vector<int64_t>& rows) {
+    TensorChunk c;
+    c.set_name(word->name);
+    c.set_dtype(F32);
+    std::string data;
+    for (int64_t r : rows) {
+      c.add_rows(r);
+      data.append(reinterpret_cast<const char*>(full.data() + word->offset + r * row),
+                  4 * row);
+    }
+    c.set_data(data);
+    return c;
+  };
+  std::vector<int64_t> early;
+  for (int64_t r = 0; r < word->shape[0]; ++r) {
+    if (std::find(late.begin(), late.end(), r) == late.end()) early.push_back(r);
+  }
+  RETURN_IF_ERROR(core->AddChunk(s->get(), rows_chunk(early)));
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    if (sl.name == word->name) continue;
+    const ParamSpec* spec = core->layout().Find(sl.name);
+    TensorChunk c;
+    c.set_name(sl.name);
+    c.set_dtype(F32);
+    c.set_offset(sl.begin);
+    c.set_data(full.data() + spec->offset + sl.begin, 4 * sl.size());
+    RETURN_IF_ERROR(core->AddChunk(s->get(), c));
+  }
+  RETURN_IF_ERROR(core->AddChunk(s->get(), rows_chunk(late)));
+  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
+}
+
+TEST(ShardCore, RowChunksAreTheSamePush) {
+  ShardOptions o = Opts(BSP, 1);
+  o.optimizer.clip_norm = 0.5;
+  auto a = *ShardCore::Create(o, nullptr);
+  auto b = *ShardCore::Create(o, nullptr);
+  std::vector<float> g(a->layout().total_size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  for (int64_t step = 0; step < 2; ++step) {
+    ASSERT_TRUE(PushConst(a.get(), 0, step, 0).ok());  // warm the same way
+    ASSERT_TRUE(PushConst(b.get(), 0, step, 0).ok());
+  }
+  // a: range chunks of g; b: row chunks of the same g.
+  {
+    PushHeader h;
+    h.set_worker(0);
+    h.set_step(2);
+    auto s = *a->BeginPush(h);
+    for (int i : a->local_slices()) {
+      const SliceSpec& sl = a->plan().slices()[i];
+      const ParamSpec* spec = a->layout().Find(sl.name);
+      TensorChunk c;
+      c.set_name(sl.name);
+      c.set_dtype(F32);
+      c.set_offset(sl.begin);
+      c.set_data(g.data() + spec->offset + sl.begin, 4 * sl.size());
+      ASSERT_TRUE(a->AddChunk(s.get(), c).ok());
+    }
+    ASSERT_TRUE(a->FinishPush(std::move(s), absl::Now() + absl::Seconds(5)).ok());
+  }
+  auto r = PushRows(b.get(), 2, g, {0, 3, 7, 29});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(b->version(), 3);
+  const std::vector<float> pa = Params(a.get()), pb = Params(b.get());
+  ASSERT_EQ(pa.size(), pb.size());
+  EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), 4 * pa.size()));
+}
+
+TEST(ShardCore, BadRowChunksChangeNothing) {
+  auto core = *ShardCore::Create(Opts(BSP, 1), nullptr);
+  const std::vector<float> before = Params(core.get());
+  const ParamSpec* word = core->layout().Find("bert.embeddings.word_embeddings.weight");
+  const int64_t row = word->shape[1];
+  auto chunk = [&](std::vector<int64_t> rows, float value = 1.0f) {
+    TensorChunk c;
+    c.set_name(word->name);
+    c.set_dtype(F32);
+    for (int64_t r : rows) c.add_rows(r);
+    std::vector<float> d(rows.size() * row, value);
+    c.set_data(d.data(), 4 * d.size());
+    return c;
+  };
+  auto expect_bad = [&](std::vector<TensorChunk> chunks, const char* what) {
+    PushHeader h;
+    h.set_worker(0);
+    h.set_step(0);
+    auto s = core->BeginPush(h);
+    ASSERT_TRUE(s.ok());
+    absl::Status st;
+    for (const TensorChunk& c : chunks) {
+      st = core->AddChunk(s->get(), c);
+      if (!st.ok()) break;
+    }
+    ASSERT_FALSE(st.ok()) << what;
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(what), std::string::npos) << st;
+  };
+  expect_bad({chunk({3, 2})}, "not increasing");
+  expect_bad({chunk({-1})}, "out of range");
+  expect_bad({chunk({30})}, "out of range");
+  expect_bad({chunk({4}), chunk({1, 4})}, "already received");
+  expect_bad({chunk({5}, std::numeric_limits<float>::infinity())}, "NaN or Inf in row 5");
+  TensorChunk wrong = chunk({1, 2});
+  wrong.set_data(std::string(4 * row, '\0'));
+  expect_bad({wrong}, "bytes for 2 rows");
+  TensorChunk offset = chunk({1});
+  offset.set_offset(8);
+  expect_bad({offset}, "with an offset");
+  TensorChunk range;
+  range.set_name(word->name);
+  range.set_dtype(F32);
+  std::vector<float> d(row, 1.0f);
+  range.set_data(d.data(), 4 * d.size());
+  expect_bad({range, chunk({5})}, "after range chunks");
+  expect_bad({chunk({5}), range}, "after row chunks");
+  // Rows missing at the end: incomplete, nothing applied.
+  PushHeader h;
+  h.set_worker(0);
+  h.set_step(0);
+  auto s = core->BeginPush(h);
+  ASSERT_TRUE(core->AddChunk(s->get(), chunk({0, 1, 2})).ok());
+  auto fin = core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(fin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fin.status().message().find("received 3 of 30 rows"), std::string::npos)
+      << fin.status();
+  EXPECT_EQ(core->version(), 0);
+  EXPECT_EQ(Params(core.get()), before);
 }
 
 // LAMB and clipping over 3 shards equal 1 shard: the shards agree on the
