@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -166,10 +167,11 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   const ConsistencyMode mode = client_->description(0).mode();
   const bool bsp = mode == BSP;
   const auto t0 = Clock::now();
-  // Announce waits (this step's when not prepared ahead, the next one's),
-  // pull waits inside forward and at its end, and the next batch's reading.
-  double wait_ms = 0, next_wait_ms = 0, forward_wait_ms = 0, pull_end_ms = 0,
-         other_ms = 0;
+  // Waits: for this step's announce when it was not prepared ahead, for the
+  // next step's batch and announce (prepared on the side), for parameters
+  // inside forward and at its end.
+  double start_wait_ms = 0, wait_ms = 0, next_wait_ms = 0;
+  double forward_wait_ms = 0, pull_end_ms = 0;
   auto first_rows = [&](const io::BertBatch& b) {
     TensorRows r;
     r.set_name("bert.embeddings.word_embeddings.weight");
@@ -180,6 +182,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
     pull_.reset();
     RETURN_IF_ERROR(Prepare(step, &batch_, &mlm_denominator_,
                             &example_denominator_, &wait_ms));
+    start_wait_ms = wait_ms;
     const TensorRows first = first_rows(batch_);
     pull_ = client_->StartPull(options_.worker, bsp ? step : 0, step,
                                model_->params(), &first);
@@ -250,8 +253,21 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
       }
     };
   }
+  // Under BSP the next step's batch is read and announced on the side while
+  // this one computes (the announce waits for every worker's batch).
+  const bool next = overlap && step + 1 < options_.steps;
+  double next_mlm = 0, next_examples = 0;
+  std::future<absl::Status> next_prepared;
+  if (next) {
+    next_prepared = std::async(std::launch::async, [&] {
+      return Prepare(step + 1, &next_batch_, &next_mlm, &next_examples,
+                     &next_wait_ms);
+    });
+  }
   const auto t1 = Clock::now();
-  ASSIGN_OR_RETURN(StepResult r, model_->Step(ViewOf(batch_), so));
+  absl::StatusOr<StepResult> stepped = model_->Step(ViewOf(batch_), so);
+  if (!stepped.ok() && next) next_prepared.wait();
+  ASSIGN_OR_RETURN(StepResult r, std::move(stepped));
   const auto t2 = Clock::now();
   // Every parameter arrived before backward; the pull is over.
   {
@@ -277,14 +293,13 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
     if (open() == nullptr) return stream_error;
     // The next step's batch, totals and pull, while the push's last bytes
     // travel; its pull waits on the shards for this step's update.
-    const bool next = step + 1 < options_.steps;
     if (next) {
+      // Read and announced during this step (see below); usually done.
       const auto n0 = Clock::now();
-      double w = 0;
-      RETURN_IF_ERROR(Prepare(step + 1, &next_batch_, &mlm_denominator_,
-                              &example_denominator_, &w));
-      next_wait_ms = w;
-      other_ms = Ms(n0, Clock::now()) - w;
+      RETURN_IF_ERROR(next_prepared.get());
+      wait_ms += Ms(n0, Clock::now());
+      mlm_denominator_ = next_mlm;
+      example_denominator_ = next_examples;
     }
     stream->CloseWrites();
     if (next) {
@@ -322,10 +337,10 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
                       static_cast<int64_t>(options_.batch);
   rep.examples = options_.batch;
   rep.learning_rate = optim::LearningRate(options_.optimizer, step);
-  rep.wait_ms = wait_ms + next_wait_ms;
-  rep.pull_ms = Ms(t0, t1) - wait_ms + forward_wait_ms + pull_end_ms;
+  rep.wait_ms = wait_ms;
+  rep.pull_ms = Ms(t0, t1) - start_wait_ms + forward_wait_ms + pull_end_ms;
   rep.compute_ms = Ms(t1, t2) - forward_wait_ms;
-  rep.push_ms = Ms(t3, t4) - next_wait_ms - other_ms;
+  rep.push_ms = Ms(t3, t4) - (wait_ms - start_wait_ms);
   return rep;
 }
 
