@@ -352,6 +352,7 @@ struct PsClient::PushStream::Shard {
     // Rows only (all of them, or all but these, with except).
     std::shared_ptr<const std::vector<int64_t>> rows;
     bool except = false;
+    std::shared_ptr<const PushRequest> message;  // sent as is instead
   };
   std::deque<Item> queue;
   bool closed = false;
@@ -437,6 +438,12 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
           raw->queue.pop_front();
         }
         if (raw->broken) continue;
+        if (item.message) {
+          if (!raw->writer->Write(ps::EncodeMessage(*item.message))) {
+            raw->broken = true;
+          }
+          continue;
+        }
         const ParamSpec& spec = layout_.tensors()[item.tensor];
         const int64_t row = RowSize(spec);
         for (int si : plan_.shard_slices(raw->index)) {
@@ -501,6 +508,18 @@ void PsClient::PushStream::SendRows(
     if (!has) continue;
     std::lock_guard<std::mutex> l(sh->mu);
     sh->queue.push_back({tensor, grad, rows, except});
+    sh->cv.notify_one();
+  }
+}
+
+void PsClient::PushStream::SendNextFirst(const TensorRows& rows) {
+  auto m = std::make_shared<PushRequest>();
+  *m->mutable_next_first() = rows;
+  for (auto& sh : shards_) {
+    std::lock_guard<std::mutex> l(sh->mu);
+    PushStream::Shard::Item item;
+    item.message = m;
+    sh->queue.push_back(std::move(item));
     sh->cv.notify_one();
   }
 }

@@ -162,6 +162,9 @@ class PsClient::PushStream {
   // except=true all its other rows. Each row must be sent exactly once.
   void SendRows(int tensor, const float* grad,
                 std::shared_ptr<const std::vector<int64_t>> rows, bool except);
+  // Tells every shard the rows this worker will pull first next step
+  // (PushRequest.next_first), so that they update those first.
+  void SendNextFirst(const TensorRows& rows);
   // Ends the streams (every queued tensor written); the shards may then
   // complete the step. Finish() does it when not done yet.
   void CloseWrites();

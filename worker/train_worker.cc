@@ -300,6 +300,8 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
       wait_ms += Ms(n0, Clock::now());
       mlm_denominator_ = next_mlm;
       example_denominator_ = next_examples;
+      // The shards update the rows the next pull asks first, first.
+      stream->SendNextFirst(first_rows(next_batch_));
     }
     stream->CloseWrites();
     if (next) {

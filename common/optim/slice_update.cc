@@ -200,6 +200,8 @@ void Phase2Scalars(const OptimizerConfig& c, int64_t step, float ratio,
 // alignment), the lanes added in a fixed tree, then the tail in order. The
 // vector and the scalar code do the same IEEE operations, so the bits never
 // depend on the machine's vector width or on where the buffer lies.
+static int64_t SlotStride(const Slice& s) { return s.slot_stride > 0 ? s.slot_stride : s.n; }
+
 double GradSquaredSum(const float* grad, int64_t n) {
   if (n <= 0) return 0.0;
   constexpr int kLanes = 16;
@@ -285,7 +287,7 @@ PartialNorms ComputeUpdate(const OptimizerConfig& config, int64_t step,
   for (int64_t off = 0; off < slice.n; off += kChunk) {
     const int64_t len = std::min(kChunk, slice.n - off);
     float* s0 = slots >= 1 ? slice.state + off : nullptr;
-    float* s1 = slots >= 2 ? slice.state + slice.n + off : nullptr;
+    float* s1 = slots >= 2 ? slice.state + SlotStride(slice) + off : nullptr;
     total +=
         ComputeChunk(config, k, slice.decay, want_norms, slice.param + off,
                      slice.grad + off, s0, s1, grad_scale, update + off, len);
@@ -328,7 +330,7 @@ absl::Status StepSlice(const OptimizerConfig& config, int64_t step,
   for (int64_t off = 0; off < slice.n; off += kChunk) {
     const int64_t len = std::min(kChunk, slice.n - off);
     float* s0 = slots >= 1 ? slice.state + off : nullptr;
-    float* s1 = slots >= 2 ? slice.state + slice.n + off : nullptr;
+    float* s1 = slots >= 2 ? slice.state + SlotStride(slice) + off : nullptr;
     ComputeChunk(config, k, slice.decay, /*want_norms=*/false,
                  slice.param + off, slice.grad + off, s0, s1, grad_scale,
                  update, len);

@@ -66,6 +66,10 @@ struct Slice {
                                 //   SGD with momentum  [buf (n)]
   int64_t n = 0;
   bool decay = false;  // UsesWeightDecay(tensor name)
+  // Elements between a state slot and the next (0: n). Lets a part of a
+  // slice be updated alone: its param, grad and state at the part's start,
+  // n the part's size, slot_stride the whole slice's.
+  int64_t slot_stride = 0;
 };
 
 // Phase 0. Sum of squares of `grad` (n), accumulated in double. The result is

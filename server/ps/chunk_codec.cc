@@ -301,11 +301,28 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
       }
       if (out->has_chunk) out->chunk = ChunkRef();
       out->has_chunk = false;
+      if (out->has_next_first) out->next_first.Clear();
+      out->has_next_first = false;
       if (!out->header.MergeFromString(bytes)) return Malformed("push header");
       out->has_header = true;
+    } else if (field == 3 && wt == kLen) {  // next_first
+      std::string bytes;
+      if (!ReadLength(&c, total, &end) || !c.ReadString(end - c.pos(), &bytes)) {
+        return Malformed("push");
+      }
+      if (out->has_chunk) out->chunk = ChunkRef();
+      out->has_chunk = false;
+      if (out->has_header) out->header.Clear();
+      out->has_header = false;
+      if (!out->next_first.MergeFromString(bytes)) {
+        return Malformed("push next_first");
+      }
+      out->has_next_first = true;
     } else if (field == 2 && wt == kLen) {  // chunk
       if (out->has_header) out->header.Clear();
       out->has_header = false;
+      if (out->has_next_first) out->next_first.Clear();
+      out->has_next_first = false;
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunk(&c, end, &out->chunk)) {
         return Malformed("push chunk");

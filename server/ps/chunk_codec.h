@@ -49,6 +49,8 @@ struct ParsedPushRequest {
   std::vector<grpc::Slice> slices;  // keep chunk's pieces alive
   bool has_header = false;
   PushHeader header;
+  bool has_next_first = false;
+  TensorRows next_first;
   bool has_chunk = false;
   ChunkRef chunk;
 };

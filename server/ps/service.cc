@@ -160,32 +160,24 @@ grpc::Status ShardService::PullRaw(
     first[t].assign(tr.rows().begin(), tr.rows().end());
   }
   const std::shared_ptr<const Snapshot>& sp = *snap;
+  const absl::Time deadline = DeadlineOf(ctx);
+  // A snapshot still being made (BSP) becomes final piece by piece: its
+  // first rows, then its slices in update order. Each piece is sent once
+  // final; rows asked first that it did not update first come at the end.
+  const bool partial = !sp->Complete();
+  const std::vector<int>& order = shard->update_order();
+  auto position = [&](int slice) {
+    return static_cast<int>(std::find(order.begin(), order.end(), slice) -
+                            order.begin());
+  };
   auto cancelled = [&] {
     return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
   };
-  // Rows of a slice (first or not), copied together into row chunks.
-  auto send_rows = [&](const SliceSpec& sl, const std::vector<int64_t>& sel,
-                       bool selected) {
+  // Rows of a slice, copied together into row chunks.
+  auto send_rows = [&](const SliceSpec& sl, const std::vector<int64_t>& rows) {
     const ParamSpec& spec = layout.tensors()[sl.tensor];
     const int64_t row = spec.shape.empty() ? spec.size
                                            : spec.size / spec.shape[0];
-    const int64_t lo = sl.begin / row, hi = sl.end / row;
-    std::vector<int64_t> rows;
-    if (selected) {
-      for (auto it = std::lower_bound(sel.begin(), sel.end(), lo);
-           it != sel.end() && *it < hi; ++it) {
-        rows.push_back(*it);
-      }
-    } else {
-      auto it = std::lower_bound(sel.begin(), sel.end(), lo);
-      for (int64_t r = lo; r < hi; ++r) {
-        if (it != sel.end() && *it == r) {
-          ++it;
-        } else {
-          rows.push_back(r);
-        }
-      }
-    }
     const int64_t per_chunk = std::max<int64_t>(1, kChunkElements / row);
     for (size_t k = 0; k < rows.size(); k += per_chunk) {
       const size_t m = std::min<size_t>(per_chunk, rows.size() - k);
@@ -206,19 +198,47 @@ grpc::Status ShardService::PullRaw(
     }
     return true;
   };
+  auto row_range = [&](const SliceSpec& sl) {
+    const ParamSpec& spec = layout.tensors()[sl.tensor];
+    const int64_t row = spec.shape.empty() ? spec.size
+                                           : spec.size / spec.shape[0];
+    return std::make_pair(sl.begin / row, sl.end / row);
+  };
+  // Rows of each slice of the tensors asked first, sent so far.
+  std::map<int, std::vector<int64_t>> sent;
+  if (!first.empty() && partial) {
+    absl::Status st = sp->WaitFirst(deadline);
+    if (!st.ok()) return ToGrpcStatus(st);
+  }
   for (const auto& [t, rows] : first) {
-    for (int i : shard->local_slices()) {
+    for (int i : order) {
       const SliceSpec& sl = plan.slices()[i];
       if (sl.tensor != t || !wanted(sl.name)) continue;
-      if (!send_rows(sl, rows, true)) return cancelled();
+      const auto [lo, hi] = row_range(sl);
+      std::vector<int64_t> now;
+      for (auto it = std::lower_bound(rows.begin(), rows.end(), lo);
+           it != rows.end() && *it < hi; ++it) {
+        // While the update runs, only the rows it made final first.
+        if (!partial || (sp->first_tensor == t &&
+                         std::binary_search(sp->first_rows.begin(),
+                                            sp->first_rows.end(), *it))) {
+          now.push_back(*it);
+        }
+      }
+      if (!send_rows(sl, now)) return cancelled();
+      sent[i] = std::move(now);
     }
   }
-  // Then every other slice in layout order, and the other rows of the
+  // Then every other slice in update order, and the other rows of the
   // tensors asked first at the end (the word embedding's: forward reads
   // them last, in the tied decoder).
-  for (int i : shard->local_slices()) {
+  for (int i : order) {
     const SliceSpec& sl = plan.slices()[i];
     if (!wanted(sl.name) || first.count(sl.tensor) > 0) continue;
+    if (partial) {
+      absl::Status st = sp->WaitSlices(position(i) + 1, deadline);
+      if (!st.ok()) return ToGrpcStatus(st);
+    }
     for (int64_t off = sl.begin; off < sl.end; off += kChunkElements) {
       const int64_t n = std::min(kChunkElements, sl.end - off);
       // The payload is sent from the snapshot itself; each slice keeps the
@@ -236,10 +256,26 @@ grpc::Status ShardService::PullRaw(
     }
   }
   for (const auto& [t, rows] : first) {
-    for (int i : shard->local_slices()) {
+    (void)rows;
+    for (int i : order) {
       const SliceSpec& sl = plan.slices()[i];
       if (sl.tensor != t || !wanted(sl.name)) continue;
-      if (!send_rows(sl, rows, false)) return cancelled();
+      if (partial) {
+        absl::Status st = sp->WaitSlices(position(i) + 1, deadline);
+        if (!st.ok()) return ToGrpcStatus(st);
+      }
+      const auto [lo, hi] = row_range(sl);
+      const std::vector<int64_t>& done = sent[i];
+      std::vector<int64_t> rest;
+      auto it = done.begin();
+      for (int64_t r = lo; r < hi; ++r) {
+        if (it != done.end() && *it == r) {
+          ++it;
+        } else {
+          rest.push_back(r);
+        }
+      }
+      if (!send_rows(sl, rest)) return cancelled();
     }
   }
   return grpc::Status::OK;
@@ -264,6 +300,10 @@ grpc::Status ShardService::PushRaw(
     if (!bad.ok()) continue;  // drain, nothing more is taken
     bad = ParsePushRequest(buf, &msg);
     if (!bad.ok()) continue;
+    if (msg.has_next_first) {
+      bad = shard->SetNextFirst(session->get(), msg.next_first);
+      continue;
+    }
     if (!msg.has_chunk) {
       bad = absl::InvalidArgumentError("a push carries one header only");
       continue;

@@ -40,6 +40,35 @@ absl::string_view ModeName(ConsistencyMode m) {
 
 }  // namespace
 
+absl::Status Snapshot::WaitFirst(absl::Time deadline) const {
+  absl::MutexLock l(&mu);
+  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return first_done || !failed.ok();
+  };
+  if (!mu.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "version ", version, ": the update's first rows not done in time"));
+  }
+  return failed;
+}
+
+absl::Status Snapshot::WaitSlices(int count, absl::Time deadline) const {
+  absl::MutexLock l(&mu);
+  auto done = [this, count]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return slices_done >= count || !failed.ok();
+  };
+  if (!mu.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "version ", version, ": the update not done in time"));
+  }
+  return failed;
+}
+
+bool Snapshot::Complete() const {
+  absl::MutexLock l(&mu);
+  return slices_done == kAllSlices && first_done;
+}
+
 ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
                      ParamLayout layout, PartitionPlan plan)
     : options_(options),
@@ -48,7 +77,14 @@ ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
       plan_(std::move(plan)),
       state_slots_(optim::StateSlots(options.optimizer)) {}
 
-ShardCore::~ShardCore() = default;
+ShardCore::~ShardCore() {
+  std::thread t;
+  {
+    absl::MutexLock l(&mu_);
+    t = std::move(apply_thread_);
+  }
+  if (t.joinable()) t.join();
+}
 
 void ShardCore::Abort(const absl::Status& why) {
   {
@@ -134,6 +170,14 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
       c.split_tensors_.push_back(static_cast<int>(t));
     }
   }
+  // Update order: the word embedding last.
+  for (bool word : {false, true}) {
+    for (int i : c.local_slices()) {
+      const bool is_word = c.plan_.slices()[i].name ==
+                           "bert.embeddings.word_embeddings.weight";
+      if (is_word == word) c.update_order_.push_back(i);
+    }
+  }
   // Update groups: contiguous runs of local slices, cut at equal shares of
   // the shard's elements.
   {
@@ -158,19 +202,26 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   return core;
 }
 
-void ShardCore::PublishLocked() {
+std::shared_ptr<Snapshot> ShardCore::FreeSnapshotLocked() {
   // Reuse a snapshot buffer no pull holds any more.
-  std::shared_ptr<Snapshot> snap;
   for (auto& s : snapshot_pool_) {
-    if (s.use_count() == 1 && s != published_) {
-      snap = s;
-      break;
+    if (s.use_count() == 1 && s != published_ && s != pending_) {
+      absl::MutexLock l(&s->mu);
+      s->first_done = true;
+      s->slices_done = Snapshot::kAllSlices;
+      s->failed = absl::OkStatus();
+      s->first_tensor = -1;
+      s->first_rows.clear();
+      return s;
     }
   }
-  if (!snap) {
-    snap = std::make_shared<Snapshot>();
-    snapshot_pool_.push_back(snap);
-  }
+  auto snap = std::make_shared<Snapshot>();
+  snapshot_pool_.push_back(snap);
+  return snap;
+}
+
+void ShardCore::PublishLocked() {
+  std::shared_ptr<Snapshot> snap = FreeSnapshotLocked();
   snap->params.assign(params_.begin(), params_.end());
   snap->version = version_;
   published_ = snap;
@@ -216,7 +267,8 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
     if (!broken_.ok()) return true;
     switch (options_.mode) {
       case BSP:
-        return version_ >= min_version;
+        return version_ >= min_version ||
+               (pending_ != nullptr && pending_->version >= min_version);
       case SSP: {
         const int64_t slowest =
             *std::min_element(clock_.begin(), clock_.end());
@@ -243,6 +295,9 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
         " pushes of the current step arrived)"));
   }
   RETURN_IF_ERROR(CheckAlive());
+  if (options_.mode == BSP && version_ < min_version) {
+    return std::shared_ptr<const Snapshot>(pending_);  // being made
+  }
   return std::shared_ptr<const Snapshot>(published_);
 }
 
@@ -265,6 +320,17 @@ absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
   {
     absl::MutexLock l(&mu_);
     RETURN_IF_ERROR(CheckAlive());
+    if (options_.mode == BSP && header.step() > version_) {
+      // A push for the version being made waits until it is (its worker
+      // pulled that version's last pieces just before they were counted).
+      auto made = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return !broken_.ok() || version_ >= header.step() ||
+               pending_ == nullptr || pending_->version < header.step();
+      };
+      mu_.AwaitWithDeadline(absl::Condition(&made),
+                            absl::Now() + options_.wait_timeout);
+      RETURN_IF_ERROR(CheckAlive());
+    }
     if (header.step() <= last_step_[header.worker()]) {
       session->duplicate = true;
     } else if (options_.mode == BSP && header.step() > version_) {
@@ -385,6 +451,29 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
   return absl::InvalidArgumentError(
       absl::StrCat("chunk of ", chunk.name, " at element ", off,
                    " is outside this shard's slices of the tensor"));
+}
+
+absl::Status ShardCore::SetNextFirst(PushSession* s, const TensorRows& r) {
+  const ParamSpec* spec = layout_.Find(r.name());
+  if (spec == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("next_first of unknown tensor ", r.name()));
+  }
+  if (s->next_first_tensor >= 0) {
+    return absl::InvalidArgumentError("a push carries one next_first");
+  }
+  const int64_t num_rows = spec->shape.empty() ? 1 : spec->shape[0];
+  for (int k = 0; k < r.rows_size(); ++k) {
+    if (r.rows(k) < 0 || r.rows(k) >= num_rows ||
+        (k > 0 && r.rows(k) <= r.rows(k - 1))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("next_first row ", r.rows(k), " of ", r.name(),
+                       " is out of range or not increasing"));
+    }
+  }
+  s->next_first_tensor = static_cast<int>(spec - layout_.tensors().data());
+  s->next_first_rows.assign(r.rows().begin(), r.rows().end());
+  return absl::OkStatus();
 }
 
 absl::Status ShardCore::AddRowChunk(PushSession* s, const ChunkRef& chunk,
@@ -519,6 +608,15 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     }
     last_step_[w] = step;
     staged_[w] = std::move(s->grad);
+    if (s->next_first_tensor >= 0 &&
+        (hint_tensor_ < 0 || hint_tensor_ == s->next_first_tensor)) {
+      hint_tensor_ = s->next_first_tensor;
+      std::vector<int64_t> merged;
+      std::set_union(hint_rows_.begin(), hint_rows_.end(),
+                     s->next_first_rows.begin(), s->next_first_rows.end(),
+                     std::back_inserter(merged));
+      hint_rows_ = std::move(merged);
+    }
     ++pushes_applied_;
     const int needed = options_.num_workers - options_.backup_workers;
     if (static_cast<int>(staged_.size()) >= needed) {
@@ -573,7 +671,49 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   staged_.clear();
   const int64_t v = version_;
   const int contributors = static_cast<int>(staged.size());
+  // With the workers' next rows known (and an element-wise optimizer), the
+  // next version is published while it is made: pulls send its final
+  // pieces as the update goes.
+  std::shared_ptr<Snapshot> next;
+  if (hint_tensor_ >= 0 && !optim::NeedsTrustRatio(options_.optimizer.kind)) {
+    next = FreeSnapshotLocked();
+    next->params.resize(shard_size());
+    next->version = v + 1;
+    next->first_tensor = hint_tensor_;
+    next->first_rows = std::move(hint_rows_);
+    {
+      absl::MutexLock sl(&next->mu);
+      next->first_done = false;
+      next->slices_done = 0;
+    }
+    pending_ = next;  // pulls of v + 1 may start: they wait for each piece
+  }
+  hint_tensor_ = -1;
+  hint_rows_.clear();
+  if (next != nullptr) {
+    // The update runs on its own thread and this push is answered now: the
+    // workers wait for the new version's pieces in their pulls instead.
+    std::thread previous = std::move(apply_thread_);
+    mu_.Unlock();
+    if (previous.joinable()) previous.join();  // ended with its step
+    std::thread t([this, staged = std::move(staged), next, v, contributors,
+                   deadline]() mutable {
+      RunBspStep(std::move(staged), std::move(next), v, contributors,
+                 deadline);
+    });
+    mu_.Lock();
+    apply_thread_ = std::move(t);
+    return broken_;
+  }
   mu_.Unlock();
+  RunBspStep(std::move(staged), nullptr, v, contributors, deadline);
+  mu_.Lock();
+  return broken_;
+}
+
+void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
+                           std::shared_ptr<Snapshot> next, int64_t v,
+                           int contributors, absl::Time deadline) {
   absl::Status st;
   {
     absl::MutexLock ul(&update_mu_);
@@ -597,20 +737,95 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
     // denominators (Announce) and the sum is the big batch's gradient.
     const float scale =
         options_.backup_workers > 0 ? 1.0f / contributors : 1.0f;
-    st = ApplyStep(v, agg, scale, std::nullopt, deadline);
+    st = ApplyStep(v, agg, scale, std::nullopt, deadline, next.get());
+    if (next != nullptr && !st.ok()) {
+      absl::MutexLock sl(&next->mu);
+      next->failed = st;
+    }
     mu_.Lock();
+    pending_ = nullptr;
     if (st.ok()) {
       ++version_;
       for (auto& [worker, g] : staged) ++clock_[worker];
-      PublishLocked();
+      if (next != nullptr) {
+        published_ = next;  // already filled, piece by piece
+      } else {
+        PublishLocked();
+      }
     } else {
       broken_ = Annotate(st, absl::StrCat("shard ", options_.shard,
                                           ": applying step ", v));
     }
     updating_ = false;
     for (auto& [worker, g] : staged) free_buffers_.push_back(std::move(g));
+    mu_.Unlock();
   }
-  return broken_;
+}
+
+absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
+                                     float scale, Snapshot* into) {
+  const optim::OptimizerConfig& oc = options_.optimizer;
+  float* const params = params_.data();
+  float* const state = state_.data();
+  // Updates elements [a, b) of local slice sl and copies them into `into`.
+  auto run = [&](const SliceSpec& sl, int64_t a, int64_t b) -> absl::Status {
+    if (b <= a) return absl::OkStatus();
+    optim::Slice s;
+    const int64_t at = sl.shard_offset + (a - sl.begin);
+    s.param = params + at;
+    s.grad = grad + at;
+    s.state = state + static_cast<int64_t>(state_slots_) * sl.shard_offset +
+              (a - sl.begin);
+    s.n = b - a;
+    s.slot_stride = sl.size();
+    s.decay = sl.decay;
+    RETURN_IF_ERROR(optim::StepSlice(oc, step_index, s, scale));
+    std::memcpy(into->params.data() + at, params + at, sizeof(float) * (b - a));
+    return absl::OkStatus();
+  };
+  const std::vector<int64_t>& rows = into->first_rows;
+  auto row_size = [&](const SliceSpec& sl) {
+    const ParamSpec& spec = layout_.tensors()[sl.tensor];
+    return spec.shape.empty() ? spec.size : spec.size / spec.shape[0];
+  };
+  // The first rows: runs of consecutive rows within each slice.
+  for (int i : update_order_) {
+    const SliceSpec& sl = plan_.slices()[i];
+    if (sl.tensor != into->first_tensor) continue;
+    const int64_t row = row_size(sl);
+    auto it = std::lower_bound(rows.begin(), rows.end(), sl.begin / row);
+    while (it != rows.end() && *it * row < sl.end) {
+      auto end = it + 1;
+      while (end != rows.end() && *end == *(end - 1) + 1 && *end * row < sl.end) ++end;
+      RETURN_IF_ERROR(run(sl, *it * row, std::min(sl.end, *(end - 1) * row + row)));
+      it = end;
+    }
+  }
+  {
+    absl::MutexLock l(&into->mu);
+    into->first_done = true;
+  }
+  // Then every slice in update order (the first tensor's other rows).
+  for (size_t k = 0; k < update_order_.size(); ++k) {
+    const SliceSpec& sl = plan_.slices()[update_order_[k]];
+    if (sl.tensor != into->first_tensor) {
+      RETURN_IF_ERROR(run(sl, sl.begin, sl.end));
+    } else {
+      const int64_t row = row_size(sl);
+      int64_t from = sl.begin;
+      for (auto it = std::lower_bound(rows.begin(), rows.end(), sl.begin / row);
+           it != rows.end() && *it * row < sl.end; ++it) {
+        RETURN_IF_ERROR(run(sl, from, *it * row));
+        from = *it * row + row;
+      }
+      RETURN_IF_ERROR(run(sl, from, sl.end));
+    }
+    absl::MutexLock l(&into->mu);
+    into->slices_done = static_cast<int>(k + 1);
+  }
+  absl::MutexLock l(&into->mu);
+  into->slices_done = Snapshot::kAllSlices;
+  return absl::OkStatus();
 }
 
 absl::Status ShardCore::RunGroups(
@@ -629,7 +844,7 @@ absl::Status ShardCore::RunGroups(
 absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
                                   float grad_scale,
                                   std::optional<double> grad_sq_sum,
-                                  absl::Time deadline) {
+                                  absl::Time deadline, Snapshot* into) {
   const optim::OptimizerConfig& oc = options_.optimizer;
   // Global gradient norm (of the scaled gradient).
   double sq;
@@ -672,7 +887,9 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
     s.decay = sl.decay;
     return s;
   };
-  if (!optim::NeedsTrustRatio(oc.kind)) {
+  if (into != nullptr) {
+    RETURN_IF_ERROR(ApplyInOrder(step_index, grad, scale, into));
+  } else if (!optim::NeedsTrustRatio(oc.kind)) {
     RETURN_IF_ERROR(RunGroups([&](size_t g) -> absl::Status {
       for (int i : update_groups_[g]) {
         RETURN_IF_ERROR(optim::StepSlice(oc, step_index,
@@ -944,6 +1161,8 @@ absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
   std::fill(clock_.begin(), clock_.end(), v);
   std::fill(last_step_.begin(), last_step_.end(), v - 1);
   announces_.clear();
+  hint_tensor_ = -1;
+  hint_rows_.clear();
   PublishLocked();
   return v;
 }

@@ -36,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -88,10 +89,30 @@ class PeerLink {
                             const std::atomic<bool>* stop) = 0;
 };
 
-// One published version of this shard's parameters.
+// One version of this shard's parameters. Published whole, or (BSP, when
+// the workers sent PushRequest.next_first) while the update that makes it
+// still runs: then rows of `first_tensor` are final first, and the local
+// slices in ShardCore::update_order() one after the other.
 struct Snapshot {
+  static constexpr int kAllSlices = 1 << 30;
   int64_t version = 0;
   AlignedVector<float> params;  // (shard_size)
+  // Set before the snapshot is shared, immutable after: the rows updated
+  // first (sorted), of tensor first_tensor (-1: none).
+  int first_tensor = -1;
+  std::vector<int64_t> first_rows;
+
+  // Wait (until deadline) for the first rows / the first `count` slices of
+  // the update order; the update's error if it failed.
+  absl::Status WaitFirst(absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu);
+  absl::Status WaitSlices(int count, absl::Time deadline) const
+      ABSL_LOCKS_EXCLUDED(mu);
+  bool Complete() const ABSL_LOCKS_EXCLUDED(mu);
+
+  mutable absl::Mutex mu;
+  bool first_done ABSL_GUARDED_BY(mu) = true;
+  int slices_done ABSL_GUARDED_BY(mu) = kAllSlices;
+  absl::Status failed ABSL_GUARDED_BY(mu);
 };
 
 class ShardCore {
@@ -108,6 +129,9 @@ class ShardCore {
     std::vector<std::vector<uint8_t>> row_seen;
     std::vector<int64_t> rows_done;
     int64_t bytes = 0;
+    // PushRequest.next_first (tensor index, -1: none; sorted rows).
+    int next_first_tensor = -1;
+    std::vector<int64_t> next_first_rows;
   };
 
   // `peers` may be null when num_shards == 1; it must outlive the core.
@@ -123,6 +147,10 @@ class ShardCore {
   const std::vector<int>& local_slices() const {
     return plan_.shard_slices(options_.shard);
   }
+  // The local slices in the order an update makes them final and a pull
+  // sends them: forward's order, with the word embedding (read last, by the
+  // tied decoder) at the end.
+  const std::vector<int>& update_order() const { return update_order_; }
   int64_t version() const;
   DescribeResponse Describe() const;
 
@@ -140,6 +168,9 @@ class ShardCore {
   // The same for a chunk whose payload lies in received transport buffers:
   // copied once, straight into the staging buffer.
   absl::Status AddChunk(PushSession* session, const ChunkRef& chunk);
+  // PushRequest.next_first of a push (checked: a known tensor, increasing
+  // rows in range; at most once).
+  absl::Status SetNextFirst(PushSession* session, const TensorRows& rows);
   // Row chunks of a tensor (any order, each row once) may cover a slice
   // instead of range chunks; one slice takes one kind only.
   absl::StatusOr<PushResponse> FinishPush(std::unique_ptr<PushSession> session,
@@ -171,10 +202,19 @@ class ShardCore {
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, update_mu_);
   absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Runs one optimizer step over `grad` (shard_size). Holds update_mu_.
+  // With `into` (BSP, element-wise optimizers), the update runs first rows
+  // first, then in update order, and fills *into piece by piece.
   absl::Status ApplyStep(int64_t step_index, const float* grad,
                          float grad_scale, std::optional<double> grad_sq_sum,
-                         absl::Time deadline)
+                         absl::Time deadline, Snapshot* into = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
+  // The update of ApplyStep piece by piece into `into`.
+  absl::Status ApplyInOrder(int64_t step_index, const float* grad, float scale,
+                            Snapshot* into)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
+  // A snapshot buffer no pull holds (from the pool, or new).
+  std::shared_ptr<Snapshot> FreeSnapshotLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // fn(g) for every update group g, group 0 on this thread and the others
   // on their own; the first error.
   absl::Status RunGroups(const std::function<absl::Status(size_t)>& fn);
@@ -188,6 +228,11 @@ class ShardCore {
                            int elem);
   absl::Status ApplyBspLocked(absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sums the staged pushes and runs the step's update (into `next`, piece
+  // by piece, when given); publishes the new version.
+  void RunBspStep(std::map<int, AlignedVector<float>> staged,
+                  std::shared_ptr<Snapshot> next, int64_t v, int contributors,
+                  absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_, update_mu_);
 
   const ShardOptions options_;
   PeerLink* const peers_;
@@ -201,6 +246,7 @@ class ShardCore {
   std::vector<std::vector<int>> update_groups_;
   // Tensors split across several slices: index into the LAMB exchange.
   std::vector<int> split_tensors_;  // tensor indices
+  std::vector<int> update_order_;   // see update_order()
 
   // Serialises optimizer steps, checkpoints and restores. Taken before mu_.
   absl::Mutex update_mu_ ABSL_ACQUIRED_BEFORE(mu_);
@@ -215,6 +261,13 @@ class ShardCore {
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool updating_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<Snapshot> published_ ABSL_GUARDED_BY(mu_);
+  // Runs the update of a step whose pushes were answered already.
+  std::thread apply_thread_ ABSL_GUARDED_BY(mu_);
+  // The version being made, while pulls may read its final pieces.
+  std::shared_ptr<Snapshot> pending_ ABSL_GUARDED_BY(mu_);
+  // BSP: the union of the current step's pushes' next_first rows.
+  int hint_tensor_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<int64_t> hint_rows_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Snapshot>> snapshot_pool_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);  // per worker
   std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);      // pushes applied

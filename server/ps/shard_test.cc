@@ -406,6 +406,94 @@ TEST(ShardCore, BadRowChunksChangeNothing) {
   EXPECT_EQ(Params(core.get()), before);
 }
 
+// With the workers' next rows (next_first) a BSP step is answered at once
+// and published piece by piece: the same bits as without, readable by a
+// pull that waits for each piece, and the next push waits for the version.
+TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
+  for (int workers : {1, 2}) {
+    ShardOptions o = Opts(BSP, workers);
+    o.optimizer.clip_norm = 0.5;
+    auto plain = *ShardCore::Create(o, nullptr);
+    auto pieces = *ShardCore::Create(o, nullptr);
+    TensorRows hint;
+    hint.set_name("bert.embeddings.word_embeddings.weight");
+    for (int64_t r : {1, 2, 3, 9, 28}) hint.add_rows(r);
+    for (int64_t step = 0; step < 3; ++step) {
+      for (int w = 0; w < workers; ++w) {
+        ASSERT_TRUE(PushConst(plain.get(), w, step, 0.2f * (w + 1) - step).ok());
+        PushHeader h;
+        h.set_worker(w);
+        h.set_step(step);
+        auto s = pieces->BeginPush(h);  // waits for the version being made
+        ASSERT_TRUE(s.ok()) << s.status();
+        for (int i : pieces->local_slices()) {
+          const SliceSpec& sl = pieces->plan().slices()[i];
+          std::vector<float> g(sl.size(), 0.2f * (w + 1) - step);
+          TensorChunk c;
+          c.set_name(sl.name);
+          c.set_dtype(F32);
+          c.set_offset(sl.begin);
+          c.set_data(g.data(), 4 * g.size());
+          ASSERT_TRUE(pieces->AddChunk(s->get(), c).ok());
+        }
+        ASSERT_TRUE(pieces->SetNextFirst(s->get(), hint).ok());
+        auto r = pieces->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
+        ASSERT_TRUE(r.ok()) << r.status();
+      }
+      // The version being made: first rows, then every slice, then whole.
+      auto snap = pieces->AcquireSnapshot(0, step + 1, step + 1,
+                                          absl::Now() + absl::Seconds(5));
+      ASSERT_TRUE(snap.ok()) << snap.status();
+      EXPECT_EQ((*snap)->version, step + 1);
+      ASSERT_TRUE((*snap)->WaitFirst(absl::Now() + absl::Seconds(5)).ok());
+      ASSERT_TRUE((*snap)
+                      ->WaitSlices(static_cast<int>(pieces->update_order().size()),
+                                   absl::Now() + absl::Seconds(5))
+                      .ok());
+      const std::vector<float> want = Params(plain.get());
+      ASSERT_EQ((*snap)->params.size(), want.size());
+      EXPECT_EQ(0, std::memcmp((*snap)->params.data(), want.data(), 4 * want.size()))
+          << "step " << step;
+    }
+    auto last = pieces->AcquireSnapshot(0, 3, 3, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(last.ok());
+    EXPECT_TRUE((*last)->Complete());
+    EXPECT_EQ(pieces->version(), 3);
+    const std::vector<float> a = Params(plain.get()), b = Params(pieces.get());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 4 * a.size()));
+    // The word embedding is made last.
+    const auto& order = pieces->update_order();
+    EXPECT_EQ(pieces->plan().slices()[order.back()].name,
+              "bert.embeddings.word_embeddings.weight");
+  }
+}
+
+TEST(ShardCore, BadNextFirstIsRefused) {
+  auto core = *ShardCore::Create(Opts(BSP, 1), nullptr);
+  PushHeader h;
+  h.set_worker(0);
+  h.set_step(0);
+  auto s = *core->BeginPush(h);
+  TensorRows r;
+  r.set_name("bert.nope");
+  EXPECT_NE(core->SetNextFirst(s.get(), r).message().find("unknown tensor"),
+            std::string::npos);
+  r.set_name("bert.embeddings.word_embeddings.weight");
+  r.add_rows(4);
+  r.add_rows(4);
+  EXPECT_NE(core->SetNextFirst(s.get(), r).message().find("not increasing"),
+            std::string::npos);
+  r.clear_rows();
+  r.add_rows(30);
+  EXPECT_NE(core->SetNextFirst(s.get(), r).message().find("out of range"),
+            std::string::npos);
+  r.clear_rows();
+  r.add_rows(3);
+  EXPECT_TRUE(core->SetNextFirst(s.get(), r).ok());
+  EXPECT_NE(core->SetNextFirst(s.get(), r).message().find("one next_first"),
+            std::string::npos);
+}
+
 // LAMB and clipping over 3 shards equal 1 shard: the shards agree on the
 // global norm and on per-tensor norms of the word embeddings split by rows.
 TEST(ShardCore, ShardsAgreeOnNormsLikeOneShard) {
