@@ -326,6 +326,7 @@ bench_ps() {
   local cfg
   for cfg in $step_cfgs; do
     case "$cfg" in
+      none) ;;
       tiny) ps_step tiny 20 3 ;;
       mini) ps_step mini 14 3 ;;
       *) ps_step "$cfg" 6 1 ;;
