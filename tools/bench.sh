@@ -10,7 +10,8 @@
 #                                              base, 1 and 2 shards), and the
 #                                              1 worker + 1 shard training step
 #                                              vs single-process training
-#                                              (default: "tiny mini")
+#                                              (default: "tiny mini"); "none"
+#                                              skips either part
 #   tools/bench.sh preprocess [rounds]         tokenization MB/s per core on
 #                                              the package descriptions vs the
 #                                              JavaScript port of
