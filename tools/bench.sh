@@ -162,6 +162,10 @@ stop_shards() {
 # passes a shard makes over a whole gradient, one thread). The machine is
 # noisy, so bertps and the peer alternate in short rounds against the same
 # running shards; GB/s are medians of all repetitions, ratios of medians.
+# Each round's first 3 transfers (PS_WARMUP) are not timed: a fresh client
+# process runs its first pulls at a fraction of the speed while its heap
+# grows to the transport's buffers and the HTTP/2 windows open; a worker
+# pays that once, not every step.
 ps_transport() {
   local cfg="$1" rounds="${PS_TRANSPORT_ROUNDS:-3}" reps="${PS_REPS:-3}" log="$out_dir/ps_logs"
   local shards r
@@ -171,7 +175,7 @@ ps_transport() {
     local ours=() tcp=() small=()
     for ((r = 0; r < rounds; r++)); do
       ours+=("$("$ps_bin"/ps_bench --config "$cfg" --ps "$ps_addrs" \
-                --reps "$reps" --warmup 1 --kernels="$([ "$r" = 0 ] && echo true || echo false)")")
+                --reps "$reps" --warmup "${PS_WARMUP:-3}" --kernels="$([ "$r" = 0 ] && echo true || echo false)")")
       local bytes
       bytes=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bytes"])' "${ours[0]}")
       tcp+=("$("$ps_bin"/tcp_peer_bench --bytes "$bytes" --streams "$shards" --reps "$reps")")
