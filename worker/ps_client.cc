@@ -202,7 +202,8 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
       ps::ChunkRef::Reader in(c);
       for (size_t j = 0; j < c.rows.size(); ++j) {
         const int64_t r = c.rows[j];
-        const int k = r < 0 ? -1 : slice_at(r * row);
+        const int64_t num_rows = spec->shape.empty() ? 1 : spec->shape[0];
+        const int k = r < 0 || r >= num_rows ? -1 : slice_at(r * row);
         if (k < 0 || next[k] != plan_.slices()[mine[k]].begin) {
           return bad("an out-of-place row", c.name);
         }

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/method_handler.h"
 #include "server/ps/chunk_codec.h"
@@ -301,7 +302,12 @@ grpc::Status ShardService::PushRaw(
     bad = ParsePushRequest(buf, &msg);
     if (!bad.ok()) continue;
     if (msg.has_next_first) {
-      bad = shard->SetNextFirst(session->get(), msg.next_first);
+      // A hint only (it changes no value): a bad one is dropped, not the
+      // push (a bad id of the next batch fails that step, naming it).
+      absl::Status hint = shard->SetNextFirst(session->get(), msg.next_first);
+      if (!hint.ok()) {
+        LOG_EVERY_N(WARNING, 100) << "push: " << hint;
+      }
       continue;
     }
     if (!msg.has_chunk) {

@@ -165,6 +165,26 @@ TEST_F(ServiceTest, PullSendsTheRowsAskedFirstFirst) {
   EXPECT_EQ(pull(twice, &ignored).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+TEST_F(ServiceTest, ABadNextFirstHintIsDroppedNotThePush) {
+  std::vector<PushRequest> msgs = {Header(0, 0)};
+  for (int i : server_->core()->local_slices()) {
+    const SliceSpec& sl = server_->core()->plan().slices()[i];
+    PushRequest c;
+    c.mutable_chunk()->set_name(sl.name);
+    c.mutable_chunk()->set_dtype(F32);
+    c.mutable_chunk()->set_offset(sl.begin);
+    c.mutable_chunk()->set_data(std::string(4 * sl.size(), '\0'));
+    msgs.push_back(c);
+  }
+  PushRequest hint;
+  hint.mutable_next_first()->set_name("bert.embeddings.word_embeddings.weight");
+  hint.mutable_next_first()->add_rows(999);  // outside the vocabulary
+  msgs.push_back(hint);
+  grpc::Status st = PushMessages(msgs);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(server_->core()->version(), 1);
+}
+
 TEST_F(ServiceTest, DescribeListsTheSlices) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));

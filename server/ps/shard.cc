@@ -693,16 +693,14 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   if (next != nullptr) {
     // The update runs on its own thread and this push is answered now: the
     // workers wait for the new version's pieces in their pulls instead.
-    std::thread previous = std::move(apply_thread_);
-    mu_.Unlock();
-    if (previous.joinable()) previous.join();  // ended with its step
-    std::thread t([this, staged = std::move(staged), next, v, contributors,
-                   deadline]() mutable {
+    // The previous step's thread is past its last use of mu_ (a step
+    // completes only after it published its version): joined under mu_.
+    if (apply_thread_.joinable()) apply_thread_.join();
+    apply_thread_ = std::thread([this, staged = std::move(staged), next, v,
+                                 contributors, deadline]() mutable {
       RunBspStep(std::move(staged), std::move(next), v, contributors,
                  deadline);
     });
-    mu_.Lock();
-    apply_thread_ = std::move(t);
     return broken_;
   }
   mu_.Unlock();
