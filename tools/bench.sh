@@ -162,12 +162,13 @@ stop_shards() {
 # passes a shard makes over a whole gradient, one thread). The machine is
 # noisy, so bertps and the peer alternate in short rounds against the same
 # running shards; GB/s are medians of all repetitions, ratios of medians.
-# Each round's first 3 transfers (PS_WARMUP) are not timed: a fresh client
+# Each round times 6 transfers each way (PS_REPS) after 3 that are not
+# (PS_WARMUP): a fresh client
 # process runs its first pulls at a fraction of the speed while its heap
 # grows to the transport's buffers and the HTTP/2 windows open; a worker
 # pays that once, not every step.
 ps_transport() {
-  local cfg="$1" rounds="${PS_TRANSPORT_ROUNDS:-3}" reps="${PS_REPS:-3}" log="$out_dir/ps_logs"
+  local cfg="$1" rounds="${PS_TRANSPORT_ROUNDS:-3}" reps="${PS_REPS:-6}" log="$out_dir/ps_logs"
   local shards r
   for shards in 1 2; do
     start_shards "$shards" "$log/transport-$cfg-$shards" --config "$cfg" \
