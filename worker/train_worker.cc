@@ -289,6 +289,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   for (int32_t m : batch_.input_mask) rep.tokens += m;
   const auto t3 = Clock::now();
   if (overlap) {
+    TensorRows next_first;  // the next batch's word-embedding rows
     RETURN_IF_ERROR(stream_error);
     if (open() == nullptr) return stream_error;
     // The next step's batch, totals and pull, while the push's last bytes
@@ -301,14 +302,14 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
       mlm_denominator_ = next_mlm;
       example_denominator_ = next_examples;
       // The shards update the rows the next pull asks first, first.
-      stream->SendNextFirst(first_rows(next_batch_));
+      next_first = first_rows(next_batch_);
+      stream->SendNextFirst(next_first);
     }
     stream->CloseWrites();
     if (next) {
       std::swap(batch_, next_batch_);
-      const TensorRows first = first_rows(batch_);
       pull_ = client_->StartPull(options_.worker, step + 1, step + 1,
-                                 model_->params(), &first);
+                                 model_->params(), &next_first);
       prepared_step_ = step + 1;
     }
     absl::StatusOr<int64_t> v = stream->Finish();

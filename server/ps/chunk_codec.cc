@@ -153,6 +153,23 @@ bool NextField(Cursor* c, size_t end, int* field, int* wire_type, bool* ok) {
   return true;
 }
 
+// Appends a repeated int64 field's values: packed (kLen) or one (kVarint).
+bool ReadInt64s(Cursor* c, size_t end, int wire_type, std::vector<int64_t>* out) {
+  uint64_t v;
+  if (wire_type == kVarint) {
+    if (!c->ReadVarint(&v)) return false;
+    out->push_back(static_cast<int64_t>(v));
+    return true;
+  }
+  if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
+  const size_t sub_end = c->pos() + v;
+  while (c->pos() < sub_end) {
+    if (!c->ReadVarint(&v)) return false;
+    out->push_back(static_cast<int64_t>(v));
+  }
+  return c->pos() == sub_end;
+}
+
 // Merges the TensorChunk occupying [c->pos(), end) into out (protobuf merge
 // semantics: later scalars win, repeated fields append).
 bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
@@ -168,31 +185,13 @@ bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
     } else if (field == 2 && wt == kVarint) {  // dtype
       if (!c->ReadVarint(&v)) return false;
       out->dtype = static_cast<DType>(static_cast<int32_t>(v));
-    } else if (field == 3 && wt == kLen) {  // shape, packed
-      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
-      const size_t sub_end = c->pos() + v;
-      while (c->pos() < sub_end) {
-        if (!c->ReadVarint(&v)) return false;
-        out->shape.push_back(static_cast<int64_t>(v));
-      }
-      if (c->pos() != sub_end) return false;
-    } else if (field == 3 && wt == kVarint) {  // shape, unpacked
-      if (!c->ReadVarint(&v)) return false;
-      out->shape.push_back(static_cast<int64_t>(v));
+    } else if (field == 3 && (wt == kLen || wt == kVarint)) {  // shape
+      if (!ReadInt64s(c, end, wt, &out->shape)) return false;
     } else if (field == 4 && wt == kVarint) {  // offset
       if (!c->ReadVarint(&v)) return false;
       out->offset = static_cast<int64_t>(v);
-    } else if (field == 6 && wt == kLen) {  // rows, packed
-      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
-      const size_t sub_end = c->pos() + v;
-      while (c->pos() < sub_end) {
-        if (!c->ReadVarint(&v)) return false;
-        out->rows.push_back(static_cast<int64_t>(v));
-      }
-      if (c->pos() != sub_end) return false;
-    } else if (field == 6 && wt == kVarint) {  // rows, unpacked
-      if (!c->ReadVarint(&v)) return false;
-      out->rows.push_back(static_cast<int64_t>(v));
+    } else if (field == 6 && (wt == kLen || wt == kVarint)) {  // rows
+      if (!ReadInt64s(c, end, wt, &out->rows)) return false;
     } else if (field == 5 && wt == kLen) {  // data
       if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
       out->data.clear();
