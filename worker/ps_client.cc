@@ -452,22 +452,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
           if (sl.tensor != item.tensor) continue;
           bool ok = true;
           if (item.rows) {
-            // This slice's rows (a slice is a range of whole rows).
-            const std::vector<int64_t>& sel = *item.rows;
-            const int64_t lo = sl.begin / row, hi = sl.end / row;
-            rows.clear();
-            auto it = std::lower_bound(sel.begin(), sel.end(), lo);
-            if (item.except) {
-              for (int64_t r = lo; r < hi; ++r) {
-                if (it != sel.end() && *it == r) {
-                  ++it;
-                } else {
-                  rows.push_back(r);
-                }
-              }
-            } else {
-              for (; it != sel.end() && *it < hi; ++it) rows.push_back(*it);
-            }
+            rows = ps::RowsOfSlice(sl, row, *item.rows, item.except);
             const size_t per = std::max<int64_t>(1, ps::kChunkElements / row);
             for (size_t k = 0; ok && k < rows.size(); k += per) {
               const size_t m = std::min(per, rows.size() - k);

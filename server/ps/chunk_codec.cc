@@ -291,42 +291,36 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
   Cursor c(out->slices);
   int field, wt;
   bool ok;
+  // The oneof: each member read ends the others (protobuf's merge).
+  auto only = [&](int field) {
+    if (field != 1 && out->has_header) out->header.Clear();
+    if (field != 2 && out->has_chunk) out->chunk = ChunkRef();
+    if (field != 3 && out->has_next_first) out->next_first.Clear();
+    out->has_header = field == 1;
+    out->has_chunk = field == 2;
+    out->has_next_first = field == 3;
+  };
+  // An embedded message, merged by protobuf (small: no payload).
+  auto merge = [&](google::protobuf::MessageLite* m) {
+    size_t end;
+    std::string bytes;
+    return ReadLength(&c, total, &end) &&
+           c.ReadString(end - c.pos(), &bytes) && m->MergeFromString(bytes);
+  };
   while (NextField(&c, total, &field, &wt, &ok)) {
     size_t end;
     if (field == 1 && wt == kLen) {  // header
-      std::string bytes;
-      if (!ReadLength(&c, total, &end) || !c.ReadString(end - c.pos(), &bytes)) {
-        return Malformed("push");
-      }
-      if (out->has_chunk) out->chunk = ChunkRef();
-      out->has_chunk = false;
-      if (out->has_next_first) out->next_first.Clear();
-      out->has_next_first = false;
-      if (!out->header.MergeFromString(bytes)) return Malformed("push header");
-      out->has_header = true;
+      only(1);
+      if (!merge(&out->header)) return Malformed("push header");
     } else if (field == 3 && wt == kLen) {  // next_first
-      std::string bytes;
-      if (!ReadLength(&c, total, &end) || !c.ReadString(end - c.pos(), &bytes)) {
-        return Malformed("push");
-      }
-      if (out->has_chunk) out->chunk = ChunkRef();
-      out->has_chunk = false;
-      if (out->has_header) out->header.Clear();
-      out->has_header = false;
-      if (!out->next_first.MergeFromString(bytes)) {
-        return Malformed("push next_first");
-      }
-      out->has_next_first = true;
+      only(3);
+      if (!merge(&out->next_first)) return Malformed("push next_first");
     } else if (field == 2 && wt == kLen) {  // chunk
-      if (out->has_header) out->header.Clear();
-      out->has_header = false;
-      if (out->has_next_first) out->next_first.Clear();
-      out->has_next_first = false;
+      only(2);
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunk(&c, end, &out->chunk)) {
         return Malformed("push chunk");
       }
-      out->has_chunk = true;
     } else if (!c.SkipValue(field, wt)) {
       return Malformed("push");
     }

@@ -78,5 +78,25 @@ std::string PartitionPlan::ToText() const {
   return out;
 }
 
+std::vector<int64_t> RowsOfSlice(const SliceSpec& sl, int64_t row,
+                                 const std::vector<int64_t>& sorted,
+                                 bool others) {
+  const int64_t lo = sl.begin / row, hi = sl.end / row;
+  std::vector<int64_t> out;
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), lo);
+  if (!others) {
+    for (; it != sorted.end() && *it < hi; ++it) out.push_back(*it);
+    return out;
+  }
+  for (int64_t r = lo; r < hi; ++r) {
+    if (it != sorted.end() && *it == r) {
+      ++it;
+    } else {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 }  // namespace ps
 }  // namespace bertps

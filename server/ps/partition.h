@@ -35,6 +35,13 @@ struct SliceSpec {
   int64_t size() const { return end - begin; }
 };
 
+// The rows (of `row` elements each) of slice `sl` that are in `sorted`
+// (strictly increasing tensor rows), or with others=true all its rows that
+// are not. A slice is a range of whole rows.
+std::vector<int64_t> RowsOfSlice(const SliceSpec& sl, int64_t row,
+                                 const std::vector<int64_t>& sorted,
+                                 bool others);
+
 class PartitionPlan {
  public:
   static absl::StatusOr<PartitionPlan> Make(const ParamLayout& layout,

@@ -174,11 +174,13 @@ grpc::Status ShardService::PullRaw(
   auto cancelled = [&] {
     return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
   };
+  auto row_size = [&](const SliceSpec& sl) {
+    const ParamSpec& spec = layout.tensors()[sl.tensor];
+    return spec.shape.empty() ? spec.size : spec.size / spec.shape[0];
+  };
   // Rows of a slice, copied together into row chunks.
   auto send_rows = [&](const SliceSpec& sl, const std::vector<int64_t>& rows) {
-    const ParamSpec& spec = layout.tensors()[sl.tensor];
-    const int64_t row = spec.shape.empty() ? spec.size
-                                           : spec.size / spec.shape[0];
+    const int64_t row = row_size(sl);
     const int64_t per_chunk = std::max<int64_t>(1, kChunkElements / row);
     for (size_t k = 0; k < rows.size(); k += per_chunk) {
       const size_t m = std::min<size_t>(per_chunk, rows.size() - k);
@@ -199,12 +201,6 @@ grpc::Status ShardService::PullRaw(
     }
     return true;
   };
-  auto row_range = [&](const SliceSpec& sl) {
-    const ParamSpec& spec = layout.tensors()[sl.tensor];
-    const int64_t row = spec.shape.empty() ? spec.size
-                                           : spec.size / spec.shape[0];
-    return std::make_pair(sl.begin / row, sl.end / row);
-  };
   // Rows of each slice of the tensors asked first, sent so far.
   std::map<int, std::vector<int64_t>> sent;
   if (!first.empty() && partial) {
@@ -215,15 +211,13 @@ grpc::Status ShardService::PullRaw(
     for (int i : order) {
       const SliceSpec& sl = plan.slices()[i];
       if (sl.tensor != t || !wanted(sl.name)) continue;
-      const auto [lo, hi] = row_range(sl);
       std::vector<int64_t> now;
-      for (auto it = std::lower_bound(rows.begin(), rows.end(), lo);
-           it != rows.end() && *it < hi; ++it) {
+      for (int64_t r : RowsOfSlice(sl, row_size(sl), rows, false)) {
         // While the update runs, only the rows it made final first.
         if (!partial || (sp->first_tensor == t &&
                          std::binary_search(sp->first_rows.begin(),
-                                            sp->first_rows.end(), *it))) {
-          now.push_back(*it);
+                                            sp->first_rows.end(), r))) {
+          now.push_back(r);
         }
       }
       if (!send_rows(sl, now)) return cancelled();
@@ -265,18 +259,9 @@ grpc::Status ShardService::PullRaw(
         absl::Status st = sp->WaitSlices(position(i) + 1, deadline);
         if (!st.ok()) return ToGrpcStatus(st);
       }
-      const auto [lo, hi] = row_range(sl);
-      const std::vector<int64_t>& done = sent[i];
-      std::vector<int64_t> rest;
-      auto it = done.begin();
-      for (int64_t r = lo; r < hi; ++r) {
-        if (it != done.end() && *it == r) {
-          ++it;
-        } else {
-          rest.push_back(r);
-        }
+      if (!send_rows(sl, RowsOfSlice(sl, row_size(sl), sent[i], true))) {
+        return cancelled();
       }
-      if (!send_rows(sl, rest)) return cancelled();
     }
   }
   return grpc::Status::OK;
