@@ -226,6 +226,47 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
     }
     return stream.get();
   };
+  // Under BSP the next step's batch is read and announced on the side while
+  // this one computes (the announce waits for every worker's batch).
+  const bool next = overlap && step + 1 < options_.steps;
+  double next_mlm = 0, next_examples = 0;
+  std::future<absl::Status> next_prepared;
+  absl::Status next_status;  // of next_prepared, once taken
+  bool next_taken = false;
+  TensorRows next_first;  // the next batch's word-embedding rows
+  std::unique_ptr<PsClient::PendingPull> next_pull;
+  // Takes the next step's batch (waits for it when `wait`); false while it
+  // is still being read.
+  auto take_next = [&](bool wait) {
+    if (next_taken) return true;
+    if (!wait && next_prepared.wait_for(std::chrono::seconds(0)) !=
+                     std::future_status::ready) {
+      return false;
+    }
+    next_status = next_prepared.get();
+    next_taken = true;
+    if (next_status.ok()) next_first = first_rows(next_batch_);
+    return true;
+  };
+  // The next step's pull starts at this step's first gradient, once its
+  // batch is known: the shards hold it until this step's update makes its
+  // pieces, so the pull's own start is off the step's critical path. Its
+  // values can only arrive after this worker's push ends (all workers are
+  // needed; with backup workers the step may end without this one, whose
+  // backward still reads the parameters: then it starts after the push).
+  auto start_next_pull = [&](PsClient::PushStream* ps) {
+    if (!next || next_pull != nullptr ||
+        client_->description(0).backup_workers() > 0 || !take_next(false) ||
+        !next_status.ok()) {
+      return;
+    }
+    // Every parameter of this step arrived before backward.
+    if (!pull_->Finish().ok()) return;  // reported when Step ends
+    // The shards update the rows the next pull asks first, first.
+    ps->SendNextFirst(next_first);
+    next_pull = client_->StartPull(options_.worker, step + 1, step + 1,
+                                   model_->params(), &next_first);
+  };
   // The word embedding's gradient goes out early but for the rows of the
   // input ids, which backward adds last and which follow then.
   std::vector<int> pending;  // tensors whose rows are still to come
@@ -235,6 +276,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
                                         const std::vector<int64_t>& rows) {
       PsClient::PushStream* ps = open();
       if (ps == nullptr) return;
+      start_next_pull(ps);
       pending_rows = std::make_shared<const std::vector<int64_t>>(rows);
       ps->SendRows(t, model_->grads() + model_->layout().tensors()[t].offset,
                    pending_rows, /*except=*/true);
@@ -243,6 +285,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
     so.on_grads_ready = [&](const std::vector<int>& tensors) {
       PsClient::PushStream* ps = open();
       if (ps == nullptr) return;
+      start_next_pull(ps);
       for (int t : tensors) {
         const float* g = model_->grads() + model_->layout().tensors()[t].offset;
         if (std::find(pending.begin(), pending.end(), t) != pending.end()) {
@@ -253,11 +296,6 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
       }
     };
   }
-  // Under BSP the next step's batch is read and announced on the side while
-  // this one computes (the announce waits for every worker's batch).
-  const bool next = overlap && step + 1 < options_.steps;
-  double next_mlm = 0, next_examples = 0;
-  std::future<absl::Status> next_prepared;
   if (next) {
     next_prepared = std::async(std::launch::async, [&] {
       return Prepare(step + 1, &next_batch_, &next_mlm, &next_examples,
@@ -266,13 +304,13 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   }
   const auto t1 = Clock::now();
   absl::StatusOr<StepResult> stepped = model_->Step(ViewOf(batch_), so);
-  if (!stepped.ok() && next) next_prepared.wait();
+  if (!stepped.ok() && next && !next_taken) next_prepared.wait();
   ASSIGN_OR_RETURN(StepResult r, std::move(stepped));
   const auto t2 = Clock::now();
   // Every parameter arrived before backward; the pull is over.
   {
     const auto p0 = Clock::now();
-    ASSIGN_OR_RETURN(int64_t version, pull_->Finish());
+    ASSIGN_OR_RETURN(int64_t version, pull_->Finish());  // again: no wait
     (void)version;
     pull_.reset();
     prepared_step_ = -1;
@@ -289,27 +327,29 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   for (int32_t m : batch_.input_mask) rep.tokens += m;
   const auto t3 = Clock::now();
   if (overlap) {
-    TensorRows next_first;  // the next batch's word-embedding rows
     RETURN_IF_ERROR(stream_error);
     if (open() == nullptr) return stream_error;
-    // The next step's batch, totals and pull, while the push's last bytes
-    // travel; its pull waits on the shards for this step's update.
+    // The next step's batch, totals and pull (when not started during
+    // backward), while the push's last bytes travel; its pull waits on the
+    // shards for this step's update.
     if (next) {
-      // Read and announced during this step (see below); usually done.
+      // Read and announced during this step; usually done.
       const auto n0 = Clock::now();
-      RETURN_IF_ERROR(next_prepared.get());
+      take_next(/*wait=*/true);
+      RETURN_IF_ERROR(next_status);
       wait_ms += Ms(n0, Clock::now());
       mlm_denominator_ = next_mlm;
       example_denominator_ = next_examples;
-      // The shards update the rows the next pull asks first, first.
-      next_first = first_rows(next_batch_);
-      stream->SendNextFirst(next_first);
+      if (next_pull == nullptr) stream->SendNextFirst(next_first);
     }
     stream->CloseWrites();
     if (next) {
       std::swap(batch_, next_batch_);
-      pull_ = client_->StartPull(options_.worker, step + 1, step + 1,
-                                 model_->params(), &next_first);
+      if (next_pull == nullptr) {
+        next_pull = client_->StartPull(options_.worker, step + 1, step + 1,
+                                       model_->params(), &next_first);
+      }
+      pull_ = std::move(next_pull);
       prepared_step_ = step + 1;
     }
     absl::StatusOr<int64_t> v = stream->Finish();

@@ -38,6 +38,9 @@ ABSL_FLAG(std::string, mode, "bsp", "bsp, asp or ssp.");
 ABSL_FLAG(int, workers, 1, "Number of train workers.");
 ABSL_FLAG(int, update_threads, 2,
           "Threads of an optimizer step (the result is the same for any).");
+ABSL_FLAG(int, update_nice, 10,
+          "BSP: nice value of the step's update once the rows the next pulls "
+          "ask first are done (0: unchanged).");
 ABSL_FLAG(int, backup_workers, 0, "BSP: steps complete with workers - this.");
 ABSL_FLAG(int64_t, staleness, 2, "SSP staleness bound.");
 ABSL_FLAG(std::string, optimizer, "adam_weight_decay",
@@ -132,6 +135,7 @@ int main(int argc, char** argv) {
     metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
     bertps::ps::ShardMember member(coordinator, server->get());
     member.set_update_threads(absl::GetFlag(FLAGS_update_threads));
+    member.set_update_nice(absl::GetFlag(FLAGS_update_nice));
     if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
     absl::Status member_status;
     std::thread loop([&] { member_status = member.Run(); (*server)->Shutdown(); });
@@ -167,6 +171,7 @@ int main(int argc, char** argv) {
   }
   o.num_workers = absl::GetFlag(FLAGS_workers);
   o.update_threads = absl::GetFlag(FLAGS_update_threads);
+  o.update_nice = absl::GetFlag(FLAGS_update_nice);
   o.backup_workers = absl::GetFlag(FLAGS_backup_workers);
   o.staleness = absl::GetFlag(FLAGS_staleness);
   auto kind = bertps::optim::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));

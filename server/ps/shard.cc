@@ -1,8 +1,10 @@
 #include "server/ps/shard.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <thread>
 #include <cstdio>
@@ -760,6 +762,19 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
   }
 }
 
+namespace {
+
+// Lowers the calling thread's CPU priority (Linux keeps nice per thread);
+// a refusal only costs speed.
+void LowerThisThreadPriority(int nice) {
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice) != 0) {
+    LOG_FIRST_N(WARNING, 1) << "shard: cannot lower the update thread's "
+                               "priority: " << std::strerror(errno);
+  }
+}
+
+}  // namespace
+
 absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
                                      float scale, Snapshot* into) {
   const optim::OptimizerConfig& oc = options_.optimizer;
@@ -803,6 +818,7 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
     absl::MutexLock l(&into->mu);
     into->first_done = true;
   }
+  if (options_.update_nice > 0) LowerThisThreadPriority(options_.update_nice);
   // Then every slice in update order (the first tensor's other rows).
   for (size_t k = 0; k < update_order_.size(); ++k) {
     const SliceSpec& sl = plan_.slices()[update_order_[k]];

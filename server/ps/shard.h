@@ -77,6 +77,11 @@ struct ShardOptions {
   // Threads of an optimizer step: the slices are split in a fixed way, and
   // each slice's update is element-wise, so any count gives the same bits.
   int update_threads = 2;
+  // BSP with next-pull hints: once the rows asked first are updated, the
+  // rest of the step's update runs at this nice value (0: unchanged), below
+  // the threads that serve pulls and pushes. Forward reads those pieces
+  // later; on a host shared with workers the transfers go first.
+  int update_nice = 10;
 };
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).

@@ -71,6 +71,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
         o.incarnation = a->incarnation();
         o.update_threads = update_threads_;
+        o.update_nice = update_nice_;
         std::vector<std::string> peers(a->ps_addresses().begin(),
                                        a->ps_addresses().end());
         RETURN_IF_ERROR(server_->Install(o, peers));

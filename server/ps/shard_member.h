@@ -31,6 +31,8 @@ class ShardMember {
   void Stop() { stop_ = true; }
   // ShardOptions.update_threads of the jobs it installs.
   void set_update_threads(int n) { update_threads_ = n; }
+  // ShardOptions.update_nice of the jobs it installs.
+  void set_update_nice(int n) { update_nice_ = n; }
   // Run() returns (OK) once the first job this shard served has ended, so
   // the process exits and its orchestrator starts a fresh one.
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
@@ -43,6 +45,7 @@ class ShardMember {
   std::string job_;
   int64_t incarnation_ = 0;  // of the installed job
   int update_threads_ = 2;
+  int update_nice_ = 10;
   std::string started_as_;  // member id when the job was installed
 };
 
