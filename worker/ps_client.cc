@@ -387,29 +387,33 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
                        int64_t n, absl::Span<const int64_t> chunk_rows,
                        const float* base, int64_t row) {
         grpc::Slice payload;
+        if (!chunk_rows.empty() && !options_.compress_bf16) {
+          // Long runs of rows are sent from the gradient itself (valid until
+          // Finish(), as below), short ones copied together.
+          const grpc::Slice table(const_cast<float*>(base),
+                                  sizeof(float) * spec.size,
+                                  grpc::Slice::STATIC_SLICE);
+          return raw->writer->Write(ps::EncodeRowChunk(
+              spec.name, F32, chunk_rows,
+              ps::RowPieces(table, sizeof(float) * row, 0, chunk_rows)));
+        }
         if (!chunk_rows.empty()) {
-          // Gathered into one payload (bf16: rounded with error feedback).
-          const size_t elem = options_.compress_bf16 ? 2 : 4;
-          payload = grpc::Slice(elem * row * chunk_rows.size());
-          uint8_t* out = const_cast<uint8_t*>(payload.begin());
+          // Gathered into one payload, rounded to bf16 with error feedback.
+          payload = grpc::Slice(sizeof(uint16_t) * row * chunk_rows.size());
+          uint16_t* out =
+              reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(payload.begin()));
           for (size_t j = 0; j < chunk_rows.size(); ++j) {
             const float* src = base + chunk_rows[j] * row;
-            if (options_.compress_bf16) {
-              float* r = residual_.data() + spec.offset + chunk_rows[j] * row;
-              uint16_t* o = reinterpret_cast<uint16_t*>(out) + j * row;
-              for (int64_t k = 0; k < row; ++k) {
-                const float v = src[k] + r[k];
-                o[k] = io::F32ToBf16(v);
-                r[k] = v - io::Bf16ToF32(o[k]);
-              }
-            } else {
-              std::memcpy(out + j * row * sizeof(float), src,
-                          sizeof(float) * row);
+            float* r = residual_.data() + spec.offset + chunk_rows[j] * row;
+            uint16_t* o = out + j * row;
+            for (int64_t k = 0; k < row; ++k) {
+              const float v = src[k] + r[k];
+              o[k] = io::F32ToBf16(v);
+              r[k] = v - io::Bf16ToF32(o[k]);
             }
           }
           return raw->writer->Write(ps::EncodeRowChunk(
-              spec.name, options_.compress_bf16 ? BF16 : F32, chunk_rows,
-              std::move(payload)));
+              spec.name, BF16, chunk_rows, std::move(payload)));
         }
         if (options_.compress_bf16) {
           // Error feedback: send bf16(g + r), keep the rounding error.

@@ -1,7 +1,10 @@
 #include "server/ps/chunk_codec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -218,14 +221,17 @@ bool ReadLength(Cursor* c, size_t limit, size_t* end) {
 namespace {
 
 grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
-                        absl::Span<const int64_t> rows, grpc::Slice data) {
+                        absl::Span<const int64_t> rows,
+                        std::vector<grpc::Slice> pieces) {
+  size_t data_size = 0;
+  for (const grpc::Slice& s : pieces) data_size += s.size();
   // Fields in number order, defaults left out: what protobuf itself writes.
   size_t rows_bytes = 0;
   for (int64_t r : rows) rows_bytes += VarintSize(static_cast<uint64_t>(r));
   size_t body = 1 + VarintSize(name.size()) + name.size();
   if (dtype != 0) body += 1 + VarintSize(static_cast<int64_t>(dtype));
   if (offset != 0) body += 1 + VarintSize(static_cast<uint64_t>(offset));
-  if (data.size() > 0) body += 1 + VarintSize(data.size()) + data.size();
+  if (data_size > 0) body += 1 + VarintSize(data_size) + data_size;
   if (!rows.empty()) body += 1 + VarintSize(rows_bytes) + rows_bytes;
   std::string prefix;
   prefix.reserve(32 + name.size());
@@ -249,32 +255,77 @@ grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
     PutVarint(rows_bytes, &suffix);
     for (int64_t r : rows) PutVarint(static_cast<uint64_t>(r), &suffix);
   }
-  if (data.size() == 0) {
+  if (data_size == 0) {
     grpc::Slice only(prefix + suffix);
     return grpc::ByteBuffer(&only, 1);
   }
   PutTag(5, kLen, &prefix);
-  PutVarint(data.size(), &prefix);
-  if (suffix.empty()) {
-    grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
-    return grpc::ByteBuffer(slices, 2);
+  PutVarint(data_size, &prefix);
+  std::vector<grpc::Slice> slices;
+  slices.reserve(pieces.size() + 2);
+  slices.emplace_back(prefix);
+  for (grpc::Slice& s : pieces) {
+    if (s.size() > 0) slices.push_back(std::move(s));
   }
-  grpc::Slice slices[3] = {grpc::Slice(prefix), std::move(data),
-                           grpc::Slice(suffix)};
-  return grpc::ByteBuffer(slices, 3);
+  if (!suffix.empty()) slices.emplace_back(suffix);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+std::vector<grpc::Slice> One(grpc::Slice data) {
+  std::vector<grpc::Slice> v;
+  v.push_back(std::move(data));
+  return v;
 }
 
 }  // namespace
 
 grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
                              int64_t offset, grpc::Slice data) {
-  return Encode(name, dtype, offset, {}, std::move(data));
+  return Encode(name, dtype, offset, {}, One(std::move(data)));
 }
 
 grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
                                 absl::Span<const int64_t> rows,
                                 grpc::Slice data) {
-  return Encode(name, dtype, 0, rows, std::move(data));
+  return Encode(name, dtype, 0, rows, One(std::move(data)));
+}
+
+grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
+                                absl::Span<const int64_t> rows,
+                                std::vector<grpc::Slice> pieces) {
+  return Encode(name, dtype, 0, rows, std::move(pieces));
+}
+
+std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
+                                   int64_t first_row,
+                                   absl::Span<const int64_t> rows) {
+  // Runs of consecutive rows: [begin, end) indices into `rows`.
+  std::vector<std::pair<size_t, size_t>> runs;
+  size_t copied = 0;  // bytes of the short runs
+  for (size_t k = 0; k < rows.size();) {
+    size_t e = k + 1;
+    while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
+    runs.emplace_back(k, e);
+    if ((e - k) * row_bytes < kMinReferencedRun) copied += (e - k) * row_bytes;
+    k = e;
+  }
+  grpc::Slice gathered(copied);  // one buffer for every short run
+  uint8_t* out = const_cast<uint8_t*>(gathered.begin());
+  size_t at = 0;
+  std::vector<grpc::Slice> pieces;
+  pieces.reserve(runs.size());
+  for (const auto& [k, e] : runs) {
+    const size_t begin = static_cast<size_t>(rows[k] - first_row) * row_bytes;
+    const size_t len = (e - k) * row_bytes;
+    if (len >= kMinReferencedRun) {
+      pieces.push_back(table.sub(begin, begin + len));
+    } else {
+      std::memcpy(out + at, table.begin() + begin, len);
+      pieces.push_back(gathered.sub(at, at + len));
+      at += len;
+    }
+  }
+  return pieces;
 }
 
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {

@@ -42,6 +42,21 @@ grpc::ByteBuffer EncodeChunk(absl::string_view name, DType dtype,
 grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
                                 absl::Span<const int64_t> rows,
                                 grpc::Slice data);
+// A row chunk whose data is the concatenation of `pieces`.
+grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
+                                absl::Span<const int64_t> rows,
+                                std::vector<grpc::Slice> pieces);
+// The data of `rows` (strictly increasing) of a row-major table whose memory
+// `table` holds from row `first_row` on, as pieces for EncodeRowChunk: runs
+// of consecutive rows of at least kMinReferencedRun bytes refer to `table`
+// (a sub-slice: it shares table's reference, or is static when table is),
+// shorter runs are copied together into one new buffer. The bytes on the
+// wire are the same either way; long runs are not copied before the
+// socket.
+inline constexpr size_t kMinReferencedRun = 2048;
+std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
+                                   int64_t first_row,
+                                   absl::Span<const int64_t> rows);
 // Any message, serialised by protobuf (headers, the pull's version).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message);
 

@@ -99,6 +99,60 @@ TEST(ChunkCodecTest, ParsesProtobufBytesSplitAnywhere) {
   EXPECT_GT(p.chunk.data.size(), 10u);
 }
 
+TEST(ChunkCodecTest, RowPiecesAreTheGatheredRowsAndReferLongRuns) {
+  // A table of 4000 rows of 64 floats (256 bytes): runs of 8 or more rows
+  // (2 KB) are referenced in place, shorter ones copied.
+  const int64_t row = 64, n = 4000;
+  const std::vector<float> table = Values(row * n);
+  const grpc::Slice whole(const_cast<float*>(table.data()),
+                          sizeof(float) * table.size(),
+                          grpc::Slice::STATIC_SLICE);
+  // A sub-table from row 100 on, as a shard's slice of a bigger tensor.
+  const int64_t first = 100;
+  const grpc::Slice sub =
+      whole.sub(sizeof(float) * row * first, sizeof(float) * table.size());
+  std::vector<int64_t> rows = {100, 102, 103};            // short runs
+  for (int64_t r = 200; r < 230; ++r) rows.push_back(r);  // a long run
+  rows.push_back(500);
+  for (int64_t r = 3990; r < 4000; ++r) rows.push_back(r);  // long, at the end
+  std::vector<float> gathered;
+  for (int64_t r : rows) {
+    gathered.insert(gathered.end(), table.begin() + r * row,
+                    table.begin() + (r + 1) * row);
+  }
+  std::vector<grpc::Slice> pieces =
+      RowPieces(sub, sizeof(float) * row, first, rows);
+  ASSERT_EQ(pieces.size(), 5u);  // {100} {102,103} {200..229} {500} {3990..}
+  EXPECT_EQ(reinterpret_cast<const float*>(pieces[2].begin()),
+            table.data() + 200 * row);  // referenced, not copied
+  EXPECT_EQ(reinterpret_cast<const float*>(pieces[4].begin()),
+            table.data() + 3990 * row);
+  EXPECT_NE(reinterpret_cast<const float*>(pieces[0].begin()),
+            table.data() + 100 * row);  // copied
+  const std::string bytes =
+      Flatten(EncodeRowChunk("t", F32, rows, std::move(pieces)));
+  const std::string want = Flatten(EncodeRowChunk(
+      "t", F32, rows,
+      grpc::Slice(gathered.data(), sizeof(float) * gathered.size())));
+  EXPECT_EQ(bytes, want);
+  // A referenced table stays alive while a piece does.
+  static int released = 0;
+  released = 0;
+  std::vector<float> held = Values(row * 16);
+  std::vector<grpc::Slice> kept;
+  {
+    const grpc::Slice counted(held.data(), sizeof(float) * held.size(),
+                              [](void*) { ++released; });
+    std::vector<int64_t> all(16);
+    for (int64_t r = 0; r < 16; ++r) all[r] = r;
+    kept = RowPieces(counted, sizeof(float) * row, 0, all);
+  }
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(released, 0);
+  kept.clear();
+  EXPECT_EQ(released, 1);
+}
+
 TEST(ChunkCodecTest, RowChunksAreTheProtobufEncoding) {
   const std::vector<float> v = Values(3 * 4);  // 3 rows of 4
   const std::vector<int64_t> rows = {0, 5, 300000};

@@ -178,23 +178,35 @@ grpc::Status ShardService::PullRaw(
     const ParamSpec& spec = layout.tensors()[sl.tensor];
     return spec.shape.empty() ? spec.size : spec.size / spec.shape[0];
   };
-  // Rows of a slice, copied together into row chunks.
+  // The snapshot's parameters as one slice that holds the snapshot until
+  // the transport dropped every piece that refers to it.
+  grpc::Slice whole;
+  auto snapshot_bytes = [&]() -> const grpc::Slice& {
+    if (whole.size() == 0 && !sp->params.empty()) {
+      auto* hold = new std::shared_ptr<const Snapshot>(sp);
+      whole = grpc::Slice(
+          const_cast<float*>(sp->params.data()),
+          sizeof(float) * sp->params.size(),
+          [](void* p) { delete static_cast<std::shared_ptr<const Snapshot>*>(p); },
+          hold);
+    }
+    return whole;
+  };
+  // Rows of a slice in row chunks: long runs of rows are sent from the
+  // snapshot itself, short ones copied together (RowPieces).
   auto send_rows = [&](const SliceSpec& sl, const std::vector<int64_t>& rows) {
     const int64_t row = row_size(sl);
     const int64_t per_chunk = std::max<int64_t>(1, kChunkElements / row);
+    const size_t at = sizeof(float) * sl.shard_offset;
+    const grpc::Slice table =
+        snapshot_bytes().sub(at, at + sizeof(float) * sl.size());
     for (size_t k = 0; k < rows.size(); k += per_chunk) {
       const size_t m = std::min<size_t>(per_chunk, rows.size() - k);
-      grpc::Slice payload(sizeof(float) * row * m);
-      float* out = reinterpret_cast<float*>(const_cast<uint8_t*>(payload.begin()));
-      for (size_t j = 0; j < m; ++j) {
-        std::memcpy(out + j * row,
-                    sp->params.data() + sl.shard_offset +
-                        (rows[k + j] * row - sl.begin),
-                    sizeof(float) * row);
-      }
+      const auto chunk_rows = absl::MakeConstSpan(rows.data() + k, m);
       if (!writer->Write(EncodeRowChunk(
-              sl.name, F32, absl::MakeConstSpan(rows.data() + k, m),
-              std::move(payload)))) {
+              sl.name, F32, chunk_rows,
+              RowPieces(table, sizeof(float) * row, sl.begin / row,
+                        chunk_rows)))) {
         return false;
       }
       if (ctx->IsCancelled()) return false;
