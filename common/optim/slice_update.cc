@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
@@ -336,6 +337,9 @@ absl::Status StepSlice(const OptimizerConfig& config, int64_t step,
                  update, len);
     ApplyChunk(config, slice.decay, lr_ratio, decay_factor, slice.param + off,
                update, len);
+    if (slice.copy_to != nullptr) {
+      std::memcpy(slice.copy_to + off, slice.param + off, sizeof(float) * len);
+    }
   }
   return absl::OkStatus();
 }

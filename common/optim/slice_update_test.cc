@@ -436,14 +436,18 @@ TEST(StepSliceTest, EqualsTwoPhaseBitForBit) {
       const std::vector<float> p0 = RandomVector(kBigN, 7, -1, 1);
       std::vector<OwnedSlice> two = MakeSlices(c, p0, kWhole);
       std::vector<OwnedSlice> fused = MakeSlices(c, p0, kWhole);
+      std::vector<float> copy(p0.size(), -7.0f);
       for (int64_t step = 0; step < 3; ++step) {
         const std::vector<float> g = RandomVector(kBigN, 50 + step, -1, 1);
         TwoPhaseStep(c, step, decay, 0.5f, g, kWhole, &two);
         fused[0].g = g;
-        ASSERT_TRUE(StepSlice(c, step, fused[0].View(decay), 0.5f).ok());
+        Slice view = fused[0].View(decay);
+        if (step == 2) view.copy_to = copy.data();  // the last step's values
+        ASSERT_TRUE(StepSlice(c, step, view, 0.5f).ok());
       }
       EXPECT_TRUE(two[0].p == fused[0].p);
       EXPECT_TRUE(two[0].s == fused[0].s);
+      EXPECT_TRUE(copy == fused[0].p);
     }
   }
 }

@@ -792,9 +792,8 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
     s.n = b - a;
     s.slot_stride = sl.size();
     s.decay = sl.decay;
-    RETURN_IF_ERROR(optim::StepSlice(oc, step_index, s, scale));
-    std::memcpy(into->params.data() + at, params + at, sizeof(float) * (b - a));
-    return absl::OkStatus();
+    s.copy_to = into->params.data() + at;
+    return optim::StepSlice(oc, step_index, s, scale);
   };
   const std::vector<int64_t>& rows = into->first_rows;
   auto row_size = [&](const SliceSpec& sl) {
