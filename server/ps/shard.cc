@@ -197,6 +197,11 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
     while (!c.update_groups_.empty() && c.update_groups_.back().empty()) {
       c.update_groups_.pop_back();
     }
+    if (c.update_groups_.size() > 1) {
+      c.group_pool_ = std::make_unique<Eigen::ThreadPool>(
+          static_cast<int>(c.update_groups_.size()) - 1,
+          /*allow_spinning=*/false);
+    }
   }
   c.last_step_.assign(o.num_workers, -1);
   c.clock_.assign(o.num_workers, 0);
@@ -843,13 +848,18 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
 
 absl::Status ShardCore::RunGroups(
     const std::function<absl::Status(size_t)>& fn) {
-  std::vector<absl::Status> st(update_groups_.size());
-  std::vector<std::thread> threads;
-  for (size_t g = 1; g < update_groups_.size(); ++g) {
-    threads.emplace_back([&, g] { st[g] = fn(g); });
+  const size_t n = update_groups_.size();
+  std::vector<absl::Status> st(n);
+  // Group 0 here, the others on the pool's threads (no thread starts).
+  Eigen::Barrier done(n > 1 ? static_cast<unsigned>(n - 1) : 0u);
+  for (size_t g = 1; g < n; ++g) {
+    group_pool_->Schedule([&, g] {
+      st[g] = fn(g);
+      done.Notify();
+    });
   }
-  if (!update_groups_.empty()) st[0] = fn(0);
-  for (auto& t : threads) t.join();
+  if (n > 0) st[0] = fn(0);
+  done.Wait();
   for (const absl::Status& x : st) RETURN_IF_ERROR(x);
   return absl::OkStatus();
 }

@@ -52,6 +52,7 @@
 #include "proto/ps.pb.h"
 #include "server/ps/chunk_ref.h"
 #include "server/ps/partition.h"
+#include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace bertps {
 namespace ps {
@@ -249,6 +250,9 @@ class ShardCore {
   // Local slices (indices into plan_.slices()) cut into update_threads
   // contiguous groups of about equal size.
   std::vector<std::vector<int>> update_groups_;
+  // Threads of groups 1.. of RunGroups, kept for the shard's life (null
+  // with one group). Set in Create(), then only used.
+  std::unique_ptr<Eigen::ThreadPool> group_pool_;
   // Tensors split across several slices: index into the LAMB exchange.
   std::vector<int> split_tensors_;  // tensor indices
   std::vector<int> update_order_;   // see update_order()
