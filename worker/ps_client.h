@@ -127,6 +127,8 @@ class PsClient::PendingPull {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for all of it; the version (as Pull).
   absl::StatusOr<int64_t> Finish();
+  // After Finish(): the version each shard sent.
+  const std::vector<int64_t>& versions() const { return versions_; }
 
  private:
   friend class PsClient;

@@ -251,21 +251,29 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   // The next step's pull starts at this step's first gradient, once its
   // batch is known: the shards hold it until this step's update makes its
   // pieces, so the pull's own start is off the step's critical path. Its
-  // values can only arrive after this worker's push ends (all workers are
-  // needed; with backup workers the step may end without this one, whose
-  // backward still reads the parameters: then it starts after the push).
+  // values can only arrive after this worker's push ends when every shard
+  // is at this step and all workers are needed. Otherwise it starts after
+  // the push: with backup workers a step may end without this one, and a
+  // shard already past this step (this worker restarted after some shards
+  // took its push) would send while backward still reads the parameters.
+  double early_pull_ms = 0;  // spent here, in backward: pull time
   auto start_next_pull = [&](PsClient::PushStream* ps) {
     if (!next || next_pull != nullptr ||
         client_->description(0).backup_workers() > 0 || !take_next(false) ||
         !next_status.ok()) {
       return;
     }
+    const auto e0 = Clock::now();
     // Every parameter of this step arrived before backward.
     if (!pull_->Finish().ok()) return;  // reported when Step ends
+    for (int64_t v : pull_->versions()) {
+      if (v != step) return;
+    }
     // The shards update the rows the next pull asks first, first.
     ps->SendNextFirst(next_first);
     next_pull = client_->StartPull(options_.worker, step + 1, step + 1,
                                    model_->params(), &next_first);
+    early_pull_ms += Ms(e0, Clock::now());
   };
   // The word embedding's gradient goes out early but for the rows of the
   // input ids, which backward adds last and which follow then.
@@ -381,8 +389,9 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   rep.examples = options_.batch;
   rep.learning_rate = optim::LearningRate(options_.optimizer, step);
   rep.wait_ms = wait_ms;
-  rep.pull_ms = Ms(t0, t1) - start_wait_ms + forward_wait_ms + pull_end_ms;
-  rep.compute_ms = Ms(t1, t2) - forward_wait_ms;
+  rep.pull_ms = Ms(t0, t1) - start_wait_ms + forward_wait_ms + pull_end_ms +
+                early_pull_ms;
+  rep.compute_ms = Ms(t1, t2) - forward_wait_ms - early_pull_ms;
   rep.push_ms = Ms(t3, t4) - (wait_ms - start_wait_ms);
   return rep;
 }

@@ -311,20 +311,25 @@ std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
   }
   grpc::Slice gathered(copied);  // one buffer for every short run
   uint8_t* out = const_cast<uint8_t*>(gathered.begin());
-  size_t at = 0;
+  size_t at = 0, copied_from = 0;  // [copied_from, at): copied, not yet a piece
   std::vector<grpc::Slice> pieces;
   pieces.reserve(runs.size());
+  auto flush_copied = [&] {
+    if (at > copied_from) pieces.push_back(gathered.sub(copied_from, at));
+    copied_from = at;
+  };
   for (const auto& [k, e] : runs) {
     const size_t begin = static_cast<size_t>(rows[k] - first_row) * row_bytes;
     const size_t len = (e - k) * row_bytes;
     if (len >= kMinReferencedRun) {
+      flush_copied();
       pieces.push_back(table.sub(begin, begin + len));
     } else {
       std::memcpy(out + at, table.begin() + begin, len);
-      pieces.push_back(gathered.sub(at, at + len));
-      at += len;
+      at += len;  // short runs between two long ones make one piece
     }
   }
+  flush_copied();
   return pieces;
 }
 

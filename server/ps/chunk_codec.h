@@ -50,7 +50,8 @@ grpc::ByteBuffer EncodeRowChunk(absl::string_view name, DType dtype,
 // `table` holds from row `first_row` on, as pieces for EncodeRowChunk: runs
 // of consecutive rows of at least kMinReferencedRun bytes refer to `table`
 // (a sub-slice: it shares table's reference, or is static when table is),
-// shorter runs are copied together into one new buffer. The bytes on the
+// shorter runs are copied together into one new buffer (the short runs
+// between two long ones are one piece). The bytes on the
 // wire are the same either way; long runs are not copied before the
 // socket.
 inline constexpr size_t kMinReferencedRun = 2048;

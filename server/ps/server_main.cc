@@ -39,8 +39,8 @@ ABSL_FLAG(int, workers, 1, "Number of train workers.");
 ABSL_FLAG(int, update_threads, 2,
           "Threads of an optimizer step (the result is the same for any).");
 ABSL_FLAG(int, update_nice, 10,
-          "BSP: nice value of the step's update once the rows the next pulls "
-          "ask first are done (0: unchanged).");
+          "BSP: nice levels the step's update drops by once the rows the next "
+          "pulls ask first are done (0: unchanged).");
 ABSL_FLAG(int, backup_workers, 0, "BSP: steps complete with workers - this.");
 ABSL_FLAG(int64_t, staleness, 2, "SSP staleness bound.");
 ABSL_FLAG(std::string, optimizer, "adam_weight_decay",

@@ -769,10 +769,17 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
 
 namespace {
 
-// Lowers the calling thread's CPU priority (Linux keeps nice per thread);
-// a refusal only costs speed.
-void LowerThisThreadPriority(int nice) {
-  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice) != 0) {
+// Lowers the calling thread's CPU priority by `by` nice levels (Linux keeps
+// nice per thread; at most 19); a refusal only costs speed.
+void LowerThisThreadPriority(int by) {
+  const id_t tid = static_cast<id_t>(gettid());
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, tid);  // -1 is a valid value
+  if (errno == 0 && now < 19 &&
+      setpriority(PRIO_PROCESS, tid, std::min(19, now + by)) == 0) {
+    return;
+  }
+  if (errno != 0) {
     LOG_FIRST_N(WARNING, 1) << "shard: cannot lower the update thread's "
                                "priority: " << std::strerror(errno);
   }

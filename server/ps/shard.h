@@ -79,7 +79,8 @@ struct ShardOptions {
   // each slice's update is element-wise, so any count gives the same bits.
   int update_threads = 2;
   // BSP with next-pull hints: once the rows asked first are updated, the
-  // rest of the step's update runs at this nice value (0: unchanged), below
+  // rest of the step's update runs this many nice levels lower (0:
+  // unchanged; at most nice 19), below
   // the threads that serve pulls and pushes. Forward reads those pieces
   // later; on a host shared with workers the transfers go first.
   int update_nice = 10;

@@ -455,6 +455,12 @@ TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
       EXPECT_EQ(0, std::memcmp((*snap)->params.data(), want.data(), 4 * want.size()))
           << "step " << step;
     }
+    // A push of the next step waits until the version being made is made
+    // (the update thread may still be finishing it).
+    PushHeader next;
+    next.set_worker(0);
+    next.set_step(3);
+    ASSERT_TRUE(pieces->BeginPush(next).ok());
     auto last = pieces->AcquireSnapshot(0, 3, 3, absl::Now() + absl::Seconds(5));
     ASSERT_TRUE(last.ok());
     EXPECT_TRUE((*last)->Complete());
