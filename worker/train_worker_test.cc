@@ -156,6 +156,35 @@ TEST_F(Distributed, TwoWorkersEqualOneWorkerWithTheCombinedBatch) {
   }
 }
 
+// First-2-of-3 BSP: each step completes with the first two pushes; a late
+// worker's push is refused and it goes on from the next version. The
+// overlapped step must not start its next pull during backward here (the
+// step may complete without this worker): every worker runs to the end and
+// the shards reach the last version with finite parameters.
+TEST_F(Distributed, BackupWorkersRunToCompletion) {
+  ps::ShardOptions so = ShardOpts(3);
+  so.backup_workers = 1;
+  Cluster c = StartCluster(2, so);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 3; ++w) {
+    threads.emplace_back([&, w] {
+      auto tw = TrainWorker::Create(WorkerOpts(c, w, 3, 2, data()));
+      ASSERT_TRUE(tw.ok()) << tw.status();
+      absl::Status st = (*tw)->Run();
+      EXPECT_TRUE(st.ok()) << "worker " << w << ": " << st;
+    });
+  }
+  for (auto& t : threads) t.join();
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  std::vector<float> params(client->layout().total_size());
+  auto v = client->Pull(0, 10, 10, params.data());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 10);
+  for (float x : params) ASSERT_TRUE(std::isfinite(x));
+}
+
 TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
   Cluster two = StartCluster(2, ShardOpts(1));
   {
