@@ -107,15 +107,17 @@ TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
 
 // Runs `workers` workers to completion; returns the final parameters.
 std::vector<float> Train(int shards, int workers, int batch,
-                         const std::string& data) {
-  Cluster c = StartCluster(shards, ShardOpts(workers));
+                         const std::string& data, int backup_workers = 0) {
+  ps::ShardOptions so = ShardOpts(workers);
+  so.backup_workers = backup_workers;
+  Cluster c = StartCluster(shards, so);
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
       auto tw = TrainWorker::Create(WorkerOpts(c, w, workers, batch, data));
       ASSERT_TRUE(tw.ok()) << tw.status();
       absl::Status st = (*tw)->Run();
-      ASSERT_TRUE(st.ok()) << st;
+      ASSERT_TRUE(st.ok()) << "worker " << w << ": " << st;
     });
   }
   for (auto& t : threads) t.join();
@@ -162,26 +164,9 @@ TEST_F(Distributed, TwoWorkersEqualOneWorkerWithTheCombinedBatch) {
 // step may complete without this worker): every worker runs to the end and
 // the shards reach the last version with finite parameters.
 TEST_F(Distributed, BackupWorkersRunToCompletion) {
-  ps::ShardOptions so = ShardOpts(3);
-  so.backup_workers = 1;
-  Cluster c = StartCluster(2, so);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < 3; ++w) {
-    threads.emplace_back([&, w] {
-      auto tw = TrainWorker::Create(WorkerOpts(c, w, 3, 2, data()));
-      ASSERT_TRUE(tw.ok()) << tw.status();
-      absl::Status st = (*tw)->Run();
-      EXPECT_TRUE(st.ok()) << "worker " << w << ": " << st;
-    });
-  }
-  for (auto& t : threads) t.join();
-  PsClientOptions po;
-  po.addresses = c.addresses;
-  auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
-  std::vector<float> params(client->layout().total_size());
-  auto v = client->Pull(0, 10, 10, params.data());
-  ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(*v, 10);
+  const std::vector<float> params =
+      Train(/*shards=*/2, /*workers=*/3, /*batch=*/2, data(),
+            /*backup_workers=*/1);
   for (float x : params) ASSERT_TRUE(std::isfinite(x));
 }
 
