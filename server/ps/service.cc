@@ -248,14 +248,10 @@ grpc::Status ShardService::PullRaw(
     }
     for (int64_t off = sl.begin; off < sl.end; off += kChunkElements) {
       const int64_t n = std::min(kChunkElements, sl.end - off);
-      // The payload is sent from the snapshot itself; each slice keeps the
-      // snapshot alive until the transport has written it.
-      const float* data = sp->params.data() + sl.shard_offset + (off - sl.begin);
-      auto* hold = new std::shared_ptr<const Snapshot>(sp);
-      grpc::Slice payload(
-          const_cast<float*>(data), sizeof(float) * n,
-          [](void* p) { delete static_cast<std::shared_ptr<const Snapshot>*>(p); },
-          hold);
+      // The payload is sent from the snapshot itself (a sub-slice of the
+      // slice that holds it).
+      const size_t at = sizeof(float) * (sl.shard_offset + (off - sl.begin));
+      grpc::Slice payload = snapshot_bytes().sub(at, at + sizeof(float) * n);
       if (!writer->Write(EncodeChunk(sl.name, F32, off, std::move(payload)))) {
         return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
       }
