@@ -335,11 +335,13 @@ absl::Status StepSlice(const OptimizerConfig& config, int64_t step,
     ComputeChunk(config, k, slice.decay, /*want_norms=*/false,
                  slice.param + off, slice.grad + off, s0, s1, grad_scale,
                  update, len);
-    ApplyChunk(config, slice.decay, lr_ratio, decay_factor, slice.param + off,
-               update, len);
-    if (slice.copy_to != nullptr) {
-      std::memcpy(slice.copy_to + off, slice.param + off, sizeof(float) * len);
+    float* p = slice.param + off;
+    if (slice.param_out != nullptr) {
+      // The chunk is in cache: copied, then updated there.
+      p = slice.param_out + off;
+      std::memcpy(p, slice.param + off, sizeof(float) * len);
     }
+    ApplyChunk(config, slice.decay, lr_ratio, decay_factor, p, update, len);
   }
   return absl::OkStatus();
 }

@@ -70,10 +70,11 @@ struct Slice {
   // slice be updated alone: its param, grad and state at the part's start,
   // n the part's size, slot_stride the whole slice's.
   int64_t slot_stride = 0;
-  // StepSlice only: the updated params (n) are also written here (null:
-  // nowhere), piece by piece while they are in cache -- a snapshot filled
-  // without a second pass over memory.
-  float* copy_to = nullptr;
+  // StepSlice only: when set, the updated params (n) are written here and
+  // `param` is only read (an update out of place: e.g. version v read from
+  // one snapshot while pulls still send it, version v + 1 written into the
+  // next). Must not overlap `param`.
+  float* param_out = nullptr;
 };
 
 // Phase 0. Sum of squares of `grad` (n), accumulated in double. The result is

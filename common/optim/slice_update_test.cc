@@ -436,18 +436,24 @@ TEST(StepSliceTest, EqualsTwoPhaseBitForBit) {
       const std::vector<float> p0 = RandomVector(kBigN, 7, -1, 1);
       std::vector<OwnedSlice> two = MakeSlices(c, p0, kWhole);
       std::vector<OwnedSlice> fused = MakeSlices(c, p0, kWhole);
-      std::vector<float> copy(p0.size(), -7.0f);
+      // Steps 0 and 1 in place, step 2 out of place (param_out): the
+      // source keeps step 1's values.
+      std::vector<float> out(p0.size(), -7.0f), before;
       for (int64_t step = 0; step < 3; ++step) {
         const std::vector<float> g = RandomVector(kBigN, 50 + step, -1, 1);
         TwoPhaseStep(c, step, decay, 0.5f, g, kWhole, &two);
         fused[0].g = g;
         Slice view = fused[0].View(decay);
-        if (step == 2) view.copy_to = copy.data();  // the last step's values
+        if (step == 2) {
+          before = fused[0].p;
+          view.param_out = out.data();
+        }
         ASSERT_TRUE(StepSlice(c, step, view, 0.5f).ok());
       }
-      EXPECT_TRUE(two[0].p == fused[0].p);
+      EXPECT_TRUE(two[0].p == out);
       EXPECT_TRUE(two[0].s == fused[0].s);
-      EXPECT_TRUE(copy == fused[0].p);
+      EXPECT_TRUE(fused[0].p == before);
+      EXPECT_FALSE(before == out);
     }
   }
 }

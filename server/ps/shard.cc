@@ -234,6 +234,22 @@ void ShardCore::PublishLocked() {
   published_ = snap;
 }
 
+const float* ShardCore::CurrentParamsLocked() {
+  if (!params_behind_) return params_.data();
+  absl::MutexLock l(&mu_);
+  return published_->params.data();
+}
+
+void ShardCore::CatchUpParamsLocked() {
+  if (!params_behind_) return;
+  {
+    absl::MutexLock l(&mu_);
+    std::memcpy(params_.data(), published_->params.data(),
+                sizeof(float) * params_.size());
+  }
+  params_behind_ = false;
+}
+
 int64_t ShardCore::version() const {
   absl::MutexLock l(&mu_);
   return version_;
@@ -754,6 +770,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
       for (auto& [worker, g] : staged) ++clock_[worker];
       if (next != nullptr) {
         published_ = next;  // already filled, piece by piece
+        params_behind_ = true;
       } else {
         PublishLocked();
       }
@@ -790,9 +807,14 @@ void LowerThisThreadPriority(int by) {
 absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
                                      float scale, Snapshot* into) {
   const optim::OptimizerConfig& oc = options_.optimizer;
-  float* const params = params_.data();
+  // Out of place: this version is read where it lies (params_, or the
+  // published snapshot, which pulls may still be sending; only read here)
+  // and the next is written into `into` alone -- one pass over the shard's
+  // parameters fewer than updating params_ and copying. params_ is then
+  // behind until an update in place, a checkpoint or a restore needs it.
+  float* const params = const_cast<float*>(CurrentParamsLocked());
   float* const state = state_.data();
-  // Updates elements [a, b) of local slice sl and copies them into `into`.
+  // Updates elements [a, b) of local slice sl into `into`.
   auto run = [&](const SliceSpec& sl, int64_t a, int64_t b) -> absl::Status {
     if (b <= a) return absl::OkStatus();
     optim::Slice s;
@@ -804,7 +826,7 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
     s.n = b - a;
     s.slot_stride = sl.size();
     s.decay = sl.decay;
-    s.copy_to = into->params.data() + at;
+    s.param_out = into->params.data() + at;
     return optim::StepSlice(oc, step_index, s, scale);
   };
   const std::vector<int64_t>& rows = into->first_rows;
@@ -906,6 +928,7 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
   const float scale = grad_scale * clip;
   // Raw buffers taken here, where update_mu_ is held (the analysis does not
   // follow it into the lambda).
+  if (into == nullptr) CatchUpParamsLocked();  // updated in place
   float* const params = params_.data();
   float* const state = state_.data();
   auto slice_of = [&](const SliceSpec& sl) {
@@ -1158,7 +1181,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   snap.num_shards = options_.num_shards;
   snap.version = v;
   snap.plan = &plan_;
-  snap.params = params_.data();
+  snap.params = CurrentParamsLocked();
   snap.state = slot_major.data();
   snap.state_slots = state_slots_;
   ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap));
@@ -1184,6 +1207,7 @@ absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
         "restore while a step is in progress");
   }
   params_ = std::move(params);
+  params_behind_ = false;
   FromSlotMajor(plan_, options_.shard, state_slots_, slot_major.data(),
                 state_.data());
   version_ = v;

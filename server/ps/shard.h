@@ -219,6 +219,12 @@ class ShardCore {
   absl::Status ApplyInOrder(int64_t step_index, const float* grad, float scale,
                             Snapshot* into)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
+  // The parameters of the current version (see params_behind_); valid while
+  // update_mu_ is held.
+  const float* CurrentParamsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void CatchUpParamsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A snapshot buffer no pull holds (from the pool, or new).
   std::shared_ptr<Snapshot> FreeSnapshotLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -261,6 +267,12 @@ class ShardCore {
   // Serialises optimizer steps, checkpoints and restores. Taken before mu_.
   absl::Mutex update_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   AlignedVector<float> params_ ABSL_GUARDED_BY(update_mu_);  // (shard_size)
+  // True after a step made out of place into the next snapshot (ApplyInOrder):
+  // the current values are then published_->params (which only a holder of
+  // update_mu_ replaces) and params_ is older. CurrentParamsLocked() reads
+  // them; CatchUpParamsLocked() brings params_ up to date before an update in
+  // place.
+  bool params_behind_ ABSL_GUARDED_BY(update_mu_) = false;
   // Per slice [slot 0 (n) | slot 1 (n)], at state_slots * shard_offset.
   AlignedVector<float> state_ ABSL_GUARDED_BY(update_mu_);
   AlignedVector<float> update_scratch_ ABSL_GUARDED_BY(update_mu_);  // LAMB

@@ -467,6 +467,30 @@ TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
     EXPECT_EQ(pieces->version(), 3);
     const std::vector<float> a = Params(plain.get()), b = Params(pieces.get());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), 4 * a.size()));
+    // A step made in pieces is made out of place (into the next snapshot):
+    // a checkpoint then writes the snapshot's values, and a later step in
+    // place (no next_first) starts from them.
+    const std::string dir = ::testing::TempDir() + "/pieces-" +
+                            std::to_string(workers);
+    auto ca = plain->Checkpoint(dir + "-plain", 3, absl::Now() + absl::Seconds(5));
+    auto cb = pieces->Checkpoint(dir + "-pieces", 3, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(ca.ok()) << ca.status();
+    ASSERT_TRUE(cb.ok()) << cb.status();
+    EXPECT_EQ(ca->crc32c(), cb->crc32c());
+    EXPECT_EQ(ca->bytes(), cb->bytes());
+    for (int w = 0; w < workers; ++w) {
+      ASSERT_TRUE(PushConst(plain.get(), w, 3, 0.3f * (w + 1)).ok());
+      if (w > 0) ASSERT_TRUE(PushConst(pieces.get(), w, 3, 0.3f * (w + 1)).ok());
+    }
+    {
+      // Worker 0's push of step 3 (begun above, to wait) is sent again.
+      auto r = PushConst(pieces.get(), 0, 3, 0.3f);
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    EXPECT_EQ(pieces->version(), 4);
+    const std::vector<float> a4 = Params(plain.get()), b4 = Params(pieces.get());
+    EXPECT_EQ(0, std::memcmp(a4.data(), b4.data(), 4 * a4.size()));
+    EXPECT_NE(0, std::memcmp(a.data(), a4.data(), 4 * a.size()));
     // The word embedding is made last.
     const auto& order = pieces->update_order();
     EXPECT_EQ(pieces->plan().slices()[order.back()].name,
