@@ -455,17 +455,24 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
           " is out of order or overlapping (expected ", s->next[local], ")"));
     }
     float* dst = s->grad.data() + sl.shard_offset + (off - sl.begin);
-    if (elem == 4) {
-      chunk.CopyDataTo(dst);
-    } else {
-      std::vector<uint16_t> bf16(n);  // (n) the pieces made contiguous
-      chunk.CopyDataTo(bf16.data());
-      for (int64_t i = 0; i < n; ++i) dst[i] = io::Bf16ToF32(bf16[i]);
-    }
-    if (!optim::AllFinite(dst, n)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gradient of ", chunk.name, " has NaN or Inf in elements [", off,
-          ", ", off + n, ")"));
+    // Copied and checked block by block: each block is checked while it is
+    // in cache (a chunk is larger than the cache).
+    constexpr int64_t kBlock = 4096;  // elements
+    ChunkRef::Reader reader(chunk);
+    std::vector<uint16_t> bf16(elem == 2 ? std::min(n, kBlock) : 0);
+    for (int64_t at = 0; at < n; at += kBlock) {
+      const int64_t len = std::min(kBlock, n - at);
+      if (elem == 4) {
+        reader.Read(dst + at, sizeof(float) * len);
+      } else {
+        reader.Read(bf16.data(), 2 * len);
+        for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(bf16[i]);
+      }
+      if (!optim::AllFinite(dst + at, len)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "gradient of ", chunk.name, " has NaN or Inf in elements [", off,
+            ", ", off + n, ")"));
+      }
     }
     s->next[local] = off + n;
     s->bytes += static_cast<int64_t>(chunk.data_bytes);

@@ -308,6 +308,61 @@ absl::StatusOr<PushResponse> PushRows(ShardCore* core, int64_t step,
   return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
 }
 
+TEST(ShardCore, NonFiniteLateInALongChunkIsRefused) {
+  // A chunk is copied and checked block by block: a NaN or Inf in a later
+  // block (elements past the first few thousand, in F32 and in BF16) is
+  // refused like one at the start, and nothing is applied.
+  ShardOptions o = Opts(BSP, 1);
+  o.config.vocab_size = 1024;  // word embedding: 8,192 elements
+  auto core = *ShardCore::Create(o, nullptr);
+  auto reference = *ShardCore::Create(o, nullptr);
+  const std::vector<float> before = Params(core.get());
+  const std::string word = "bert.embeddings.word_embeddings.weight";
+  int word_slice = -1;
+  for (int i : core->local_slices()) {
+    if (core->plan().slices()[i].name == word) word_slice = i;
+  }
+  ASSERT_GE(word_slice, 0);
+  const SliceSpec& sl = core->plan().slices()[word_slice];
+  ASSERT_GT(sl.size(), 8000);
+  for (float bad : {std::nanf(""), INFINITY}) {
+    for (DType dtype : {F32, BF16}) {
+      PushHeader h;
+      h.set_worker(0);
+      h.set_step(0);
+      auto s = core->BeginPush(h);
+      ASSERT_TRUE(s.ok());
+      std::vector<float> g(sl.size(), 0.5f);
+      g[sl.size() - 3] = bad;
+      TensorChunk c;
+      c.set_name(sl.name);
+      c.set_dtype(dtype);
+      c.set_offset(sl.begin);
+      if (dtype == F32) {
+        c.set_data(g.data(), 4 * g.size());
+      } else {
+        std::vector<uint16_t> h16(g.size());
+        for (size_t i = 0; i < g.size(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &g[i], 4);
+          h16[i] = static_cast<uint16_t>(bits >> 16);
+        }
+        c.set_data(h16.data(), 2 * h16.size());
+      }
+      absl::Status st = core->AddChunk(s->get(), c);
+      EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+      EXPECT_NE(st.message().find("NaN or Inf"), std::string::npos) << st;
+    }
+  }
+  EXPECT_EQ(core->version(), 0);
+  EXPECT_EQ(Params(core.get()), before);
+  // The next, clean push is the whole step, as on a core that never saw
+  // the bad ones.
+  ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.25f).ok());
+  ASSERT_TRUE(PushConst(reference.get(), 0, 0, 0.25f).ok());
+  EXPECT_EQ(Params(core.get()), Params(reference.get()));
+}
+
 TEST(ShardCore, RowChunksAreTheSamePush) {
   ShardOptions o = Opts(BSP, 1);
   o.optimizer.clip_norm = 0.5;
