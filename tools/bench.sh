@@ -241,25 +241,38 @@ PY
 # compute thread, BERT's AdamWeightDecay (lr 1e-4, decay 0.01, clip 1.0,
 # linear decay over the run) on both sides. Per-step times come from the
 # cumulative examples/s of each JSON log line (--log_every 1); the first
-# steps of every run are dropped; runs alternate so that noise hits both.
+# steps of every run are dropped.
+#
+# The host's speed moves by 10-20% in phases of seconds, longer than a run
+# is. Runs therefore go in pairs (one in-process, one distributed, back to
+# back, the order swapped every round so that a drift favours neither), and
+# the headline ratio is the median over rounds of each pair's ratio of
+# median step times. The ratio of the pooled medians is printed too.
 ps_step() {
-  local cfg="$1" steps="$2" drop="$3" rounds="${PS_STEP_ROUNDS:-3}" log="$out_dir/ps_logs"
+  local cfg="$1" steps="$2" drop="$3" rounds="${PS_STEP_ROUNDS:-8}" log="$out_dir/ps_logs"
   local data="$out_dir/ps_data/$cfg"
   if [ ! -s "$data/synthetic-1.tfrecord" ]; then
     mkdir -p "$data"
     "$ps_bin"/bert_local synthetic-data --config "$cfg" --out "$data" --steps 512
   fi
-  local r local_logs=() dist_logs=()
+  local r kind local_logs=() dist_logs=()
   for ((r = 0; r < rounds; r++)); do
-    "$ps_bin"/bert_local train --config "$cfg" --data "$data/*.tfrecord" \
-        --steps "$steps" --batch 32 --threads 1 --log_every 1 \
-        --out "$log/step-$cfg.safetensors" >"$log/step-$cfg-local-$r.jsonl"
+    local order="local dist"
+    [ $((r % 2)) -eq 1 ] && order="dist local"
+    for kind in $order; do
+      if [ "$kind" = local ]; then
+        "$ps_bin"/bert_local train --config "$cfg" --data "$data/*.tfrecord" \
+            --steps "$steps" --batch 32 --threads 1 --log_every 1 \
+            --out "$log/step-$cfg.safetensors" >"$log/step-$cfg-local-$r.jsonl"
+      else
+        start_shards 1 "$log/step-$cfg-$r" --config "$cfg" --total_steps "$steps"
+        "$ps_bin"/bertps_worker --ps "$ps_addrs" --config "$cfg" \
+            --data "$data/*.tfrecord" --steps "$steps" --batch 32 --threads 1 \
+            --log_every 1 >"$log/step-$cfg-dist-$r.jsonl"
+        stop_shards
+      fi
+    done
     local_logs+=("$log/step-$cfg-local-$r.jsonl")
-    start_shards 1 "$log/step-$cfg-$r" --config "$cfg" --total_steps "$steps"
-    "$ps_bin"/bertps_worker --ps "$ps_addrs" --config "$cfg" \
-        --data "$data/*.tfrecord" --steps "$steps" --batch 32 --threads 1 \
-        --log_every 1 >"$log/step-$cfg-dist-$r.jsonl"
-    stop_shards
     dist_logs+=("$log/step-$cfg-dist-$r.jsonl")
   done
   /usr/bin/python3 - "$cfg" "$drop" "${local_logs[*]}" "${dist_logs[*]}" <<'PY' | tee -a "$results"
@@ -285,14 +298,21 @@ dr, da = pooled(sys.argv[4])
 local_ms = med([t for t, _ in la]) * 1e3
 dist_ms = med([t for t, _ in da]) * 1e3
 r = lambda x: round(x, 1)
+local_runs = [med([t for t, _ in run]) * 1e3 for run in lr]
+dist_runs = [med([t for t, _ in run]) * 1e3 for run in dr]
+pair = sorted(l / d for l, d in zip(local_runs, dist_runs))
+q = lambda f: pair[min(len(pair) - 1, int(f * len(pair)))]
 line = {"bench": "ps_step", "config": cfg, "batch": 32, "seq": 128, "preds": 20,
         "threads": 1, "shards": 1, "workers": 1, "runs": len(lr),
         "steps_timed_per_run": len(lr[0]),
-        "distributed_step_ms": r(dist_ms), "inprocess_step_ms": r(local_ms),
-        "ratio_inprocess_over_distributed": round(local_ms / dist_ms, 3),
+        "ratio_inprocess_over_distributed": round(med(pair), 3),
         "target_ratio": 0.95,
-        "distributed_run_medians_ms": [r(med([t for t, _ in run]) * 1e3) for run in dr],
-        "inprocess_run_medians_ms": [r(med([t for t, _ in run]) * 1e3) for run in lr]}
+        "ratio_pairs_quartiles": [round(q(0.25), 3), round(q(0.75), 3)],
+        "ratio_pairs": [round(x, 3) for x in pair],
+        "distributed_step_ms": r(dist_ms), "inprocess_step_ms": r(local_ms),
+        "ratio_pooled_medians": round(local_ms / dist_ms, 3),
+        "distributed_run_medians_ms": [r(x) for x in dist_runs],
+        "inprocess_run_medians_ms": [r(x) for x in local_runs]}
 # Fastest steps only (interference only slows steps down).
 line["distributed_step_ms_min"] = r(min(t for t, _ in da) * 1e3)
 line["inprocess_step_ms_min"] = r(min(t for t, _ in la) * 1e3)
