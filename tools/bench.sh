@@ -321,6 +321,17 @@ parts = ("pull_ms", "compute_ms", "push_ms", "wait_ms")
 for k in parts:
     line["distributed_" + k] = r(med([l[k] for _, l in da]))
     line["distributed_" + k + "_min"] = r(min(l[k] for _, l in da))
+# The in-process split (bert_local train logs it): forward + backward, and
+# the optimizer step the shard takes over. compute_ratio compares forward +
+# backward alone, in the same pairs: below 1 when the worker's compute is
+# slowed by what runs beside it (the shard, the transfers).
+for k in ("compute_ms", "optimizer_ms", "read_ms"):
+    if all(k in l for _, l in la):
+        line["inprocess_" + k] = r(med([l[k] for _, l in la]))
+if all("compute_ms" in l for _, l in la):
+    cpair = sorted(med([l["compute_ms"] for _, l in a]) / med([l["compute_ms"] for _, l in b])
+                   for a, b in zip(lr, dr))
+    line["compute_ratio_pairs_median"] = round(med(cpair), 3)
 # The rest of a step (reading the batch, the log line), per step.
 line["distributed_other_ms"] = r(med([t * 1e3 - sum(l[k] for k in parts) for t, l in da]))
 print(json.dumps(line))

@@ -176,8 +176,15 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
   const auto start = Clock::now();
   double loss_sum = 0;
   int64_t loss_n = 0;
+  // Per-step time split, summed over the log interval: reading the batch,
+  // forward + backward, the optimizer step.
+  double read_ms = 0, compute_ms = 0, optimizer_ms = 0;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
   StepResult last;
   for (int64_t step = 0; step < o.steps; ++step) {
+    const auto t0 = Clock::now();
     if (o.task == BertTask::kPretrain) {
       RETURN_IF_ERROR(
           io::FillPretrainBatch(*stream, o.batch_size, seq, preds, &batch));
@@ -189,8 +196,13 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
     so.seed = o.seed;
     so.step = step;
     so.example_offset = 0;
+    read_ms += ms_since(t0);
+    const auto t1 = Clock::now();
     ASSIGN_OR_RETURN(last, model->Step(ViewOf(batch), so));
+    compute_ms += ms_since(t1);
+    const auto t2 = Clock::now();
     RETURN_IF_ERROR(opt.Step(step));
+    optimizer_ms += ms_since(t2);
     loss_sum += last.loss;
     ++loss_n;
     if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
@@ -203,9 +215,13 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
       j["grad_norm"] = opt.last_global_norm();
       j["epoch"] = stream->epoch();
       j["examples_per_sec"] = (step + 1) * o.batch_size / secs;
+      j["read_ms"] = read_ms / loss_n;
+      j["compute_ms"] = compute_ms / loss_n;
+      j["optimizer_ms"] = optimizer_ms / loss_n;
       out << j.dump() << std::endl;
       loss_sum = 0;
       loss_n = 0;
+      read_ms = compute_ms = optimizer_ms = 0;
     }
   }
   RETURN_IF_ERROR(

@@ -92,6 +92,12 @@ TEST(BertLocal, TrainLowersLossAndEvalReadsTheResult) {
   EXPECT_LT(last, 0.5 * first) << log.str();
   // 150 * 16 / 96 = 25 passes; the 25th wraps on the next read.
   EXPECT_EQ(lines.back()["epoch"].get<int>(), 24);
+  // The per-step time split, averaged over each interval.
+  for (const nlohmann::json& l : lines) {
+    EXPECT_GT(l["compute_ms"].get<double>(), 0) << l;
+    EXPECT_GT(l["optimizer_ms"].get<double>(), 0) << l;
+    EXPECT_GE(l["read_ms"].get<double>(), 0) << l;
+  }
 
   o.weights = o.out;
   std::ostringstream ev;
