@@ -301,13 +301,14 @@ r = lambda x: round(x, 1)
 local_runs = [med([t for t, _ in run]) * 1e3 for run in lr]
 dist_runs = [med([t for t, _ in run]) * 1e3 for run in dr]
 pair = sorted(l / d for l, d in zip(local_runs, dist_runs))
-q = lambda f: pair[min(len(pair) - 1, int(f * len(pair)))]
+quart = (statistics.quantiles(pair, n=4, method="inclusive") if len(pair) > 1
+         else [pair[0]] * 3)
 line = {"bench": "ps_step", "config": cfg, "batch": 32, "seq": 128, "preds": 20,
         "threads": 1, "shards": 1, "workers": 1, "runs": len(lr),
         "steps_timed_per_run": len(lr[0]),
         "ratio_inprocess_over_distributed": round(med(pair), 3),
         "target_ratio": 0.95,
-        "ratio_pairs_quartiles": [round(q(0.25), 3), round(q(0.75), 3)],
+        "ratio_pairs_quartiles": [round(quart[0], 3), round(quart[2], 3)],
         "ratio_pairs": [round(x, 3) for x in pair],
         "distributed_step_ms": r(dist_ms), "inprocess_step_ms": r(local_ms),
         "ratio_pooled_medians": round(local_ms / dist_ms, 3),

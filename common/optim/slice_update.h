@@ -59,7 +59,8 @@ namespace optim {
 
 // n: number of elements of this slice.
 struct Slice {
-  float* param = nullptr;       // (n) updated in place
+  float* param = nullptr;       // (n) updated in place (only read with
+                                //   StepSlice's param_out)
   const float* grad = nullptr;  // (n) raw gradient, before clipping
   float* state = nullptr;       // (StateSlots(config) * n), slot-major:
                                 //   Adam-family / LAMB [m (n) | v (n)],

@@ -228,25 +228,25 @@ std::shared_ptr<Snapshot> ShardCore::FreeSnapshotLocked() {
 }
 
 void ShardCore::PublishLocked() {
+  DCHECK(!params_behind_) << "publishing a stale params_";
   std::shared_ptr<Snapshot> snap = FreeSnapshotLocked();
   snap->params.assign(params_.begin(), params_.end());
   snap->version = version_;
   published_ = snap;
 }
 
-const float* ShardCore::CurrentParamsLocked() {
+const float* ShardCore::CurrentParams() {
   if (!params_behind_) return params_.data();
   absl::MutexLock l(&mu_);
   return published_->params.data();
 }
 
-void ShardCore::CatchUpParamsLocked() {
+void ShardCore::CatchUpParams() {
   if (!params_behind_) return;
-  {
-    absl::MutexLock l(&mu_);
-    std::memcpy(params_.data(), published_->params.data(),
-                sizeof(float) * params_.size());
-  }
+  // Copied without mu_ (pulls and pushes go on): published_ changes only
+  // with update_mu_, held here.
+  const float* current = CurrentParams();
+  std::memcpy(params_.data(), current, sizeof(float) * params_.size());
   params_behind_ = false;
 }
 
@@ -819,7 +819,8 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
   // and the next is written into `into` alone -- one pass over the shard's
   // parameters fewer than updating params_ and copying. params_ is then
   // behind until an update in place, a checkpoint or a restore needs it.
-  float* const params = const_cast<float*>(CurrentParamsLocked());
+  float* const params = const_cast<float*>(CurrentParams());  // only read
+  DCHECK(params != into->params.data());
   float* const state = state_.data();
   // Updates elements [a, b) of local slice sl into `into`.
   auto run = [&](const SliceSpec& sl, int64_t a, int64_t b) -> absl::Status {
@@ -935,7 +936,7 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
   const float scale = grad_scale * clip;
   // Raw buffers taken here, where update_mu_ is held (the analysis does not
   // follow it into the lambda).
-  if (into == nullptr) CatchUpParamsLocked();  // updated in place
+  if (into == nullptr) CatchUpParams();  // updated in place
   float* const params = params_.data();
   float* const state = state_.data();
   auto slice_of = [&](const SliceSpec& sl) {
@@ -1188,7 +1189,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   snap.num_shards = options_.num_shards;
   snap.version = v;
   snap.plan = &plan_;
-  snap.params = CurrentParamsLocked();
+  snap.params = CurrentParams();
   snap.state = slot_major.data();
   snap.state_slots = state_slots_;
   ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap));

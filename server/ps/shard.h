@@ -219,11 +219,12 @@ class ShardCore {
   absl::Status ApplyInOrder(int64_t step_index, const float* grad, float scale,
                             Snapshot* into)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
-  // The parameters of the current version (see params_behind_); valid while
-  // update_mu_ is held.
-  const float* CurrentParamsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_)
+  // The parameters of the current version (see params_behind_); valid, and
+  // not written by anyone, while update_mu_ is held. Takes mu_ briefly.
+  const float* CurrentParams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void CatchUpParamsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_)
+  // Copies the current parameters into params_ when it is behind.
+  void CatchUpParams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A snapshot buffer no pull holds (from the pool, or new).
   std::shared_ptr<Snapshot> FreeSnapshotLocked()
@@ -269,9 +270,8 @@ class ShardCore {
   AlignedVector<float> params_ ABSL_GUARDED_BY(update_mu_);  // (shard_size)
   // True after a step made out of place into the next snapshot (ApplyInOrder):
   // the current values are then published_->params (which only a holder of
-  // update_mu_ replaces) and params_ is older. CurrentParamsLocked() reads
-  // them; CatchUpParamsLocked() brings params_ up to date before an update in
-  // place.
+  // update_mu_ replaces) and params_ is older. CurrentParams() reads them;
+  // CatchUpParams() brings params_ up to date before an update in place.
   bool params_behind_ ABSL_GUARDED_BY(update_mu_) = false;
   // Per slice [slot 0 (n) | slot 1 (n)], at state_slots * shard_offset.
   AlignedVector<float> state_ ABSL_GUARDED_BY(update_mu_);
@@ -282,6 +282,9 @@ class ShardCore {
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool updating_ ABSL_GUARDED_BY(mu_) = false;
+  // The latest version. Replaced only with update_mu_ held as well (so a
+  // holder of update_mu_ may read its parameters without mu_); its params
+  // are never written once it is shared.
   std::shared_ptr<Snapshot> published_ ABSL_GUARDED_BY(mu_);
   // Runs the update of a step whose pushes were answered already.
   std::thread apply_thread_ ABSL_GUARDED_BY(mu_);

@@ -313,7 +313,8 @@ TEST(ShardCore, NonFiniteLateInALongChunkIsRefused) {
   // block (elements past the first few thousand, in F32 and in BF16) is
   // refused like one at the start, and nothing is applied.
   ShardOptions o = Opts(BSP, 1);
-  o.config.vocab_size = 1024;  // word embedding: 8,192 elements
+  o.config.vocab_size = 1000;  // word embedding: 8,000 elements, 2 blocks
+                               // (the second one partial)
   auto core = *ShardCore::Create(o, nullptr);
   auto reference = *ShardCore::Create(o, nullptr);
   const std::vector<float> before = Params(core.get());
@@ -324,7 +325,7 @@ TEST(ShardCore, NonFiniteLateInALongChunkIsRefused) {
   }
   ASSERT_GE(word_slice, 0);
   const SliceSpec& sl = core->plan().slices()[word_slice];
-  ASSERT_GT(sl.size(), 8000);
+  ASSERT_GT(sl.size(), 4096 + 8);
   for (float bad : {std::nanf(""), INFINITY}) {
     for (DType dtype : {F32, BF16}) {
       PushHeader h;
@@ -473,6 +474,10 @@ TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
     TensorRows hint;
     hint.set_name("bert.embeddings.word_embeddings.weight");
     for (int64_t r : {1, 2, 3, 9, 28}) hint.add_rows(r);
+    // A pull holding version 1 while later steps are made (out of place,
+    // reading the version before theirs) keeps reading version 1's values.
+    std::shared_ptr<const Snapshot> held;
+    std::vector<float> held_values;
     for (int64_t step = 0; step < 3; ++step) {
       for (int w = 0; w < workers; ++w) {
         ASSERT_TRUE(PushConst(plain.get(), w, step, 0.2f * (w + 1) - step).ok());
@@ -509,7 +514,15 @@ TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
       ASSERT_EQ((*snap)->params.size(), want.size());
       EXPECT_EQ(0, std::memcmp((*snap)->params.data(), want.data(), 4 * want.size()))
           << "step " << step;
+      if (step == 0) {
+        held = *snap;
+        held_values.assign(want.begin(), want.end());
+      }
     }
+    ASSERT_NE(held, nullptr);
+    EXPECT_EQ(held->version, 1);
+    EXPECT_EQ(0, std::memcmp(held->params.data(), held_values.data(),
+                             4 * held_values.size()));
     // A push of the next step waits until the version being made is made
     // (the update thread may still be finishing it).
     PushHeader next;
@@ -538,7 +551,8 @@ TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
       if (w > 0) ASSERT_TRUE(PushConst(pieces.get(), w, 3, 0.3f * (w + 1)).ok());
     }
     {
-      // Worker 0's push of step 3 (begun above, to wait) is sent again.
+      // Worker 0's push of step 3 (the session begun above, to wait, was
+      // dropped unfinished).
       auto r = PushConst(pieces.get(), 0, 3, 0.3f);
       ASSERT_TRUE(r.ok()) << r.status();
     }
