@@ -1175,6 +1175,9 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   int64_t v;
   {
     absl::MutexLock l(&mu_);
+    // Again, now that no step runs: one that failed since the check above
+    // may have left its optimizer state half-updated at this version.
+    RETURN_IF_ERROR(CheckAlive());
     v = version_;
   }
   if (v != version) {
