@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "common/io/half.h"
 #include "common/status.h"
 #include "gtest/gtest.h"
 
@@ -343,11 +344,7 @@ TEST(ShardCore, NonFiniteLateInALongChunkIsRefused) {
         c.set_data(g.data(), 4 * g.size());
       } else {
         std::vector<uint16_t> h16(g.size());
-        for (size_t i = 0; i < g.size(); ++i) {
-          uint32_t bits;
-          std::memcpy(&bits, &g[i], 4);
-          h16[i] = static_cast<uint16_t>(bits >> 16);
-        }
+        for (size_t i = 0; i < g.size(); ++i) h16[i] = io::F32ToBf16(g[i]);
         c.set_data(h16.data(), 2 * h16.size());
       }
       absl::Status st = core->AddChunk(s->get(), c);
