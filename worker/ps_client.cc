@@ -125,13 +125,6 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   return c;
 }
 
-namespace {
-int64_t RowSize(const ParamSpec& spec) {
-  return spec.shape.empty() || spec.shape[0] == 0 ? spec.size
-                                                  : spec.size / spec.shape[0];
-}
-}  // namespace
-
 absl::Status PsClient::PullShard(int shard, const PullRequest& req,
                                  grpc::ClientContext* ctx, float* params,
                                  int64_t* version, PendingPull* progress) {
@@ -194,7 +187,7 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
       c.CopyDataTo(params + spec->offset + c.offset);
       next[k] += n;
     } else {
-      const int64_t row = RowSize(*spec);
+      const int64_t row = ps::RowSize(*spec);
       if (c.offset != 0 ||
           n != static_cast<int64_t>(c.rows.size()) * row) {
         return bad("a malformed row chunk", c.name);
@@ -450,7 +443,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
           continue;
         }
         const ParamSpec& spec = layout_.tensors()[item.tensor];
-        const int64_t row = RowSize(spec);
+        const int64_t row = ps::RowSize(spec);
         for (int si : plan_.shard_slices(raw->index)) {
           const SliceSpec& sl = plan_.slices()[si];
           if (sl.tensor != item.tensor) continue;

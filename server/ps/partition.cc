@@ -78,6 +78,11 @@ std::string PartitionPlan::ToText() const {
   return out;
 }
 
+int64_t RowSize(const ParamSpec& spec) {
+  return spec.shape.empty() || spec.shape[0] == 0 ? spec.size
+                                                  : spec.size / spec.shape[0];
+}
+
 std::vector<int64_t> RowsOfSlice(const SliceSpec& sl, int64_t row,
                                  const std::vector<int64_t>& sorted,
                                  bool others) {

@@ -35,6 +35,10 @@ struct SliceSpec {
   int64_t size() const { return end - begin; }
 };
 
+// Elements in one row of a tensor (its first dimension's entries); the whole
+// tensor for a scalar or a tensor without rows.
+int64_t RowSize(const ParamSpec& spec);
+
 // The rows (of `row` elements each) of slice `sl` that are in `sorted`
 // (strictly increasing tensor rows), or with others=true all its rows that
 // are not. A slice is a range of whole rows.

@@ -175,8 +175,7 @@ grpc::Status ShardService::PullRaw(
     return grpc::Status(grpc::StatusCode::CANCELLED, "pull cancelled");
   };
   auto row_size = [&](const SliceSpec& sl) {
-    const ParamSpec& spec = layout.tensors()[sl.tensor];
-    return spec.shape.empty() ? spec.size : spec.size / spec.shape[0];
+    return RowSize(layout.tensors()[sl.tensor]);
   };
   // The snapshot's parameters as one slice that holds the snapshot until
   // the transport dropped every piece that refers to it.

@@ -839,8 +839,7 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
   };
   const std::vector<int64_t>& rows = into->first_rows;
   auto row_size = [&](const SliceSpec& sl) {
-    const ParamSpec& spec = layout_.tensors()[sl.tensor];
-    return spec.shape.empty() ? spec.size : spec.size / spec.shape[0];
+    return RowSize(layout_.tensors()[sl.tensor]);
   };
   // The first rows: runs of consecutive rows within each slice.
   for (int i : update_order_) {
