@@ -3,8 +3,9 @@
 // every Push request a shard receives, on arbitrary bytes cut into several
 // gRPC slices. Differential: whenever protobuf itself parses the bytes as a
 // PushRequest / PullResponse, the copy-free parser must accept them too and
-// find the same header, chunk name, dtype, shape, offset and payload bytes
-// (wherever the slice boundaries fall). No crash, no read outside the slices.
+// find the same header, chunk name, dtype, shape, offset, rows and payload
+// bytes, one chunk or a batch of them (wherever the slice boundaries fall).
+// No crash, no read outside the slices.
 //
 // One deliberate difference: the copy-free parser refuses protobuf groups
 // (deprecated wire types 3/4, never sent for these proto3 messages), which
@@ -50,9 +51,15 @@ bool HasUnknownGroup(const google::protobuf::Message& m) {
   std::vector<const google::protobuf::FieldDescriptor*> fields;
   r->ListFields(m, &fields);
   for (const auto* f : fields) {
-    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
-        !f->is_repeated() && HasUnknownGroup(r->GetMessage(m, f))) {
-      return true;
+    if (f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      continue;
+    }
+    if (!f->is_repeated()) {
+      if (HasUnknownGroup(r->GetMessage(m, f))) return true;
+      continue;
+    }
+    for (int i = 0; i < r->FieldSize(m, f); ++i) {
+      if (HasUnknownGroup(r->GetRepeatedMessage(m, f, i))) return true;
     }
   }
   return false;
@@ -68,6 +75,17 @@ void SameChunk(const ChunkRef& ours, const bertps::TensorChunk& ref) {
       "shape");
   BERTPS_FUZZ_CHECK(Payload(ours) == ref.data(), "payload (%zu vs %zu bytes)",
                     ours.data_bytes, ref.data().size());
+  BERTPS_FUZZ_CHECK(
+      ours.rows == std::vector<int64_t>(ref.rows().begin(), ref.rows().end()),
+      "rows");
+}
+
+// A batch (`chunks`): the same chunks in the same order.
+void SameChunks(const std::vector<ChunkRef>& ours,
+                const bertps::TensorChunks& ref) {
+  BERTPS_FUZZ_CHECK(ours.size() == static_cast<size_t>(ref.chunks_size()),
+                    "chunks: %zu vs %d", ours.size(), ref.chunks_size());
+  for (size_t i = 0; i < ours.size(); ++i) SameChunk(ours[i], ref.chunks(i));
 }
 
 }  // namespace
@@ -96,12 +114,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   BERTPS_FUZZ_CHECK(ps.ok() || absl::IsInvalidArgument(ps), "%s",
                     ps.ToString().c_str());
   if (ps.ok() && push.has_chunk) Payload(push.chunk);
+  if (ps.ok()) {
+    for (const ChunkRef& c : push.chunks) Payload(c);
+  }
   bertps::PushRequest push_ref;
   if (push_ref.ParseFromString(bytes) && !HasUnknownGroup(push_ref)) {
     BERTPS_FUZZ_CHECK(ps.ok(), "protobuf parses a push this parser refuses: %s",
                       ps.ToString().c_str());
     BERTPS_FUZZ_CHECK(push.has_header == push_ref.has_header() &&
-                          push.has_chunk == push_ref.has_chunk(),
+                          push.has_chunk == push_ref.has_chunk() &&
+                          push.has_chunks == push_ref.has_chunks(),
                       "push oneof case");
     if (push.has_header) {
       BERTPS_FUZZ_CHECK(push.header.SerializeAsString() ==
@@ -109,6 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         "push header");
     }
     if (push.has_chunk) SameChunk(push.chunk, push_ref.chunk());
+    if (push.has_chunks) SameChunks(push.chunks, push_ref.chunks());
   }
 
   bertps::ps::ParsedPullResponse pull;
@@ -116,17 +139,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   BERTPS_FUZZ_CHECK(pl.ok() || absl::IsInvalidArgument(pl), "%s",
                     pl.ToString().c_str());
   if (pl.ok() && pull.has_chunk) Payload(pull.chunk);
+  if (pl.ok()) {
+    for (const ChunkRef& c : pull.chunks) Payload(c);
+  }
   bertps::PullResponse pull_ref;
   if (pull_ref.ParseFromString(bytes) && !HasUnknownGroup(pull_ref)) {
     BERTPS_FUZZ_CHECK(pl.ok(), "protobuf parses a pull this parser refuses: %s",
                       pl.ToString().c_str());
     BERTPS_FUZZ_CHECK(pull.has_version == pull_ref.has_version() &&
-                          pull.has_chunk == pull_ref.has_chunk(),
+                          pull.has_chunk == pull_ref.has_chunk() &&
+                          pull.has_chunks == pull_ref.has_chunks(),
                       "pull oneof case");
     if (pull.has_version) {
       BERTPS_FUZZ_CHECK(pull.version == pull_ref.version(), "pull version");
     }
     if (pull.has_chunk) SameChunk(pull.chunk, pull_ref.chunk());
+    if (pull.has_chunks) SameChunks(pull.chunks, pull_ref.chunks());
   }
   return 0;
 }

@@ -176,6 +176,21 @@ int CodecSeeds(const std::string& dir) {
         sl.name, n % 2 ? F32 : BF16, sl.begin,
         grpc::Slice(data.data(), sizeof(float) * data.size()))));
   }
+  // Batches (`chunks`) of a push and of a pull: a range, a row and a BF16
+  // chunk each.
+  for (int field : {ps::kPushChunksField, ps::kPullChunksField}) {
+    std::vector<float> data(16, 0.25f);
+    ps::ChunkBatch batch(field);
+    batch.AddChunk("bert.pooler.dense.bias", F32, 4,
+                   grpc::Slice(data.data(), sizeof(float) * 8));
+    std::vector<grpc::Slice> rows;
+    rows.emplace_back(data.data(), sizeof(float) * 8);
+    batch.AddRowChunk("bert.embeddings.word_embeddings.weight", F32, {3},
+                      std::move(rows));
+    batch.AddChunk("cls.predictions.bias", BF16, 0,
+                   grpc::Slice(data.data(), 8));
+    messages.push_back(Flatten(batch.Take()));
+  }
   int written = 0;
   for (size_t m = 0; m < messages.size(); ++m) {
     const std::string cuts = m % 2 ? std::string("\x02\x30\xa0", 3)

@@ -444,11 +444,16 @@ absl::Status PipelineStage::PullShard(int shard, int64_t step) {
   int64_t received = 0;
   bool have_version = false;
   while (reader->Read(&msg)) {
-    if (!msg.has_chunk()) {
+    if (msg.has_version()) {
       have_version = true;
       continue;
     }
-    const TensorChunk& c = msg.chunk();
+    // One chunk, or several in one message (small tensors travel together).
+    std::vector<const TensorChunk*> chunks;
+    if (msg.has_chunk()) chunks.push_back(&msg.chunk());
+    for (const TensorChunk& c : msg.chunks().chunks()) chunks.push_back(&c);
+    for (const TensorChunk* cp : chunks) {
+    const TensorChunk& c = *cp;
     const ParamSpec* spec = layout.Find(c.name());
     const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
     const int64_t off =
@@ -465,6 +470,7 @@ absl::Status PipelineStage::PullShard(int shard, int64_t step) {
     std::memcpy(stage_->params() + off + c.offset(), c.data().data(),
                 sizeof(float) * n);
     received += n;
+    }
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
   if (!st.ok()) {

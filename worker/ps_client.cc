@@ -152,16 +152,9 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
     return absl::DataLossError(absl::StrCat("shard ", shard, " sent ", what,
                                             " of ", name));
   };
-  while (reader->Read(&buf)) {
-    absl::Status parsed = ps::ParsePullResponse(buf, &msg);
-    const ps::ChunkRef& c = msg.chunk;
-    if (parsed.ok() && msg.has_version) {
-      *version = msg.version;
-      have_version = true;
-      continue;
-    }
-    const ParamSpec* spec = parsed.ok() && msg.has_chunk ? layout_.Find(c.name)
-                                                         : nullptr;
+  // Copies one chunk into params (bad() when it does not fit).
+  auto take = [&](const ps::ChunkRef& c) -> absl::Status {
+    const ParamSpec* spec = layout_.Find(c.name);
     if (spec == nullptr || c.dtype != F32 || c.data_bytes % sizeof(float) != 0) {
       return bad("a malformed chunk", c.name);
     }
@@ -213,6 +206,20 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
     }
     received += n;
     progress->Arrived(tensor, n, first_rows);
+    return absl::OkStatus();
+  };
+  while (reader->Read(&buf)) {
+    absl::Status parsed = ps::ParsePullResponse(buf, &msg);
+    if (parsed.ok() && msg.has_version) {
+      *version = msg.version;
+      have_version = true;
+      continue;
+    }
+    if (!parsed.ok() || (!msg.has_chunk && !msg.has_chunks)) {
+      return bad("a malformed chunk", msg.chunk.name);
+    }
+    if (msg.has_chunk) RETURN_IF_ERROR(take(msg.chunk));
+    for (const ps::ChunkRef& c : msg.chunks) RETURN_IF_ERROR(take(c));
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
   if (!st.ok()) {
@@ -374,6 +381,16 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
     sh->thread = std::thread([this, raw] {
       std::vector<uint16_t> bf16;
       std::vector<int64_t> rows;
+      // Chunks go out together while more are queued (one message up to
+      // about ps::kBatchBytes): the many small tensors backward makes at
+      // once cost one write, not one each.
+      ps::ChunkBatch batch(ps::kPushChunksField);
+      auto flush = [&] {
+        return batch.empty() || raw->writer->Write(batch.Take());
+      };
+      auto added = [&] {
+        return batch.payload_bytes() < ps::kBatchBytes || flush();
+      };
       // Writes n elements of the gradient that lie at `g` (contiguous), as
       // a range chunk at `off`, or gathered from `rows` (row chunk).
       auto write = [&](const ParamSpec& spec, int64_t off, const float* g,
@@ -386,9 +403,10 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
           const grpc::Slice table(const_cast<float*>(base),
                                   sizeof(float) * spec.size,
                                   grpc::Slice::STATIC_SLICE);
-          return raw->writer->Write(ps::EncodeRowChunk(
+          batch.AddRowChunk(
               spec.name, F32, chunk_rows,
-              ps::RowPieces(table, sizeof(float) * row, 0, chunk_rows)));
+              ps::RowPieces(table, sizeof(float) * row, 0, chunk_rows));
+          return added();
         }
         if (!chunk_rows.empty()) {
           // Gathered into one payload, rounded to bf16 with error feedback.
@@ -405,8 +423,10 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
               r[k] = v - io::Bf16ToF32(o[k]);
             }
           }
-          return raw->writer->Write(ps::EncodeRowChunk(
-              spec.name, BF16, chunk_rows, std::move(payload)));
+          std::vector<grpc::Slice> pieces;
+          pieces.push_back(std::move(payload));
+          batch.AddRowChunk(spec.name, BF16, chunk_rows, std::move(pieces));
+          return added();
         }
         if (options_.compress_bf16) {
           // Error feedback: send bf16(g + r), keep the rounding error.
@@ -417,27 +437,43 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
             bf16[k] = io::F32ToBf16(v);
             r[k] = v - io::Bf16ToF32(bf16[k]);
           }
-          return raw->writer->Write(ps::EncodeChunk(
-              spec.name, BF16, off, grpc::Slice(bf16.data(), 2 * n)));
+          batch.AddChunk(spec.name, BF16, off,
+                         grpc::Slice(bf16.data(), 2 * n));  // a copy
+          return added();
         }
         // Sent from the gradient itself, which stays valid until Finish()
-        // (a synchronous Write returns once it is written).
-        return raw->writer->Write(ps::EncodeChunk(
+        // (the batch is written before this thread ends, and a synchronous
+        // Write returns once it is written).
+        batch.AddChunk(
             spec.name, F32, off,
-            grpc::Slice(g, sizeof(float) * n, grpc::Slice::STATIC_SLICE)));
+            grpc::Slice(g, sizeof(float) * n, grpc::Slice::STATIC_SLICE));
+        return added();
       };
       for (;;) {
         PushStream::Shard::Item item;
+        bool idle = false;  // nothing queued: what is batched goes now
         {
           std::unique_lock<std::mutex> l(raw->mu);
-          raw->cv.wait(l, [&] { return raw->closed || !raw->queue.empty(); });
-          if (raw->queue.empty()) return;
-          item = std::move(raw->queue.front());
-          raw->queue.pop_front();
+          if (raw->queue.empty() && !batch.empty() && !raw->broken) {
+            idle = true;
+          } else {
+            raw->cv.wait(l, [&] { return raw->closed || !raw->queue.empty(); });
+            if (raw->queue.empty()) {
+              l.unlock();
+              if (!raw->broken && !flush()) raw->broken = true;
+              return;
+            }
+            item = std::move(raw->queue.front());
+            raw->queue.pop_front();
+          }
+        }
+        if (idle) {
+          if (!flush()) raw->broken = true;
+          continue;
         }
         if (raw->broken) continue;
         if (item.message) {
-          if (!raw->writer->Write(ps::EncodeMessage(*item.message))) {
+          if (!flush() || !raw->writer->Write(ps::EncodeMessage(*item.message))) {
             raw->broken = true;
           }
           continue;

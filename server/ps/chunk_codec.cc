@@ -208,6 +208,25 @@ bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
   return ok && c->pos() == end;
 }
 
+// Appends the chunks of the TensorChunks occupying [c->pos(), end) to out
+// (each occurrence of field 1 is one more chunk).
+bool ParseTensorChunks(Cursor* c, size_t end, std::vector<ChunkRef>* out) {
+  int field, wt;
+  bool ok;
+  while (NextField(c, end, &field, &wt, &ok)) {
+    if (field == 1 && wt == kLen) {
+      uint64_t v;
+      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
+      out->emplace_back();
+      if (!ParseTensorChunk(c, c->pos() + v, &out->back())) return false;
+    } else if (!c->SkipValue(field, wt)) {
+      return false;
+    }
+    if (c->pos() > end) return false;
+  }
+  return ok && c->pos() == end;
+}
+
 // A length-delimited field's end position (after reading its length).
 bool ReadLength(Cursor* c, size_t limit, size_t* end) {
   uint64_t v;
@@ -220,9 +239,13 @@ bool ReadLength(Cursor* c, size_t limit, size_t* end) {
 
 namespace {
 
-grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
-                        absl::Span<const int64_t> rows,
-                        std::vector<grpc::Slice> pieces) {
+// Appends field `field` holding a TensorChunk to `out` (its first slice the
+// encoded prefix, then the payload pieces as given, then the rows); returns
+// the bytes appended.
+size_t AppendChunk(int field, absl::string_view name, DType dtype,
+                   int64_t offset, absl::Span<const int64_t> rows,
+                   std::vector<grpc::Slice> pieces,
+                   std::vector<grpc::Slice>* out) {
   size_t data_size = 0;
   for (const grpc::Slice& s : pieces) data_size += s.size();
   // Fields in number order, defaults left out: what protobuf itself writes.
@@ -235,8 +258,9 @@ grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
   if (!rows.empty()) body += 1 + VarintSize(rows_bytes) + rows_bytes;
   std::string prefix;
   prefix.reserve(32 + name.size());
-  PutTag(2, kLen, &prefix);
+  PutTag(field, kLen, &prefix);
   PutVarint(body, &prefix);
+  const size_t total = prefix.size() + body;
   PutTag(1, kLen, &prefix);
   PutVarint(name.size(), &prefix);
   prefix.append(name.data(), name.size());
@@ -256,18 +280,26 @@ grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
     for (int64_t r : rows) PutVarint(static_cast<uint64_t>(r), &suffix);
   }
   if (data_size == 0) {
-    grpc::Slice only(prefix + suffix);
-    return grpc::ByteBuffer(&only, 1);
+    out->emplace_back(prefix + suffix);
+    return total;
   }
   PutTag(5, kLen, &prefix);
   PutVarint(data_size, &prefix);
+  out->emplace_back(prefix);
+  for (grpc::Slice& s : pieces) {
+    if (s.size() > 0) out->push_back(std::move(s));
+  }
+  if (!suffix.empty()) out->emplace_back(suffix);
+  return total;
+}
+
+// A message holding one chunk (PushRequest / PullResponse field 2).
+grpc::ByteBuffer Encode(absl::string_view name, DType dtype, int64_t offset,
+                        absl::Span<const int64_t> rows,
+                        std::vector<grpc::Slice> pieces) {
   std::vector<grpc::Slice> slices;
   slices.reserve(pieces.size() + 2);
-  slices.emplace_back(prefix);
-  for (grpc::Slice& s : pieces) {
-    if (s.size() > 0) slices.push_back(std::move(s));
-  }
-  if (!suffix.empty()) slices.emplace_back(suffix);
+  AppendChunk(2, name, dtype, offset, rows, std::move(pieces), &slices);
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
@@ -333,6 +365,51 @@ std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
   return pieces;
 }
 
+void ChunkBatch::AddChunk(absl::string_view name, DType dtype, int64_t offset,
+                          grpc::Slice data) {
+  Pending p;
+  p.name = std::string(name);
+  p.dtype = dtype;
+  p.offset = offset;
+  bytes_ += data.size();
+  p.pieces.push_back(std::move(data));
+  pending_.push_back(std::move(p));
+}
+
+void ChunkBatch::AddRowChunk(absl::string_view name, DType dtype,
+                             absl::Span<const int64_t> rows,
+                             std::vector<grpc::Slice> pieces) {
+  Pending p;
+  p.name = std::string(name);
+  p.dtype = dtype;
+  p.rows.assign(rows.begin(), rows.end());
+  for (const grpc::Slice& s : pieces) bytes_ += s.size();
+  p.pieces = std::move(pieces);
+  pending_.push_back(std::move(p));
+}
+
+grpc::ByteBuffer ChunkBatch::Take() {
+  std::vector<Pending> pending = std::move(pending_);
+  pending_.clear();
+  bytes_ = 0;
+  if (pending.size() == 1) {
+    Pending& p = pending[0];
+    return Encode(p.name, p.dtype, p.offset, p.rows, std::move(p.pieces));
+  }
+  // Field `field_` holding TensorChunks {chunks (field 1) ...}.
+  std::vector<grpc::Slice> slices(1);
+  size_t body = 0;
+  for (Pending& p : pending) {
+    body += AppendChunk(1, p.name, p.dtype, p.offset, p.rows,
+                        std::move(p.pieces), &slices);
+  }
+  std::string head;
+  PutTag(field_, kLen, &head);
+  PutVarint(body, &head);
+  slices[0] = grpc::Slice(head);
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {
   grpc::Slice s(message.SerializeAsString());
   return grpc::ByteBuffer(&s, 1);
@@ -352,9 +429,11 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
     if (field != 1 && out->has_header) out->header.Clear();
     if (field != 2 && out->has_chunk) out->chunk = ChunkRef();
     if (field != 3 && out->has_next_first) out->next_first.Clear();
+    if (field != 4 && out->has_chunks) out->chunks.clear();
     out->has_header = field == 1;
     out->has_chunk = field == 2;
     out->has_next_first = field == 3;
+    out->has_chunks = field == 4;
   };
   // An embedded message, merged by protobuf (small: no payload).
   auto merge = [&](google::protobuf::MessageLite* m) {
@@ -377,6 +456,12 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
           !ParseTensorChunk(&c, end, &out->chunk)) {
         return Malformed("push chunk");
       }
+    } else if (field == 4 && wt == kLen) {  // chunks
+      only(4);
+      if (!ReadLength(&c, total, &end) ||
+          !ParseTensorChunks(&c, end, &out->chunks)) {
+        return Malformed("push chunks");
+      }
     } else if (!c.SkipValue(field, wt)) {
       return Malformed("push");
     }
@@ -394,22 +479,34 @@ absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
   Cursor c(out->slices);
   int field, wt;
   bool ok;
+  // The oneof: each member read ends the others (protobuf's merge).
+  auto only = [&](int field) {
+    if (field != 1) out->version = 0;
+    if (field != 2 && out->has_chunk) out->chunk = ChunkRef();
+    if (field != 3 && out->has_chunks) out->chunks.clear();
+    out->has_version = field == 1;
+    out->has_chunk = field == 2;
+    out->has_chunks = field == 3;
+  };
   while (NextField(&c, total, &field, &wt, &ok)) {
     uint64_t v;
     size_t end;
     if (field == 1 && wt == kVarint) {  // version
       if (!c.ReadVarint(&v)) return Malformed("pull");
-      if (out->has_chunk) out->chunk = ChunkRef();
-      out->has_chunk = false;
+      only(1);
       out->version = static_cast<int64_t>(v);
-      out->has_version = true;
     } else if (field == 2 && wt == kLen) {  // chunk
-      out->has_version = false;
+      only(2);
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunk(&c, end, &out->chunk)) {
         return Malformed("pull chunk");
       }
-      out->has_chunk = true;
+    } else if (field == 3 && wt == kLen) {  // chunks
+      only(3);
+      if (!ReadLength(&c, total, &end) ||
+          !ParseTensorChunks(&c, end, &out->chunks)) {
+        return Malformed("pull chunks");
+      }
     } else if (!c.SkipValue(field, wt)) {
       return Malformed("pull");
     }

@@ -16,6 +16,7 @@
 #define BERTPS_SERVER_PS_CHUNK_CODEC_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,6 +59,42 @@ inline constexpr size_t kMinReferencedRun = 2048;
 std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
                                    int64_t first_row,
                                    absl::Span<const int64_t> rows);
+// Several chunks as one message: PushRequest / PullResponse `chunks`
+// (TensorChunks), so that a stream's small tensors cost one message, one
+// socket write and one wake-up of the reader instead of one each. The
+// payload slices are kept as given (they may refer to the caller's memory,
+// which must then live until the message is written). A batch of one chunk
+// is sent as a plain `chunk` message.
+inline constexpr int kPushChunksField = 4;
+inline constexpr int kPullChunksField = 3;
+class ChunkBatch {
+ public:
+  // field: kPushChunksField or kPullChunksField.
+  explicit ChunkBatch(int field) : field_(field) {}
+  void AddChunk(absl::string_view name, DType dtype, int64_t offset,
+                grpc::Slice data);
+  void AddRowChunk(absl::string_view name, DType dtype,
+                   absl::Span<const int64_t> rows,
+                   std::vector<grpc::Slice> pieces);
+  bool empty() const { return pending_.empty(); }
+  size_t payload_bytes() const { return bytes_; }
+  // The message of every chunk added since the last Take(), in order (at
+  // least one); the batch is empty after.
+  grpc::ByteBuffer Take();
+
+ private:
+  struct Pending {
+    std::string name;
+    DType dtype = DTYPE_UNSPECIFIED;
+    int64_t offset = 0;
+    std::vector<int64_t> rows;
+    std::vector<grpc::Slice> pieces;
+  };
+  int field_;
+  std::vector<Pending> pending_;
+  size_t bytes_ = 0;
+};
+
 // Any message, serialised by protobuf (headers, the pull's version).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message);
 
@@ -69,6 +106,8 @@ struct ParsedPushRequest {
   TensorRows next_first;
   bool has_chunk = false;
   ChunkRef chunk;
+  bool has_chunks = false;  // `chunks`: several, in order
+  std::vector<ChunkRef> chunks;
 };
 struct ParsedPullResponse {
   std::vector<grpc::Slice> slices;
@@ -76,6 +115,8 @@ struct ParsedPullResponse {
   int64_t version = 0;
   bool has_chunk = false;
   ChunkRef chunk;
+  bool has_chunks = false;
+  std::vector<ChunkRef> chunks;
 };
 
 // Parse a received message (any valid protobuf encoding, unknown fields

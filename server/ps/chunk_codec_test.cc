@@ -325,6 +325,162 @@ TEST(ChunkCodecTest, MalformedBytesAreRejected) {
   }
 }
 
+// A batch (ChunkBatch) is protobuf's encoding of `chunks` (TensorChunks):
+// range, row and BF16 chunks in the order added, payloads sent from where
+// they lie; both parsers find them, for any cut into transport slices.
+TEST(ChunkCodecTest, ABatchIsTheProtobufEncodingOfChunks) {
+  const std::vector<float> v = Values(300);
+  const std::vector<uint16_t> half = {0x3f80, 0xbf80, 0x4000};
+  const std::vector<int64_t> rows = {1, 4, 5};
+  auto build = [&](int field) {
+    ChunkBatch batch(field);
+    EXPECT_TRUE(batch.empty());
+    batch.AddChunk("bert.pooler.dense.bias", F32, 12,
+                   grpc::Slice(v.data(), sizeof(float) * 100,
+                               grpc::Slice::STATIC_SLICE));
+    std::vector<grpc::Slice> pieces;
+    pieces.emplace_back(v.data() + 100, sizeof(float) * 40,
+                        grpc::Slice::STATIC_SLICE);
+    pieces.emplace_back(v.data() + 140, sizeof(float) * 80,
+                        grpc::Slice::STATIC_SLICE);
+    batch.AddRowChunk("bert.embeddings.word_embeddings.weight", F32, rows,
+                      std::move(pieces));
+    batch.AddChunk("cls.predictions.bias", BF16, 0,
+                   grpc::Slice(half.data(), 2 * half.size()));
+    EXPECT_EQ(batch.payload_bytes(), sizeof(float) * 220 + 2 * half.size());
+    grpc::ByteBuffer b = batch.Take();
+    EXPECT_TRUE(batch.empty());
+    EXPECT_EQ(batch.payload_bytes(), 0u);
+    return Flatten(b);
+  };
+  TensorChunks want;
+  TensorChunk* a = want.add_chunks();
+  a->set_name("bert.pooler.dense.bias");
+  a->set_dtype(F32);
+  a->set_offset(12);
+  a->set_data(std::string(reinterpret_cast<const char*>(v.data()), 400));
+  TensorChunk* r = want.add_chunks();
+  r->set_name("bert.embeddings.word_embeddings.weight");
+  r->set_dtype(F32);
+  r->set_data(std::string(reinterpret_cast<const char*>(v.data() + 100), 480));
+  for (int64_t x : rows) r->add_rows(x);
+  TensorChunk* h = want.add_chunks();
+  h->set_name("cls.predictions.bias");
+  h->set_dtype(BF16);
+  h->set_data(std::string(reinterpret_cast<const char*>(half.data()), 6));
+
+  const std::string push_bytes = build(kPushChunksField);
+  PushRequest push_want;
+  *push_want.mutable_chunks() = want;
+  EXPECT_EQ(push_bytes, push_want.SerializeAsString());
+  const std::string pull_bytes = build(kPullChunksField);
+  PullResponse pull_want;
+  *pull_want.mutable_chunks() = want;
+  EXPECT_EQ(pull_bytes, pull_want.SerializeAsString());
+
+  for (size_t cut = 1; cut < push_bytes.size(); cut += 37) {
+    ParsedPushRequest p;
+    ASSERT_TRUE(ParsePushRequest(Split(push_bytes, {cut}), &p).ok()) << cut;
+    ASSERT_TRUE(p.has_chunks);
+    EXPECT_FALSE(p.has_chunk);
+    ASSERT_EQ(p.chunks.size(), 3u);
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(p.chunks[k].name, want.chunks(k).name());
+      EXPECT_EQ(p.chunks[k].dtype, want.chunks(k).dtype());
+      EXPECT_EQ(p.chunks[k].offset, want.chunks(k).offset());
+      EXPECT_EQ(Payload(p.chunks[k]), want.chunks(k).data());
+    }
+    EXPECT_EQ(p.chunks[1].rows, rows);
+    ParsedPullResponse q;
+    ASSERT_TRUE(ParsePullResponse(Split(pull_bytes, {cut}), &q).ok()) << cut;
+    ASSERT_TRUE(q.has_chunks);
+    EXPECT_FALSE(q.has_version);
+    ASSERT_EQ(q.chunks.size(), 3u);
+    EXPECT_EQ(Payload(q.chunks[2]), want.chunks(2).data());
+  }
+  // Truncated anywhere: refused, never read past the end.
+  for (size_t len = 1; len < push_bytes.size(); len += 29) {
+    ParsedPushRequest p;
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        ParsePushRequest(Split(push_bytes.substr(0, len), {}), &p)))
+        << len;
+  }
+}
+
+// A batch of one chunk goes out as a plain `chunk` message.
+TEST(ChunkCodecTest, ABatchOfOneIsAPlainChunk) {
+  const std::vector<float> v = Values(10);
+  ChunkBatch batch(kPushChunksField);
+  batch.AddChunk("bert.pooler.dense.bias", F32, 3,
+                 grpc::Slice(v.data(), sizeof(float) * v.size(),
+                             grpc::Slice::STATIC_SLICE));
+  const std::string bytes = Flatten(batch.Take());
+  EXPECT_EQ(bytes, Flatten(EncodeChunk("bert.pooler.dense.bias", F32, 3,
+                                       grpc::Slice(v.data(), 40))));
+  PushRequest m;
+  ASSERT_TRUE(m.ParseFromString(bytes));
+  EXPECT_TRUE(m.has_chunk());
+}
+
+// The oneof as protobuf merges it: a later member replaces an earlier one,
+// repeated `chunks` fields add up.
+TEST(ChunkCodecTest, ChunksFollowTheOneofRules) {
+  PushRequest one;
+  one.mutable_chunk()->set_name("a");
+  one.mutable_chunk()->set_data("abcd");
+  PushRequest two;
+  two.mutable_chunks()->add_chunks()->set_name("b");
+  two.mutable_chunks()->add_chunks()->set_name("c");
+  PushRequest three;
+  three.mutable_chunks()->add_chunks()->set_name("d");
+  const std::string s1 = one.SerializeAsString();
+  const std::string s2 = two.SerializeAsString();
+  const std::string s3 = three.SerializeAsString();
+  ParsedPushRequest p;
+  // chunk, then chunks: the chunks only.
+  ASSERT_TRUE(ParsePushRequest(Split(s1 + s2, {}), &p).ok());
+  EXPECT_FALSE(p.has_chunk);
+  ASSERT_TRUE(p.has_chunks);
+  ASSERT_EQ(p.chunks.size(), 2u);
+  // chunks twice: merged, in order.
+  ASSERT_TRUE(ParsePushRequest(Split(s2 + s3, {}), &p).ok());
+  ASSERT_EQ(p.chunks.size(), 3u);
+  EXPECT_EQ(p.chunks[2].name, "d");
+  // chunks, then chunk: the chunk only.
+  ASSERT_TRUE(ParsePushRequest(Split(s2 + s1, {}), &p).ok());
+  EXPECT_TRUE(p.has_chunk);
+  EXPECT_FALSE(p.has_chunks);
+  EXPECT_TRUE(p.chunks.empty());
+  EXPECT_EQ(p.chunk.name, "a");
+  PushRequest ref;
+  ASSERT_TRUE(ref.ParseFromString(s2 + s1));
+  EXPECT_TRUE(ref.has_chunk());
+  // Pull: version, then chunks; chunks, then version.
+  PullResponse v;
+  v.set_version(7);
+  PullResponse c;
+  c.mutable_chunks()->add_chunks()->set_name("x");
+  ParsedPullResponse q;
+  ASSERT_TRUE(ParsePullResponse(
+      Split(v.SerializeAsString() + c.SerializeAsString(), {}), &q).ok());
+  EXPECT_FALSE(q.has_version);
+  ASSERT_TRUE(q.has_chunks);
+  EXPECT_EQ(q.chunks.size(), 1u);
+  ASSERT_TRUE(ParsePullResponse(
+      Split(c.SerializeAsString() + v.SerializeAsString(), {}), &q).ok());
+  EXPECT_TRUE(q.has_version);
+  EXPECT_EQ(q.version, 7);
+  EXPECT_FALSE(q.has_chunks);
+  EXPECT_TRUE(q.chunks.empty());
+  // A chunk inside a batch that is itself malformed (a bad wire type for
+  // its name): the whole message is refused.
+  std::string bad = two.SerializeAsString();
+  const size_t at = bad.find('b') - 2;  // the tag of the first name
+  ASSERT_EQ(bad[at], 0x0a);
+  bad[at] = 0x0f;  // field 1, wire type 7
+  EXPECT_TRUE(absl::IsInvalidArgument(ParsePushRequest(Split(bad, {}), &p)));
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace bertps

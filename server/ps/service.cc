@@ -238,10 +238,16 @@ grpc::Status ShardService::PullRaw(
   // Then every other slice in update order, and the other rows of the
   // tensors asked first at the end (the word embedding's: forward reads
   // them last, in the tied decoder).
+  // Chunks that are final together go out together (one message up to
+  // kBatchBytes): a batch is written once it is large enough, or before
+  // waiting for a slice the update has not made yet.
+  ChunkBatch batch(kPullChunksField);
+  auto flush = [&] { return batch.empty() || writer->Write(batch.Take()); };
   for (int i : order) {
     const SliceSpec& sl = plan.slices()[i];
     if (!wanted(sl.name) || first.count(sl.tensor) > 0) continue;
     if (partial) {
+      if (!sp->SlicesReady(position(i) + 1) && !flush()) return cancelled();
       absl::Status st = sp->WaitSlices(position(i) + 1, deadline);
       if (!st.ok()) return ToGrpcStatus(st);
     }
@@ -250,13 +256,15 @@ grpc::Status ShardService::PullRaw(
       // The payload is sent from the snapshot itself (a sub-slice of the
       // slice that holds it).
       const size_t at = sizeof(float) * (sl.shard_offset + (off - sl.begin));
-      grpc::Slice payload = snapshot_bytes().sub(at, at + sizeof(float) * n);
-      if (!writer->Write(EncodeChunk(sl.name, F32, off, std::move(payload)))) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "client gone");
+      batch.AddChunk(sl.name, F32, off,
+                     snapshot_bytes().sub(at, at + sizeof(float) * n));
+      if (batch.payload_bytes() >= kBatchBytes && !flush()) {
+        return cancelled();
       }
       if (ctx->IsCancelled()) return cancelled();
     }
   }
+  if (!flush()) return cancelled();
   for (const auto& [t, rows] : first) {
     (void)rows;
     for (int i : order) {
@@ -299,6 +307,13 @@ grpc::Status ShardService::PushRaw(
       absl::Status hint = shard->SetNextFirst(session->get(), msg.next_first);
       if (!hint.ok()) {
         LOG_EVERY_N(WARNING, 100) << "push: " << hint;
+      }
+      continue;
+    }
+    if (msg.has_chunks) {  // several chunks, in order
+      for (const ChunkRef& c : msg.chunks) {
+        bad = shard->AddChunk(session->get(), c);
+        if (!bad.ok()) break;
       }
       continue;
     }

@@ -26,6 +26,9 @@ constexpr int kMaxMessageBytes = 16 << 20;
 constexpr char kIncarnationMetadata[] = "bertps-incarnation";
 // Elements per TensorChunk on the wire (2 MB of F32).
 constexpr int64_t kChunkElements = 512 * 1024;
+// Chunks of small tensors ready together travel as one message (ChunkBatch)
+// up to about this many payload bytes.
+constexpr size_t kBatchBytes = 1 << 20;
 
 // Serves the shard core installed in it; without one (a shard daemon waiting
 // for the coordinator to assign it a job) every call is UNAVAILABLE.

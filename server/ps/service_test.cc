@@ -2,6 +2,11 @@
 // status and nothing is applied.
 #include "server/ps/service.h"
 
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/ps/server.h"
@@ -9,6 +14,14 @@
 namespace bertps {
 namespace ps {
 namespace {
+
+// The chunks of a pull's message: one, or several batched (`chunks`).
+std::vector<const TensorChunk*> ChunksOf(const PullResponse& m) {
+  std::vector<const TensorChunk*> out;
+  if (m.has_chunk()) out.push_back(&m.chunk());
+  for (const TensorChunk& c : m.chunks().chunks()) out.push_back(&c);
+  return out;
+}
 
 BertConfig Small() {
   BertConfig c;
@@ -115,17 +128,18 @@ TEST_F(ServiceTest, PullSendsTheRowsAskedFirstFirst) {
   auto assemble = [&](const std::vector<PullResponse>& msgs) {
     std::vector<float> p(layout.total_size(), -99.0f);
     for (const PullResponse& m : msgs) {
-      if (!m.has_chunk()) continue;
-      const ParamSpec* spec = layout.Find(m.chunk().name());
-      const float* d = reinterpret_cast<const float*>(m.chunk().data().data());
-      if (m.chunk().rows_size() == 0) {
-        std::copy(d, d + m.chunk().data().size() / 4,
-                  p.begin() + spec->offset + m.chunk().offset());
-      } else {
-        const int64_t row = spec->shape[1];
-        for (int k = 0; k < m.chunk().rows_size(); ++k) {
-          std::copy(d + k * row, d + (k + 1) * row,
-                    p.begin() + spec->offset + m.chunk().rows(k) * row);
+      for (const TensorChunk* c : ChunksOf(m)) {
+        const ParamSpec* spec = layout.Find(c->name());
+        const float* d = reinterpret_cast<const float*>(c->data().data());
+        if (c->rows_size() == 0) {
+          std::copy(d, d + c->data().size() / 4,
+                    p.begin() + spec->offset + c->offset());
+        } else {
+          const int64_t row = spec->shape[1];
+          for (int k = 0; k < c->rows_size(); ++k) {
+            std::copy(d + k * row, d + (k + 1) * row,
+                      p.begin() + spec->offset + c->rows(k) * row);
+          }
         }
       }
     }
@@ -133,6 +147,17 @@ TEST_F(ServiceTest, PullSendsTheRowsAskedFirstFirst) {
   };
   std::vector<PullResponse> plain, ordered;
   ASSERT_TRUE(pull(PullRequest(), &plain).ok());
+  // Every element once; the small tensors came batched, several chunks per
+  // message (kBatchBytes), not one message each.
+  std::vector<float> all = assemble(plain);
+  EXPECT_EQ(std::count(all.begin(), all.end(), -99.0f), 0);
+  size_t chunks = 0, batches = 0;
+  for (const PullResponse& m : plain) {
+    chunks += ChunksOf(m).size();
+    if (m.has_chunks()) ++batches;
+  }
+  EXPECT_GE(batches, 1u);
+  EXPECT_LT(plain.size(), chunks / 2);
   PullRequest req;
   TensorRows* first = req.add_first();
   first->set_name("bert.embeddings.word_embeddings.weight");
@@ -183,6 +208,45 @@ TEST_F(ServiceTest, ABadNextFirstHintIsDroppedNotThePush) {
   grpc::Status st = PushMessages(msgs);
   EXPECT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(server_->core()->version(), 1);
+}
+
+// Chunks batched in one message (`chunks`) are the same push as chunks sent
+// one by one; a bad chunk inside a batch refuses the whole push.
+TEST_F(ServiceTest, BatchedChunksAreOnePushAndABadOneRefusesIt) {
+  const auto& local = server_->core()->local_slices();
+  auto batched = [&](float value, int bad_index) {
+    std::vector<PushRequest> msgs = {Header(0, server_->core()->version())};
+    PushRequest batch;
+    int k = 0;
+    for (int i : local) {
+      const SliceSpec& sl = server_->core()->plan().slices()[i];
+      TensorChunk* c = batch.mutable_chunks()->add_chunks();
+      c->set_name(sl.name);
+      c->set_dtype(F32);
+      c->set_offset(sl.begin);
+      std::vector<float> v(sl.size(), value);
+      if (k++ == bad_index) v.back() = std::nanf("");
+      c->set_data(std::string(reinterpret_cast<const char*>(v.data()),
+                              4 * v.size()));
+      if (batch.chunks().chunks_size() == 3) {  // batches of 3
+        msgs.push_back(batch);
+        batch.Clear();
+      }
+    }
+    if (batch.has_chunks()) msgs.push_back(batch);
+    return msgs;
+  };
+  ASSERT_GT(local.size(), 4u);
+  grpc::Status st = PushMessages(batched(0.5f, /*bad_index=*/-1));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(server_->core()->version(), 1);
+  // A NaN in the fifth chunk (second batch): refused, nothing applied.
+  st = PushMessages(batched(0.5f, /*bad_index=*/4));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("NaN or Inf"), std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(server_->core()->version(), 1);
+  EXPECT_EQ(server_->core()->Stats().pushes_applied(), 1);
 }
 
 TEST_F(ServiceTest, DescribeListsTheSlices) {

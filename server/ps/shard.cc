@@ -71,6 +71,11 @@ bool Snapshot::Complete() const {
   return slices_done == kAllSlices && first_done;
 }
 
+bool Snapshot::SlicesReady(int count) const {
+  absl::MutexLock l(&mu);
+  return slices_done >= count || !failed.ok();
+}
+
 ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
                      ParamLayout layout, PartitionPlan plan)
     : options_(options),

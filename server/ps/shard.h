@@ -115,6 +115,8 @@ struct Snapshot {
   absl::Status WaitSlices(int count, absl::Time deadline) const
       ABSL_LOCKS_EXCLUDED(mu);
   bool Complete() const ABSL_LOCKS_EXCLUDED(mu);
+  // Whether WaitSlices(count) would return now.
+  bool SlicesReady(int count) const ABSL_LOCKS_EXCLUDED(mu);
 
   mutable absl::Mutex mu;
   bool first_done ABSL_GUARDED_BY(mu) = true;
