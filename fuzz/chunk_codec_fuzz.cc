@@ -7,9 +7,10 @@
 // bytes, one chunk or a batch of them (wherever the slice boundaries fall).
 // No crash, no read outside the slices.
 //
-// One deliberate difference: the copy-free parser refuses protobuf groups
-// (deprecated wire types 3/4, never sent for these proto3 messages), which
-// protobuf skips as unknown fields; such inputs are not compared.
+// Two deliberate differences, whose inputs are not compared: the copy-free
+// parser refuses protobuf groups (deprecated wire types 3/4, never sent for
+// these proto3 messages), which protobuf skips as unknown fields, and a
+// message of more than kMaxChunksPerMessage chunks.
 //
 // Input: byte 0 = number of cuts k (% 8), bytes 1..k = cut positions
 // (scaled to the message), then the message bytes.
@@ -118,7 +119,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const ChunkRef& c : push.chunks) Payload(c);
   }
   bertps::PushRequest push_ref;
-  if (push_ref.ParseFromString(bytes) && !HasUnknownGroup(push_ref)) {
+  // Beyond kMaxChunksPerMessage chunks this parser refuses on purpose.
+  const auto few = [](const bertps::TensorChunks& c) {
+    return static_cast<size_t>(c.chunks_size()) <=
+           bertps::ps::kMaxChunksPerMessage;
+  };
+  if (push_ref.ParseFromString(bytes) && !HasUnknownGroup(push_ref) &&
+      few(push_ref.chunks())) {
     BERTPS_FUZZ_CHECK(ps.ok(), "protobuf parses a push this parser refuses: %s",
                       ps.ToString().c_str());
     BERTPS_FUZZ_CHECK(push.has_header == push_ref.has_header() &&
@@ -143,7 +150,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const ChunkRef& c : pull.chunks) Payload(c);
   }
   bertps::PullResponse pull_ref;
-  if (pull_ref.ParseFromString(bytes) && !HasUnknownGroup(pull_ref)) {
+  if (pull_ref.ParseFromString(bytes) && !HasUnknownGroup(pull_ref) &&
+      few(pull_ref.chunks())) {
     BERTPS_FUZZ_CHECK(pl.ok(), "protobuf parses a pull this parser refuses: %s",
                       pl.ToString().c_str());
     BERTPS_FUZZ_CHECK(pull.has_version == pull_ref.has_version() &&

@@ -216,7 +216,10 @@ bool ParseTensorChunks(Cursor* c, size_t end, std::vector<ChunkRef>* out) {
   while (NextField(c, end, &field, &wt, &ok)) {
     if (field == 1 && wt == kLen) {
       uint64_t v;
-      if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
+      if (!c->ReadVarint(&v) || v > end - c->pos() ||
+          out->size() >= kMaxChunksPerMessage) {
+        return false;
+      }
       out->emplace_back();
       if (!ParseTensorChunk(c, c->pos() + v, &out->back())) return false;
     } else if (!c->SkipValue(field, wt)) {

@@ -67,6 +67,10 @@ std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
 // is sent as a plain `chunk` message.
 inline constexpr int kPushChunksField = 4;
 inline constexpr int kPullChunksField = 3;
+// Most chunks one received message may carry (the parsers refuse more):
+// bounds what a message of empty chunks costs to parse. A batch holds at
+// most a model's tensors, a few hundred.
+inline constexpr size_t kMaxChunksPerMessage = 1 << 16;
 class ChunkBatch {
  public:
   // field: kPushChunksField or kPullChunksField.

@@ -407,6 +407,31 @@ TEST(ChunkCodecTest, ABatchIsTheProtobufEncodingOfChunks) {
   }
 }
 
+// A message of more than kMaxChunksPerMessage chunks (empty ones cost two
+// bytes each on the wire) is refused before it costs much memory.
+TEST(ChunkCodecTest, TooManyChunksInOneMessageAreRefused) {
+  PushRequest ok;
+  PullResponse too_many;
+  for (size_t k = 0; k < kMaxChunksPerMessage; ++k) {
+    ok.mutable_chunks()->add_chunks();
+    too_many.mutable_chunks()->add_chunks();
+  }
+  too_many.mutable_chunks()->add_chunks();
+  ParsedPushRequest p;
+  ASSERT_TRUE(ParsePushRequest(Split(ok.SerializeAsString(), {}), &p).ok());
+  EXPECT_EQ(p.chunks.size(), kMaxChunksPerMessage);
+  ParsedPullResponse q;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ParsePullResponse(Split(too_many.SerializeAsString(), {}), &q)));
+  // Split over two `chunks` fields (merged by protobuf): the same limit.
+  PullResponse half;
+  for (size_t k = 0; k <= kMaxChunksPerMessage / 2; ++k) {
+    half.mutable_chunks()->add_chunks();
+  }
+  const std::string twice = half.SerializeAsString() + half.SerializeAsString();
+  EXPECT_TRUE(absl::IsInvalidArgument(ParsePullResponse(Split(twice, {}), &q)));
+}
+
 // A batch of one chunk goes out as a plain `chunk` message.
 TEST(ChunkCodecTest, ABatchOfOneIsAPlainChunk) {
   const std::vector<float> v = Values(10);
