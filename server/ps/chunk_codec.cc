@@ -370,21 +370,22 @@ std::vector<grpc::Slice> RowPieces(const grpc::Slice& table, size_t row_bytes,
 
 void ChunkBatch::AddChunk(absl::string_view name, DType dtype, int64_t offset,
                           grpc::Slice data) {
-  Pending p;
-  p.name = std::string(name);
-  p.dtype = dtype;
-  p.offset = offset;
-  bytes_ += data.size();
-  p.pieces.push_back(std::move(data));
-  pending_.push_back(std::move(p));
+  Add(name, dtype, offset, {}, One(std::move(data)));
 }
 
 void ChunkBatch::AddRowChunk(absl::string_view name, DType dtype,
                              absl::Span<const int64_t> rows,
                              std::vector<grpc::Slice> pieces) {
+  Add(name, dtype, 0, rows, std::move(pieces));
+}
+
+void ChunkBatch::Add(absl::string_view name, DType dtype, int64_t offset,
+                     absl::Span<const int64_t> rows,
+                     std::vector<grpc::Slice> pieces) {
   Pending p;
   p.name = std::string(name);
   p.dtype = dtype;
+  p.offset = offset;
   p.rows.assign(rows.begin(), rows.end());
   for (const grpc::Slice& s : pieces) bytes_ += s.size();
   p.pieces = std::move(pieces);

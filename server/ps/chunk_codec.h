@@ -87,6 +87,8 @@ class ChunkBatch {
   grpc::ByteBuffer Take();
 
  private:
+  void Add(absl::string_view name, DType dtype, int64_t offset,
+           absl::Span<const int64_t> rows, std::vector<grpc::Slice> pieces);
   struct Pending {
     std::string name;
     DType dtype = DTYPE_UNSPECIFIED;
