@@ -107,14 +107,17 @@ TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
 
 // Runs `workers` workers to completion; returns the final parameters.
 std::vector<float> Train(int shards, int workers, int batch,
-                         const std::string& data, int backup_workers = 0) {
+                         const std::string& data, int backup_workers = 0,
+                         bool bf16_push = false) {
   ps::ShardOptions so = ShardOpts(workers);
   so.backup_workers = backup_workers;
   Cluster c = StartCluster(shards, so);
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      auto tw = TrainWorker::Create(WorkerOpts(c, w, workers, batch, data));
+      TrainWorkerOptions o = WorkerOpts(c, w, workers, batch, data);
+      o.ps.compress_bf16 = bf16_push;
+      auto tw = TrainWorker::Create(o);
       ASSERT_TRUE(tw.ok()) << tw.status();
       absl::Status st = (*tw)->Run();
       ASSERT_TRUE(st.ok()) << "worker " << w << ": " << st;
@@ -156,6 +159,17 @@ TEST_F(Distributed, TwoWorkersEqualOneWorkerWithTheCombinedBatch) {
     std::vector<float> one = Train(shards, 1, 8, data());
     ExpectClose(two, one, 1e-5);
   }
+}
+
+// bf16 pushes with error feedback (--bf16_push): BF16 range and row chunks,
+// batched like F32 ones, are taken by the shards; the run stays close to the
+// F32 one (Adam's step is about lr whatever the gradient's rounding) but is
+// not the same (the rounding reached the update).
+TEST_F(Distributed, Bf16PushesTrackTheF32Run) {
+  std::vector<float> f32 = Train(2, 1, 8, data());
+  std::vector<float> bf16 = Train(2, 1, 8, data(), 0, /*bf16_push=*/true);
+  ExpectClose(bf16, f32, 2e-3);
+  EXPECT_NE(bf16, f32);
 }
 
 // First-2-of-3 BSP: each step completes with the first two pushes; a late
