@@ -453,23 +453,24 @@ absl::Status PipelineStage::PullShard(int shard, int64_t step) {
     if (msg.has_chunk()) chunks.push_back(&msg.chunk());
     for (const TensorChunk& c : msg.chunks().chunks()) chunks.push_back(&c);
     for (const TensorChunk* cp : chunks) {
-    const TensorChunk& c = *cp;
-    const ParamSpec* spec = layout.Find(c.name());
-    const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
-    const int64_t off =
-        spec == nullptr
-            ? -1
-            : stage_->local_offset(static_cast<int>(spec - layout.tensors().data()));
-    if (off < 0 || c.dtype() != F32 || c.offset() < 0 ||
-        c.offset() + n > spec->size) {
-      ctx.TryCancel();
-      reader->Finish();
-      return absl::DataLossError(absl::StrCat(
-          "shard ", shard, " sent a malformed or unasked chunk of ", c.name()));
-    }
-    std::memcpy(stage_->params() + off + c.offset(), c.data().data(),
-                sizeof(float) * n);
-    received += n;
+      const TensorChunk& c = *cp;
+      const ParamSpec* spec = layout.Find(c.name());
+      const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
+      const int64_t off =
+          spec == nullptr ? -1
+                          : stage_->local_offset(static_cast<int>(
+                                spec - layout.tensors().data()));
+      if (off < 0 || c.dtype() != F32 || c.offset() < 0 ||
+          c.offset() + n > spec->size) {
+        ctx.TryCancel();
+        reader->Finish();
+        return absl::DataLossError(
+            absl::StrCat("shard ", shard,
+                         " sent a malformed or unasked chunk of ", c.name()));
+      }
+      std::memcpy(stage_->params() + off + c.offset(), c.data().data(),
+                  sizeof(float) * n);
+      received += n;
     }
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
