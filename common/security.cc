@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/tcp_tuning.h"
 #include "glog/logging.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/auth_metadata_processor.h"
@@ -371,6 +372,7 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const SecurityConfig& config,
                                            grpc::ChannelArguments args) {
+  AddTcpTuning(address, &args);
   if (!config.client_tls()) {
     // A token is never sent in plaintext (ValidateSecurityConfig refuses
     // such a config; a hand-made one simply dials without the token).

@@ -39,6 +39,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "common/init.h"
+#include "common/tcp_tuning.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
 #include "common/optim/optimizer_config.h"
@@ -132,6 +133,9 @@ double KernelMs(bertps::optim::OptimizerKind kind, int64_t n, float* param,
 
 int main(int argc, char** argv) {
   bertps::InitProcess(argc, argv, "ps_bench [flags]");
+  if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
+    return Fail(tcp);
+  }
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return Fail(config.status());
   const int reps = absl::GetFlag(FLAGS_reps),
@@ -253,6 +257,8 @@ int main(int argc, char** argv) {
   j["config"] = absl::GetFlag(FLAGS_config);
   j["shards"] = c.num_shards();
   j["servers"] = in_process ? "in-process" : "processes";
+  // This client's side; the shards apply their own --tcp_congestion.
+  j["tcp_congestion"] = bertps::TcpCongestionForTarget(addresses[0]);
   j["optimizer"] = c.description(0).optimizer();
   j["params"] = n;
   j["bytes"] = static_cast<int64_t>(bytes);

@@ -16,6 +16,12 @@
 // GB/s are 1e9 bytes of payload per second, from the start signal to the
 // last byte received.
 //
+// Both ends of every connection get the congestion control bertps's own
+// loopback connections get under --tcp_congestion (common/tcp_tuning.h:
+// "auto", the default, is reno on loopback), so that the peer and bertps
+// differ only in what runs above the socket; "tcp_congestion" in the output
+// names it (empty: the system default).
+//
 //   tcp_peer_bench --bytes 438022656 --streams 2 --reps 7
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -40,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/init.h"
+#include "common/tcp_tuning.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(int64_t, bytes, 438022656,
@@ -197,6 +204,11 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   bertps::InitProcess(argc, argv, "tcp_peer_bench [flags]");
+  if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
+    std::fprintf(stderr, "tcp_peer_bench: %s\n", tcp.ToString().c_str());
+    return 2;
+  }
+  const std::string congestion = bertps::TcpCongestionForTarget("127.0.0.1");
   const int64_t bytes = absl::GetFlag(FLAGS_bytes);
   const int streams = absl::GetFlag(FLAGS_streams);
   const int reps = absl::GetFlag(FLAGS_reps);
@@ -242,6 +254,10 @@ int main(int argc, char** argv) {
     recv_fd[s] = afd;
     absl::Status st = SetBuffers(*cfd, sockbuf);
     if (st.ok()) st = SetBuffers(afd, sockbuf);
+    if (st.ok() && !congestion.empty()) {
+      st = bertps::SetTcpCongestionOf(*cfd, congestion);
+      if (st.ok()) st = bertps::SetTcpCongestionOf(afd, congestion);
+    }
     if (!st.ok()) return fail(st);
   }
 
@@ -301,6 +317,7 @@ int main(int argc, char** argv) {
   j["buffers"] = ring_flag > 0 ? "ring" : "flat";
   if (ring_flag > 0) j["buffer_bytes"] = ring_flag;
   j["sockbuf"] = sockbuf;
+  j["tcp_congestion"] = congestion;
   j["reps"] = reps;
   j["gbps_median"] = Median(gbps);
   j["gbps_min"] = *std::min_element(gbps.begin(), gbps.end());

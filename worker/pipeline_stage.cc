@@ -11,6 +11,7 @@
 #include "common/model/batch_view.h"
 #include "common/security.h"
 #include "common/status.h"
+#include "common/tcp_tuning.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "server/ps/service.h"
@@ -264,6 +265,7 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, ServerCredentials(o.ps.security, roles),
                            &p->port_);
+  AddTcpTuning(&builder);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(p->service_.get());
   p->server_ = builder.BuildAndStart();

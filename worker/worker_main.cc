@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/init.h"
 #include "common/security.h"
+#include "common/tcp_tuning.h"
 #include "common/kernels/threads.h"
 #include "common/signals.h"
 #include "glog/logging.h"
@@ -65,6 +66,10 @@ ABSL_FLAG(int, rpc_timeout_s, 120, "Deadline of every RPC, seconds.");
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_worker --role=train [flags]");
+  if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
+    std::fprintf(stderr, "bertps_worker: %s\n", tcp.ToString().c_str());
+    return 2;
+  }
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "bertps_worker: %s\n", s.ToString().c_str());
     return 1;

@@ -10,6 +10,7 @@
 #include "common/init.h"
 #include "common/metrics.h"
 #include "common/security.h"
+#include "common/tcp_tuning.h"
 #include "common/signals.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -29,6 +30,10 @@ ABSL_FLAG(std::string, state_db, "",
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_coordinator [flags]");
+  if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
+    std::fprintf(stderr, "bertps_coordinator: %s\n", tcp.ToString().c_str());
+    return 2;
+  }
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   absl::Status security_ok =
@@ -96,6 +101,7 @@ int main(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_port)),
                            bertps::ServerCredentials(*security), &port);
+  bertps::AddTcpTuning(&builder);
   builder.RegisterService(&jobs);
   builder.RegisterService(&cluster);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

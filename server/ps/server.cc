@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/tcp_tuning.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 
@@ -38,6 +39,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, ServerCredentials(security), &s->port_);
+  AddTcpTuning(&builder);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   // Each push and pull holds a server thread for its whole stream. gRPC's

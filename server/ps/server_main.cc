@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/init.h"
 #include "common/security.h"
+#include "common/tcp_tuning.h"
 #include "common/signals.h"
 #include "glog/logging.h"
 #include "server/ps/checkpoint.h"
@@ -107,6 +108,10 @@ std::thread StartMetrics(bertps::ps::ShardServer* server,
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_server [flags]");
+  if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
+    std::fprintf(stderr, "bertps_server: %s\n", tcp.ToString().c_str());
+    return 2;
+  }
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   absl::Status security_ok =
