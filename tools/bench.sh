@@ -156,7 +156,9 @@ stop_shards() {
 
 # Part 1: push/pull GB/s of a whole model through 1 and 2 shards, and raw TCP
 # moving the same bytes over as many streams (kernel-default socket buffers,
-# and 64 KiB ones, which are faster on loopback). The shards run SGD with lr 0
+# and 64 KiB ones, which are faster on loopback). Both use the congestion
+# control bertps gives loopback connections (reno under the default
+# --tcp_congestion=auto: not paced). The shards run SGD with lr 0
 # so that the transport dominates; the cost of the optimizer step is reported
 # apart (optimizer_ms; kernel_*_ms: the bare update kernels and the other
 # passes a shard makes over a whole gradient, one thread). The machine is
@@ -207,6 +209,10 @@ for k in ("push", "pull", "push_applied"):
 t = [g for x in tcp for g in x["gbps"]]
 s = [g for x in small for g in x["gbps"]]
 line["tcp_streams"] = tcp[0]["streams"]
+# Both sides' loopback congestion control (ps_bench: the client's; the
+# shards apply the same --tcp_congestion default).
+line["tcp_congestion"] = tcp[0].get("tcp_congestion", "")
+line["ps_tcp_congestion"] = first.get("tcp_congestion", "")
 line["tcp_gbps_median"] = r3(med(t))
 line["tcp_gbps_min"] = r3(min(t))
 line["tcp_gbps_max"] = r3(max(t))
