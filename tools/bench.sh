@@ -158,7 +158,8 @@ stop_shards() {
 # moving the same bytes over as many streams (kernel-default socket buffers,
 # and 64 KiB ones, which are faster on loopback). Both use the congestion
 # control bertps gives loopback connections (reno under the default
-# --tcp_congestion=auto: not paced). The shards run SGD with lr 0
+# --tcp_congestion=auto: not paced); raw TCP with the system's default
+# (paced, where that is BBR) is reported for reference only. The shards run SGD with lr 0
 # so that the transport dominates; the cost of the optimizer step is reported
 # apart (optimizer_ms; kernel_*_ms: the bare update kernels and the other
 # passes a shard makes over a whole gradient, one thread). The machine is
@@ -175,7 +176,7 @@ ps_transport() {
   for shards in 1 2; do
     start_shards "$shards" "$log/transport-$cfg-$shards" --config "$cfg" \
         --optimizer sgd --lr 0 --weight_decay 0
-    local ours=() tcp=() small=()
+    local ours=() tcp=() small=() sys=()
     for ((r = 0; r < rounds; r++)); do
       ours+=("$("$ps_bin"/ps_bench --config "$cfg" --ps "$ps_addrs" \
                 --reps "$reps" --warmup "${PS_WARMUP:-3}" --kernels="$([ "$r" = 0 ] && echo true || echo false)")")
@@ -184,13 +185,15 @@ ps_transport() {
       tcp+=("$("$ps_bin"/tcp_peer_bench --bytes "$bytes" --streams "$shards" --reps "$reps")")
       small+=("$("$ps_bin"/tcp_peer_bench --bytes "$bytes" --streams "$shards" \
                  --reps "$reps" --sockbuf 65536)")
+      sys+=("$("$ps_bin"/tcp_peer_bench --bytes "$bytes" --streams "$shards" \
+               --reps "$reps" --tcp_congestion system)")
     done
     stop_shards
-    /usr/bin/python3 - "$rounds" "${ours[@]}" "${tcp[@]}" "${small[@]}" <<'PY' | tee -a "$results"
+    /usr/bin/python3 - "$rounds" "${ours[@]}" "${tcp[@]}" "${small[@]}" "${sys[@]}" <<'PY' | tee -a "$results"
 import json, statistics, sys
 n = int(sys.argv[1])
 runs = [json.loads(x) for x in sys.argv[2:]]
-ours, tcp, small = runs[:n], runs[n:2 * n], runs[2 * n:]
+ours, tcp, small, sysdef = runs[:n], runs[n:2 * n], runs[2 * n:3 * n], runs[3 * n:]
 first = ours[0]
 med = statistics.median
 r3 = lambda x: round(x, 3)
@@ -219,6 +222,12 @@ line["tcp_gbps_max"] = r3(max(t))
 line["tcp_64k_sockbuf_gbps_median"] = r3(med(s))
 line["tcp_64k_sockbuf_gbps_min"] = r3(min(s))
 line["tcp_64k_sockbuf_gbps_max"] = r3(max(s))
+# For reference: raw TCP with the system's default congestion control,
+# which may pace loopback (BBR); bertps does not use it on loopback.
+d = [g for x in sysdef for g in x["gbps"]]
+line["tcp_system_default_gbps_median"] = r3(med(d))
+line["push_ratio_vs_tcp_system_default"] = r3(stats["push"] / med(d))
+line["pull_ratio_vs_tcp_system_default"] = r3(stats["pull"] / med(d))
 line["push_ratio_vs_tcp"] = r3(stats["push"] / med(t))
 line["pull_ratio_vs_tcp"] = r3(stats["pull"] / med(t))
 best = max(med(t), med(s))
