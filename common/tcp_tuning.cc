@@ -5,8 +5,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 
@@ -132,6 +132,8 @@ bool MutateFd2(const grpc_mutate_socket_info* info, grpc_socket_mutator* m) {
   return true;  // a refused algorithm never fails the connection
 }
 
+// gRPC calls mutate_fd only where mutate_fd_2 is unset; kept so that no
+// path through the vtable finds a null function.
 bool MutateFd(int fd, grpc_socket_mutator* m) {
   grpc_mutate_socket_info info{fd, GRPC_FD_CLIENT_CONNECTION_USAGE};
   return MutateFd2(&info, m);
