@@ -11,6 +11,9 @@
 //                   received and validated but not applied -- the transport
 //                   figure;
 //   pull            Pull(min_version r + 1) of every parameter.
+// With --tcp_peer a raw-TCP transfer of the same payload (one stream per
+// shard) runs between the push and the pull of every repetition, and each
+// repetition's push and pull are divided by it (*_ratio_paired).
 // optimizer_ms = median(push applied) - median(push): what the shard's
 // update (with its norm pass, aggregation copy and snapshot publication)
 // adds to a push. For reference the bare update kernels (SGD and BERT's
@@ -46,6 +49,7 @@
 #include "common/tcp_tuning.h"
 #include "nlohmann/json.hpp"
 #include "server/ps/server.h"
+#include "tools/tcp_peer.h"
 #include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, config, "base", "Model preset or config.json.");
@@ -59,6 +63,12 @@ ABSL_FLAG(std::string, only, "",
           "For profiling: 'push' or 'pull' repeats just that operation --reps "
           "times after one applied push (and prints its times and the "
           "client's CPU seconds and page faults per GB only).");
+ABSL_FLAG(bool, tcp_peer, false,
+          "Also time a raw-TCP transfer of the same payload (tools/tcp_peer.h: "
+          "one stream per shard, the shards' congestion control) in every "
+          "repetition, between the push and the pull, and report each "
+          "operation's ratio to it per repetition (paired: both see the host "
+          "in the same state).");
 ABSL_FLAG(bool, kernels, true,
           "Also time the bare optimizer kernels over the whole model.");
 
@@ -224,7 +234,18 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  std::vector<double> push_applied, push, pull;
+  std::unique_ptr<bertps::tools::RawTcpPeer> peer;
+  if (absl::GetFlag(FLAGS_tcp_peer)) {
+    bertps::tools::TcpPeerOptions o;
+    o.bytes = static_cast<int64_t>(bytes);
+    o.streams = c.num_shards();
+    o.congestion = bertps::TcpCongestionForTarget(addresses[0]);
+    auto p = bertps::tools::RawTcpPeer::Create(o);
+    if (!p.ok()) return Fail(p.status());
+    peer = std::move(*p);
+  }
+  std::vector<double> push_applied, push, pull, tcp;
+  int64_t push_faults = 0, pull_faults = 0;  // in the timed repetitions
   for (int r = 0; r < warmup + reps; ++r, ++step) {
     bertps::PushHeader h;
     h.set_worker(0);
@@ -237,16 +258,30 @@ int main(int argc, char** argv) {
     if (*v != step + 1) {
       return Fail(absl::InternalError("the push was not applied"));
     }
+    const int64_t f1 = MinorFaults();
     v = c.Push(h, grads.data());  // the same push again: a recognised retry
     const auto t2 = Clock::now();
+    const int64_t f2 = MinorFaults();
     if (!v.ok()) return Fail(v.status());
-    v = c.Pull(0, step + 1, step + 1, params.data());
+    double tcp_secs = 0;
+    if (peer != nullptr) {
+      absl::StatusOr<double> t = peer->Transfer();
+      if (!t.ok()) return Fail(t.status());
+      tcp_secs = *t;
+    }
+    const int64_t f3 = MinorFaults();
     const auto t3 = Clock::now();
+    v = c.Pull(0, step + 1, step + 1, params.data());
+    const auto t4 = Clock::now();
+    const int64_t f4 = MinorFaults();
     if (!v.ok()) return Fail(v.status());
     if (r >= warmup) {
+      push_faults += f2 - f1;
+      pull_faults += f4 - f3;
       push_applied.push_back(Secs(t0, t1));
       push.push_back(Secs(t1, t2));
-      pull.push_back(Secs(t2, t3));
+      pull.push_back(Secs(t3, t4));
+      if (peer != nullptr) tcp.push_back(tcp_secs);
     }
   }
   auto after = c.Stats();
@@ -266,7 +301,29 @@ int main(int argc, char** argv) {
   Report(j, "push", bytes, push);
   Report(j, "pull", bytes, pull);
   Report(j, "push_applied", bytes, push_applied);
+  if (peer != nullptr) {
+    // Each repetition's bertps time against the raw transfer next to it.
+    Report(j, "tcp", bytes, tcp);
+    j["tcp_streams"] = peer->options().streams;
+    j["tcp_peer_congestion"] = peer->options().congestion;
+    std::vector<double> push_ratio, pull_ratio;
+    for (size_t k = 0; k < tcp.size(); ++k) {
+      push_ratio.push_back(tcp[k] / push[k]);
+      pull_ratio.push_back(tcp[k] / pull[k]);
+    }
+    j["push_ratio_paired"] = push_ratio;
+    j["pull_ratio_paired"] = pull_ratio;
+    j["push_ratio_paired_median"] = Median(push_ratio);
+    j["pull_ratio_paired_median"] = Median(pull_ratio);
+    if (!peer->Verify()) {
+      return Fail(absl::DataLossError("raw TCP peer: bytes differ"));
+    }
+  }
   j["optimizer_ms"] = (Median(push_applied) - Median(push)) * 1e3;
+  // This client's page faults per transfer (the payload buffers are touched
+  // before timing: these are the transport's own).
+  j["client_minor_faults_per_push"] = push_faults / reps;
+  j["client_minor_faults_per_pull"] = pull_faults / reps;
   int64_t duplicates = 0;
   for (const auto& s : *after) {
     duplicates = std::max(duplicates, s.pushes_duplicate());
