@@ -1,5 +1,5 @@
 // RawTcpPeer: the raw-TCP peer of the parameter-server transport benchmark.
-// It moves a payload over 127.0.0.1 with nothing but large write()/read()
+// It moves a payload over 127.0.0.1 with nothing but large send()/read()
 // calls between two flat buffers (no framing, no serialisation, no copies
 // besides the kernel's): one receiver and one sender thread per stream, the
 // payload split into equal parts, one per stream (S shards: S streams).
@@ -29,9 +29,9 @@ namespace bertps {
 namespace tools {
 
 struct TcpPeerOptions {
-  int64_t bytes = 438022656;    // payload per transfer
-  int streams = 1;              // parallel connections
-  int64_t write_bytes = 4 << 20;  // bytes per write()/read() call
+  int64_t bytes = 438022656;      // payload per transfer
+  int streams = 1;                // parallel connections
+  int64_t write_bytes = 4 << 20;  // bytes per send()/read() call
   // 0: source and destination are whole-payload buffers (like a model's
   // gradient and parameters); > 0: each stream cycles through a buffer of
   // this size (cache-resident, as iperf3 does).
