@@ -302,10 +302,9 @@ int main(int argc, char** argv) {
   Report(j, "pull", bytes, pull);
   Report(j, "push_applied", bytes, push_applied);
   if (peer != nullptr) {
-    // Each repetition's bertps time against the raw transfer next to it.
+    // Each repetition's bertps time against the raw transfer next to it
+    // (one stream per shard, with the "tcp_congestion" above).
     Report(j, "tcp", bytes, tcp);
-    j["tcp_streams"] = peer->options().streams;
-    j["tcp_peer_congestion"] = peer->options().congestion;
     std::vector<double> push_ratio, pull_ratio;
     for (size_t k = 0; k < tcp.size(); ++k) {
       push_ratio.push_back(tcp[k] / push[k]);

@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<RawTcpPeer>> RawTcpPeer::Create(
   if (options.bytes <= 0 || options.streams < 1 || options.write_bytes <= 0 ||
       options.buffer_bytes < 0) {
     return absl::InvalidArgumentError(
-        "raw TCP peer: bytes, streams and write_bytes must be positive");
+        "raw TCP peer: bytes, streams and write_bytes must be positive, "
+        "buffer_bytes not negative");
   }
   std::unique_ptr<RawTcpPeer> p(new RawTcpPeer(options));
   const int streams = options.streams;
