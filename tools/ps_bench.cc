@@ -69,6 +69,10 @@ ABSL_FLAG(bool, tcp_peer, false,
           "repetition, between the push and the pull, and report each "
           "operation's ratio to it per repetition (paired: both see the host "
           "in the same state).");
+ABSL_FLAG(std::string, pull_copy_thread, "auto",
+          "'auto', 'true' or 'false': copy each shard's pulled chunks on a "
+          "thread of their own (PsClientOptions::pull_copy_thread; auto: "
+          "when shards < cores).");
 ABSL_FLAG(bool, kernels, true,
           "Also time the bare optimizer kernels over the whole model.");
 
@@ -180,6 +184,13 @@ int main(int argc, char** argv) {
 
   bertps::PsClientOptions po;
   po.addresses = addresses;
+  const std::string copy_thread = absl::GetFlag(FLAGS_pull_copy_thread);
+  if (copy_thread == "true" || copy_thread == "false") {
+    po.pull_copy_thread = copy_thread == "true";
+  } else if (copy_thread != "auto") {
+    return Fail(absl::InvalidArgumentError(
+        "--pull_copy_thread must be auto, true or false"));
+  }
   auto client =
       bertps::PsClient::Connect(po, *config, bertps::BertTask::kPretrain);
   if (!client.ok()) return Fail(client.status());
@@ -223,6 +234,7 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json j;
     j["bench"] = "ps_transport_" + only;
     j["shards"] = c.num_shards();
+    j["pull_copy_thread"] = c.pull_copy_thread();
     j["bytes"] = static_cast<int64_t>(bytes);
     Report(j, only, bytes, secs);
     // Client CPU per payload byte: with the shards' CPU (from outside) it
@@ -291,6 +303,7 @@ int main(int argc, char** argv) {
   j["bench"] = "ps_transport";
   j["config"] = absl::GetFlag(FLAGS_config);
   j["shards"] = c.num_shards();
+  j["pull_copy_thread"] = c.pull_copy_thread();
   j["servers"] = in_process ? "in-process" : "processes";
   // This client's side; the shards apply their own --tcp_congestion.
   j["tcp_congestion"] = bertps::TcpCongestionForTarget(addresses[0]);

@@ -5,10 +5,12 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/handoff.h"
 #include "common/io/half.h"
 #include "common/model/weights.h"
 #include "common/status.h"
@@ -122,8 +124,17 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     c->described_.push_back(d);
   }
   if (options.compress_bf16) c->residual_.assign(c->layout_.total_size(), 0.f);
+  c->pull_copy_thread_ = options.pull_copy_thread.value_or(
+      c->num_shards() < static_cast<int>(std::thread::hardware_concurrency()));
   return c;
 }
+
+namespace {
+// Received pull messages (2 MB chunks) waiting for a copy thread: enough to
+// ride out a copy slower than a read, bounded so that a slow copier holds
+// back the stream (and its memory) instead of queueing the whole model.
+constexpr size_t kPullHandoffDepth = 4;
+}  // namespace
 
 absl::Status PsClient::PullShard(int shard, const PullRequest& req,
                                  grpc::ClientContext* ctx, float* params,
@@ -146,9 +157,10 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
   ps::ParsedPullResponse msg;
   bool have_version = false;
   int64_t received = 0;
+  // (Cancelling is safe from either thread; the reading thread finishes
+  // the call.)
   auto bad = [&](absl::string_view what, absl::string_view name) {
     ctx->TryCancel();
-    reader->Finish();
     return absl::DataLossError(absl::StrCat("shard ", shard, " sent ", what,
                                             " of ", name));
   };
@@ -208,6 +220,17 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
     progress->Arrived(tensor, n, first_rows);
     return absl::OkStatus();
   };
+  auto copy = [&](ps::ParsedPullResponse& m) -> absl::Status {
+    if (m.has_chunk) RETURN_IF_ERROR(take(m.chunk));
+    for (const ps::ChunkRef& c : m.chunks) RETURN_IF_ERROR(take(c));
+    return absl::OkStatus();
+  };
+  // With a copy thread, this thread only receives and parses, and the copier
+  // (Handoff) takes the messages in order, so that the copy overlaps the
+  // next socket read instead of taking turns with it.
+  std::optional<Handoff<ps::ParsedPullResponse>> copier;
+  if (pull_copy_thread_) copier.emplace(kPullHandoffDepth, copy);
+  absl::Status failed;  // of this thread: a malformed message, a bad chunk
   while (reader->Read(&buf)) {
     absl::Status parsed = ps::ParsePullResponse(buf, &msg);
     if (parsed.ok() && msg.has_version) {
@@ -216,10 +239,21 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& req,
       continue;
     }
     if (!parsed.ok() || (!msg.has_chunk && !msg.has_chunks)) {
-      return bad("a malformed chunk", msg.chunk.name);
+      failed = bad("a malformed chunk", msg.chunk.name);
+      break;
     }
-    if (msg.has_chunk) RETURN_IF_ERROR(take(msg.chunk));
-    for (const ps::ChunkRef& c : msg.chunks) RETURN_IF_ERROR(take(c));
+    if (!copier) {
+      failed = copy(msg);
+      if (!failed.ok()) break;
+    } else if (!copier->Push(std::move(msg))) {
+      break;  // the copier failed (and cancelled the call)
+    }
+  }
+  // An error of the copier came first (it has the earlier messages).
+  absl::Status copied = copier ? copier->Close() : absl::OkStatus();
+  if (!copied.ok() || !failed.ok()) {
+    reader->Finish();
+    return !copied.ok() ? copied : failed;
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
   if (!st.ok()) {

@@ -20,6 +20,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -47,6 +48,12 @@ struct PsClientOptions {
   int64_t incarnation = 0;
   // Set: Connect stops waiting for the shards (CANCELLED).
   const std::atomic<bool>* cancel = nullptr;
+  // Pull: per shard, a thread of its own copies the received chunks into
+  // the parameters while the shard's reading thread goes back to the socket
+  // (common/handoff.h). Unset: when the reading threads, one per shard,
+  // leave a core free (shards < cores); where they do not, the extra
+  // threads only compete with them.
+  std::optional<bool> pull_copy_thread;
 };
 
 class PsClient {
@@ -63,6 +70,8 @@ class PsClient {
   const ps::PartitionPlan& plan() const { return plan_; }
   const DescribeResponse& description(int shard) const { return described_[shard]; }
   int num_shards() const { return static_cast<int>(stubs_.size()); }
+  // Whether pulls copy on threads of their own (PsClientOptions).
+  bool pull_copy_thread() const { return pull_copy_thread_; }
 
   // Parameters of version >= min_version (BSP) / allowed for `step` (SSP)
   // into params (layout order). Returns the version (all shards agree under
@@ -111,6 +120,7 @@ class PsClient {
   const BertTask task_;
   const ParamLayout layout_;
   const ps::PartitionPlan plan_;
+  bool pull_copy_thread_ = false;  // options_.pull_copy_thread, resolved
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
   // Pull and Push run on raw byte buffers over these (server/ps/chunk_codec.h).
   std::vector<std::shared_ptr<grpc::Channel>> channels_;

@@ -1,0 +1,195 @@
+// The worker's pull against a shard that sends wrong data: a real gRPC
+// server on 127.0.0.1 whose Pull is scripted. Every malformed or misplaced
+// chunk is a DataLoss error naming the problem, with and without the pull's
+// copy thread (PsClientOptions::pull_copy_thread), and a good pull delivers
+// every element exactly.
+#include "worker/ps_client.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/ps/partition.h"
+#include "server/ps/shard.h"
+
+namespace bertps {
+namespace {
+
+BertConfig Small() {
+  BertConfig c;
+  c.vocab_size = 30;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 16;
+  c.max_position_embeddings = 8;
+  return c;
+}
+
+// What the scripted shard does wrong.
+enum class Fault {
+  kNone,
+  kOutOfPlace,     // a chunk starting one element past where it should
+  kUnknownTensor,  // a chunk of a tensor the model does not have
+  kOddBytes,       // a chunk whose data is not whole floats
+  kRepeatedRow,    // two row chunks of the same row (sent first)
+  kShort,          // the last slice left out
+};
+
+// Element e of layout tensor t holds spec.offset + e: every value says
+// where it belongs.
+std::string Values(const ParamSpec& spec, int64_t begin, int64_t n) {
+  std::string out(n * sizeof(float), '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(spec.offset + begin + i);
+    std::memcpy(&out[i * sizeof(float)], &v, sizeof(float));
+  }
+  return out;
+}
+
+class ScriptedShard final : public ParameterServer::Service {
+ public:
+  explicit ScriptedShard(Fault fault) : fault_(fault) {
+    ps::ShardOptions o;
+    o.config = Small();
+    described_ = (*ps::ShardCore::Create(o, nullptr))->Describe();
+  }
+
+  grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
+                        DescribeResponse* out) override {
+    *out = described_;
+    return grpc::Status::OK;
+  }
+
+  // Version 7, then every slice in chunks of 7 elements (many messages, so
+  // that a fault lands mid-stream with more to come after it).
+  grpc::Status Pull(grpc::ServerContext*, const PullRequest*,
+                    grpc::ServerWriter<PullResponse>* w) override {
+    const ParamLayout layout = ParamLayout::ForBert(Small(), BertTask::kPretrain);
+    const ps::PartitionPlan plan = *ps::PartitionPlan::Make(layout, 1);
+    PullResponse version;
+    version.set_version(7);
+    w->Write(version);
+    if (fault_ == Fault::kRepeatedRow) {
+      // First, while rows are still allowed for the word embeddings; in two
+      // chunks (one chunk's rows must increase, or it is malformed).
+      PullResponse m;
+      Spoil(layout, &m);
+      w->Write(m);
+      w->Write(m);
+    }
+    const std::vector<int>& mine = plan.shard_slices(0);
+    const size_t slices = fault_ == Fault::kShort ? mine.size() - 1 : mine.size();
+    int sent = 0;
+    for (size_t k = 0; k < slices; ++k) {
+      const ps::SliceSpec& sl = plan.slices()[mine[k]];
+      const ParamSpec& spec = layout.tensors()[sl.tensor];
+      for (int64_t at = sl.begin; at < sl.end; at += 7) {
+        const int64_t n = std::min<int64_t>(7, sl.end - at);
+        PullResponse m;
+        TensorChunk* c = m.mutable_chunk();
+        c->set_name(sl.name);
+        c->set_dtype(F32);
+        c->set_offset(at);
+        c->set_data(Values(spec, at, n));
+        if (++sent == 100 && fault_ != Fault::kRepeatedRow) Spoil(layout, &m);
+        w->Write(m);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  void Spoil(const ParamLayout& layout, PullResponse* m) const {
+    TensorChunk* c = m->mutable_chunk();
+    switch (fault_) {
+      case Fault::kOutOfPlace:
+        c->set_offset(c->offset() + 1);
+        break;
+      case Fault::kUnknownTensor:
+        c->set_name("no.such.tensor");
+        break;
+      case Fault::kOddBytes:
+        c->mutable_data()->resize(6);
+        break;
+      case Fault::kRepeatedRow: {
+        const ParamSpec& words = layout.tensors()[0];
+        const int64_t row = ps::RowSize(words);
+        c->set_name(words.name);
+        c->set_dtype(F32);
+        c->set_offset(0);
+        c->clear_rows();
+        c->add_rows(3);
+        c->set_data(Values(words, 3 * row, row));
+        break;
+      }
+      case Fault::kNone:
+      case Fault::kShort:
+        break;
+    }
+  }
+
+  const Fault fault_;
+  DescribeResponse described_;
+};
+
+struct Case {
+  Fault fault;
+  const char* message;  // in the error ("" : none)
+};
+
+class PullFromScriptedShard
+    : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
+  const Case c = std::get<0>(GetParam());
+  const bool copy_thread = std::get<1>(GetParam());
+  ScriptedShard shard(c.fault);
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&shard);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  PsClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.rpc_timeout = absl::Seconds(30);
+  o.pull_copy_thread = copy_thread;
+  auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->pull_copy_thread(), copy_thread);
+  const ParamLayout& layout = (*client)->layout();
+  std::vector<float> params(layout.total_size(), -1.f);
+  absl::StatusOr<int64_t> v = (*client)->Pull(0, 0, 0, params.data());
+  if (c.fault == Fault::kNone) {
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, 7);
+    for (size_t i = 0; i < params.size(); ++i) {
+      ASSERT_EQ(params[i], static_cast<float>(i)) << "element " << i;
+    }
+  } else {
+    ASSERT_FALSE(v.ok());
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss) << v.status();
+    EXPECT_NE(v.status().message().find(c.message), absl::string_view::npos)
+        << v.status();
+  }
+  server->Shutdown();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, PullFromScriptedShard,
+    ::testing::Combine(
+        ::testing::Values(
+            Case{Fault::kNone, ""},
+            Case{Fault::kOutOfPlace, "sent an out-of-place chunk"},
+            Case{Fault::kUnknownTensor, "sent a malformed chunk of no.such.tensor"},
+            Case{Fault::kOddBytes, "sent a malformed chunk"},
+            Case{Fault::kRepeatedRow, "sent a repeated row"},
+            Case{Fault::kShort, "elements"}),
+        ::testing::Bool()));
+
+}  // namespace
+}  // namespace bertps
