@@ -221,6 +221,8 @@ line["tcp_streams"] = tcp[0]["streams"]
 # shards apply the same --tcp_congestion default).
 line["tcp_congestion"] = tcp[0].get("tcp_congestion", "")
 line["ps_tcp_congestion"] = first.get("tcp_congestion", "")
+# Whether the client's pulls copied on threads of their own (auto: shards < cores).
+line["pull_copy_thread"] = first.get("pull_copy_thread")
 line["tcp_gbps_median"] = r3(med(t))
 line["tcp_gbps_min"] = r3(min(t))
 line["tcp_gbps_max"] = r3(max(t))
