@@ -19,8 +19,8 @@
 #include <atomic>
 #include <future>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 

@@ -5,8 +5,11 @@
 // every element exactly.
 #include "worker/ps_client.h"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "grpcpp/grpcpp.h"
