@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/model/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/ps/partition.h"
@@ -20,16 +21,8 @@
 namespace bertps {
 namespace {
 
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 30;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 16;
-  c.max_position_embeddings = 8;
-  return c;
-}
+// The shared small test model (common/model/test_util.h).
+BertConfig Small() { return testing::TinyTestConfig(); }
 
 // What the scripted shard does wrong.
 enum class Fault {
