@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/init.h"
 #include "common/model/bert_config.h"
@@ -73,6 +74,10 @@ ABSL_FLAG(std::string, pull_copy_thread, "auto",
           "'auto', 'true' or 'false': copy each shard's pulled chunks on a "
           "thread of their own (PsClientOptions::pull_copy_thread; auto: "
           "when shards < cores).");
+ABSL_FLAG(std::string, pull_window, "auto",
+          "'auto' or bytes: each shard stream's HTTP/2 receive window "
+          "(PsClientOptions::pull_window_bytes; 0: gRPC's, grown by its "
+          "probes; auto: fixed 32 MiB when there is no copy thread).");
 ABSL_FLAG(bool, kernels, true,
           "Also time the bare optimizer kernels over the whole model.");
 
@@ -191,6 +196,15 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(
         "--pull_copy_thread must be auto, true or false"));
   }
+  const std::string window = absl::GetFlag(FLAGS_pull_window);
+  if (window != "auto") {
+    int bytes = 0;
+    if (!absl::SimpleAtoi(window, &bytes) || bytes < 0) {
+      return Fail(absl::InvalidArgumentError(
+          "--pull_window must be auto or a number of bytes >= 0"));
+    }
+    po.pull_window_bytes = bytes;
+  }
   auto client =
       bertps::PsClient::Connect(po, *config, bertps::BertTask::kPretrain);
   if (!client.ok()) return Fail(client.status());
@@ -235,6 +249,7 @@ int main(int argc, char** argv) {
     j["bench"] = "ps_transport_" + only;
     j["shards"] = c.num_shards();
     j["pull_copy_thread"] = c.pull_copy_thread();
+    j["pull_window_bytes"] = c.pull_window_bytes();
     j["bytes"] = static_cast<int64_t>(bytes);
     Report(j, only, bytes, secs);
     // Client CPU per payload byte: with the shards' CPU (from outside) it
@@ -304,6 +319,7 @@ int main(int argc, char** argv) {
   j["config"] = absl::GetFlag(FLAGS_config);
   j["shards"] = c.num_shards();
   j["pull_copy_thread"] = c.pull_copy_thread();
+  j["pull_window_bytes"] = c.pull_window_bytes();
   j["servers"] = in_process ? "in-process" : "processes";
   // This client's side; the shards apply their own --tcp_congestion.
   j["tcp_congestion"] = bertps::TcpCongestionForTarget(addresses[0]);

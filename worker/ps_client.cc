@@ -58,9 +58,22 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
                        layout, static_cast<int>(options.addresses.size())));
   std::unique_ptr<PsClient> c(new PsClient(options, config, task,
                                            std::move(layout), std::move(plan)));
+  c->pull_copy_thread_ = options.pull_copy_thread.value_or(
+      static_cast<int>(options.addresses.size()) <
+      static_cast<int>(std::thread::hardware_concurrency()));
+  c->pull_window_bytes_ = options.pull_window_bytes.value_or(
+      c->pull_copy_thread_ ? 0 : kFixedPullWindowBytes);
+  if (c->pull_window_bytes_ < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pull_window_bytes must be >= 0, not ", c->pull_window_bytes_));
+  }
+  grpc::ChannelArguments args = ps::ClientChannelArguments();
+  if (c->pull_window_bytes_ > 0) {
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, c->pull_window_bytes_);
+  }
   for (size_t i = 0; i < options.addresses.size(); ++i) {
-    auto channel = MakeChannel(options.addresses[i], options.security,
-                               ps::ClientChannelArguments());
+    auto channel = MakeChannel(options.addresses[i], options.security, args);
     c->stubs_.push_back(ParameterServer::NewStub(channel));
     c->channels_.push_back(channel);
     // A shard that is starting, or has not yet taken the job from the
@@ -124,8 +137,6 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     c->described_.push_back(d);
   }
   if (options.compress_bf16) c->residual_.assign(c->layout_.total_size(), 0.f);
-  c->pull_copy_thread_ = options.pull_copy_thread.value_or(
-      c->num_shards() < static_cast<int>(std::thread::hardware_concurrency()));
   return c;
 }
 

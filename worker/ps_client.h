@@ -54,7 +54,18 @@ struct PsClientOptions {
   // leave a core free (shards < cores); where they do not, the extra
   // threads only compete with them.
   std::optional<bool> pull_copy_thread;
+  // HTTP/2 receive window of each shard's stream, in bytes. 0: gRPC's
+  // (it grows with its bandwidth-delay probes). Unset: fixed at
+  // kFixedPullWindowBytes when the reading thread copies (no
+  // pull_copy_thread), else gRPC's. A reading thread that also copies
+  // drains the socket in bursts; the probes then grew the windows past
+  // 100 MB, the shards sent that far ahead, and the worker kept hundreds of
+  // MB of receive buffers it had to touch first (docs/ps.md, Overlap 10).
+  std::optional<int> pull_window_bytes;
 };
+
+// PsClientOptions::pull_window_bytes, when fixed by default.
+inline constexpr int kFixedPullWindowBytes = 32 << 20;
 
 class PsClient {
  public:
@@ -72,6 +83,8 @@ class PsClient {
   int num_shards() const { return static_cast<int>(stubs_.size()); }
   // Whether pulls copy on threads of their own (PsClientOptions).
   bool pull_copy_thread() const { return pull_copy_thread_; }
+  // PsClientOptions::pull_window_bytes, resolved (0: gRPC's).
+  int pull_window_bytes() const { return pull_window_bytes_; }
 
   // Parameters of version >= min_version (BSP) / allowed for `step` (SSP)
   // into params (layout order). Returns the version (all shards agree under
@@ -121,6 +134,7 @@ class PsClient {
   const ParamLayout layout_;
   const ps::PartitionPlan plan_;
   bool pull_copy_thread_ = false;  // options_.pull_copy_thread, resolved
+  int pull_window_bytes_ = 0;      // options_.pull_window_bytes, resolved
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
   // Pull and Push run on raw byte buffers over these (server/ps/chunk_codec.h).
   std::vector<std::shared_ptr<grpc::Channel>> channels_;

@@ -157,6 +157,10 @@ TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
   auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
   ASSERT_TRUE(client.ok()) << client.status();
   EXPECT_EQ((*client)->pull_copy_thread(), copy_thread);
+  // A reading thread that copies gets fixed windows; one with a copier,
+  // gRPC's.
+  EXPECT_EQ((*client)->pull_window_bytes(),
+            copy_thread ? 0 : kFixedPullWindowBytes);
   const ParamLayout& layout = (*client)->layout();
   std::vector<float> params(layout.total_size(), -1.f);
   absl::StatusOr<int64_t> v = (*client)->Pull(0, 0, 0, params.data());
@@ -172,6 +176,35 @@ TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
     EXPECT_NE(v.status().message().find(c.message), absl::string_view::npos)
         << v.status();
   }
+  server->Shutdown();
+}
+
+TEST(PsClientOptionsTest, PullWindowIsKeptOrRefused) {
+  ScriptedShard shard(Fault::kNone);
+  int port = 0;
+  grpc::ServerBuilder b;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&shard);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  PsClientOptions o;
+  o.addresses = {"127.0.0.1:" + std::to_string(port)};
+  o.rpc_timeout = absl::Seconds(30);
+  o.pull_copy_thread = true;
+  o.pull_window_bytes = 4 << 20;  // fixed windows with a copier too
+  auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->pull_window_bytes(), 4 << 20);
+  std::vector<float> params((*client)->layout().total_size(), -1.f);
+  absl::StatusOr<int64_t> v = (*client)->Pull(0, 0, 0, params.data());
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(params.back(), static_cast<float>(params.size() - 1));
+  o.pull_window_bytes = -1;
+  auto bad = PsClient::Connect(o, Small(), BertTask::kPretrain);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("pull_window_bytes"),
+            absl::string_view::npos)
+      << bad.status();
   server->Shutdown();
 }
 
