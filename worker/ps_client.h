@@ -58,9 +58,9 @@ struct PsClientOptions {
   // (it grows with its bandwidth-delay probes). Unset: fixed at
   // kFixedPullWindowBytes when the reading thread copies (no
   // pull_copy_thread), else gRPC's. A reading thread that also copies
-  // drains the socket in bursts; the probes then grew the windows past
-  // 100 MB, the shards sent that far ahead, and the worker kept hundreds of
-  // MB of receive buffers it had to touch first (docs/ps.md, Overlap 10).
+  // drains the socket in bursts; the probes then grew the windows, the
+  // shards sent far ahead, and the worker grew its receive buffers by
+  // hundreds of MB it had to touch first (docs/ps.md, Overlap 10).
   std::optional<int> pull_window_bytes;
 };
 
