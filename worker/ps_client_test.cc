@@ -131,6 +131,30 @@ class ScriptedShard final : public ParameterServer::Service {
   DescribeResponse described_;
 };
 
+// A scripted shard served on 127.0.0.1 (server null when it could not
+// start), shut down when this goes.
+struct Serving {
+  explicit Serving(ScriptedShard* shard) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                       &port);
+    b.RegisterService(shard);
+    server = b.BuildAndStart();
+  }
+  ~Serving() {
+    if (server != nullptr) server->Shutdown();
+  }
+  // Client options that reach it.
+  PsClientOptions Options() const {
+    PsClientOptions o;
+    o.addresses = {"127.0.0.1:" + std::to_string(port)};
+    o.rpc_timeout = absl::Seconds(30);
+    return o;
+  }
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+};
+
 struct Case {
   Fault fault;
   const char* message;  // in the error ("" : none)
@@ -143,16 +167,9 @@ TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
   const Case c = std::get<0>(GetParam());
   const bool copy_thread = std::get<1>(GetParam());
   ScriptedShard shard(c.fault);
-  int port = 0;
-  grpc::ServerBuilder b;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  b.RegisterService(&shard);
-  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-
-  PsClientOptions o;
-  o.addresses = {"127.0.0.1:" + std::to_string(port)};
-  o.rpc_timeout = absl::Seconds(30);
+  Serving serving(&shard);
+  ASSERT_NE(serving.server, nullptr);
+  PsClientOptions o = serving.Options();
   o.pull_copy_thread = copy_thread;
   auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -176,20 +193,13 @@ TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
     EXPECT_NE(v.status().message().find(c.message), absl::string_view::npos)
         << v.status();
   }
-  server->Shutdown();
 }
 
 TEST(PsClientOptionsTest, PullWindowIsKeptOrRefused) {
   ScriptedShard shard(Fault::kNone);
-  int port = 0;
-  grpc::ServerBuilder b;
-  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  b.RegisterService(&shard);
-  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  PsClientOptions o;
-  o.addresses = {"127.0.0.1:" + std::to_string(port)};
-  o.rpc_timeout = absl::Seconds(30);
+  Serving serving(&shard);
+  ASSERT_NE(serving.server, nullptr);
+  PsClientOptions o = serving.Options();
   o.pull_copy_thread = true;
   o.pull_window_bytes = 4 << 20;  // fixed windows with a copier too
   auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
@@ -205,7 +215,6 @@ TEST(PsClientOptionsTest, PullWindowIsKeptOrRefused) {
   EXPECT_NE(bad.status().message().find("pull_window_bytes"),
             absl::string_view::npos)
       << bad.status();
-  server->Shutdown();
 }
 
 INSTANTIATE_TEST_SUITE_P(
