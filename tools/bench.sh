@@ -267,6 +267,16 @@ line["push_ratio_vs_tcp_fastest"] = r3(max(gbps("push")) / max(t))
 line["pull_ratio_vs_tcp_fastest"] = r3(max(gbps("pull")) / max(t))
 line["push_ratio_per_round"] = [r3(o["push_gbps_median"] / x["gbps_median"]) for o, x in zip(ours, tcp)]
 line["pull_ratio_per_round"] = [r3(o["pull_gbps_median"] / x["gbps_median"]) for o, x in zip(ours, tcp)]
+# CPU seconds per payload GB in the timed transfers (ps_bench: the client's
+# process and the shards', sampled around each transfer; the raw peer's
+# process around its own), medians over the rounds. Where every core is
+# busy the paired ratio follows *_cpu_vs_tcp: the raw peer's CPU per GB
+# over bertps's.
+for k in ("push_cpu_s_per_gb", "push_client_cpu_s_per_gb", "push_shards_cpu_s_per_gb",
+          "pull_cpu_s_per_gb", "pull_client_cpu_s_per_gb", "pull_shards_cpu_s_per_gb",
+          "tcp_cpu_s_per_gb", "push_cpu_vs_tcp", "pull_cpu_vs_tcp"):
+    if k in first:
+        line[k] = r3(med([o[k] for o in ours]))
 line["optimizer"] = first["optimizer"]
 line["optimizer_ms"] = round(med([o["optimizer_ms"] for o in ours]), 1)
 for k in ("kernel_sgd_ms", "kernel_adam_weight_decay_ms", "kernel_all_finite_ms",

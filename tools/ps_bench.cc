@@ -21,8 +21,14 @@
 // other whole-gradient passes of a shard (finiteness check, squared norm, a
 // memcpy standing in for each copy) are timed in this process as well.
 //
-// --only push|pull repeats one operation (for profiling) and adds the
-// client's CPU seconds per GB.
+// CPU seconds per payload GB of the timed transfers are reported for this
+// process and for the shards (their Stats' process_cpu_seconds, sampled
+// around each transfer outside its timing), and for the raw peer
+// (*_cpu_vs_tcp: the peer's CPU per GB over bertps's). With every core busy
+// -- 2 shards and a worker on 2 cores -- throughput follows CPU per byte.
+//
+// --only push|pull repeats one operation (for profiling), with the same CPU
+// figures.
 //
 // Shards: --ps lists running bertps_server addresses (the realistic set-up,
 // used by tools/bench.sh ps); without --ps, --shards in-process ShardServers
@@ -102,6 +108,28 @@ int64_t MinorFaults() {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_minflt;
+}
+
+// CPU seconds of this process and of the shards (StatsResponse's
+// process_cpu_seconds, summed; 0 when they run in this process, whose own
+// figure then counts them).
+struct Cpu {
+  double client = 0, shards = 0;
+  void Add(const Cpu& from, const Cpu& to) {
+    client += to.client - from.client;
+    shards += to.shards - from.shards;
+  }
+};
+
+absl::StatusOr<Cpu> SampleCpu(bertps::PsClient& c, bool in_process) {
+  Cpu s;
+  if (!in_process) {
+    absl::StatusOr<std::vector<bertps::StatsResponse>> stats = c.Stats();
+    if (!stats.ok()) return stats.status();
+    for (const auto& st : *stats) s.shards += st.process_cpu_seconds();
+  }
+  s.client = CpuSeconds();
+  return s;
 }
 
 double Median(std::vector<double> v) {
@@ -236,7 +264,8 @@ int main(int argc, char** argv) {
     if (!v.ok()) return Fail(v.status());
     std::fprintf(stderr, "ps_bench: timing %s\n", only.c_str());
     std::vector<double> secs;
-    const double cpu0 = CpuSeconds();
+    absl::StatusOr<Cpu> cpu0 = SampleCpu(c, in_process);
+    if (!cpu0.ok()) return Fail(cpu0.status());
     const int64_t faults0 = MinorFaults();
     for (int r = 0; r < reps; ++r) {
       const auto t0 = Clock::now();
@@ -252,9 +281,14 @@ int main(int argc, char** argv) {
     j["pull_window_bytes"] = c.pull_window_bytes();
     j["bytes"] = static_cast<int64_t>(bytes);
     Report(j, only, bytes, secs);
-    // Client CPU per payload byte: with the shards' CPU (from outside) it
-    // says where a transfer's time goes.
-    j["client_cpu_s_per_gb"] = (CpuSeconds() - cpu0) / (reps * bytes / 1e9);
+    // CPU per payload byte, this process's and the shards': where a
+    // transfer's time goes.
+    absl::StatusOr<Cpu> cpu1 = SampleCpu(c, in_process);
+    if (!cpu1.ok()) return Fail(cpu1.status());
+    Cpu used;
+    used.Add(*cpu0, *cpu1);
+    j["client_cpu_s_per_gb"] = used.client / (reps * bytes / 1e9);
+    j["shards_cpu_s_per_gb"] = used.shards / (reps * bytes / 1e9);
     j["client_minor_faults_per_gb"] =
         (MinorFaults() - faults0) / (reps * bytes / 1e9);
     std::printf("%s\n", j.dump().c_str());
@@ -273,6 +307,10 @@ int main(int argc, char** argv) {
   }
   std::vector<double> push_applied, push, pull, tcp;
   int64_t push_faults = 0, pull_faults = 0;  // in the timed repetitions
+  // CPU seconds in the timed transfers: this process's and the shards'
+  // (sampled around each one, outside its timing).
+  Cpu push_cpu, pull_cpu;
+  double tcp_cpu = 0;
   for (int r = 0; r < warmup + reps; ++r, ++step) {
     bertps::PushHeader h;
     h.set_worker(0);
@@ -280,35 +318,51 @@ int main(int argc, char** argv) {
     h.set_examples(32);
     const auto t0 = Clock::now();
     absl::StatusOr<int64_t> v = c.Push(h, grads.data());
-    const auto t1 = Clock::now();
+    const auto t0_end = Clock::now();
     if (!v.ok()) return Fail(v.status());
     if (*v != step + 1) {
       return Fail(absl::InternalError("the push was not applied"));
     }
+    absl::StatusOr<Cpu> a = SampleCpu(c, in_process);
+    if (!a.ok()) return Fail(a.status());
     const int64_t f1 = MinorFaults();
+    const auto t1 = Clock::now();
     v = c.Push(h, grads.data());  // the same push again: a recognised retry
     const auto t2 = Clock::now();
     const int64_t f2 = MinorFaults();
     if (!v.ok()) return Fail(v.status());
-    double tcp_secs = 0;
+    absl::StatusOr<Cpu> b = SampleCpu(c, in_process);
+    if (!b.ok()) return Fail(b.status());
+    double tcp_secs = 0, peer_cpu = 0;
     if (peer != nullptr) {
+      const double cpu0 = CpuSeconds();
       absl::StatusOr<double> t = peer->Transfer();
       if (!t.ok()) return Fail(t.status());
       tcp_secs = *t;
+      peer_cpu = CpuSeconds() - cpu0;
     }
+    absl::StatusOr<Cpu> d = SampleCpu(c, in_process);
+    if (!d.ok()) return Fail(d.status());
     const int64_t f3 = MinorFaults();
     const auto t3 = Clock::now();
     v = c.Pull(0, step + 1, step + 1, params.data());
     const auto t4 = Clock::now();
     const int64_t f4 = MinorFaults();
     if (!v.ok()) return Fail(v.status());
+    absl::StatusOr<Cpu> e = SampleCpu(c, in_process);
+    if (!e.ok()) return Fail(e.status());
     if (r >= warmup) {
       push_faults += f2 - f1;
       pull_faults += f4 - f3;
-      push_applied.push_back(Secs(t0, t1));
+      push_applied.push_back(Secs(t0, t0_end));
       push.push_back(Secs(t1, t2));
       pull.push_back(Secs(t3, t4));
-      if (peer != nullptr) tcp.push_back(tcp_secs);
+      push_cpu.Add(*a, *b);
+      pull_cpu.Add(*d, *e);
+      if (peer != nullptr) {
+        tcp.push_back(tcp_secs);
+        tcp_cpu += peer_cpu;
+      }
     }
   }
   auto after = c.Stats();
@@ -346,6 +400,23 @@ int main(int argc, char** argv) {
     if (!peer->Verify()) {
       return Fail(absl::DataLossError("raw TCP peer: bytes differ"));
     }
+  }
+  // CPU per payload GB of the timed transfers, the client's process and the
+  // shards' together (with in-process shards, the one process). On a host
+  // whose cores are all busy (2 shards and a worker on 2 cores) throughput
+  // follows it: *_cpu_vs_tcp is the raw peer's CPU per GB over bertps's
+  // (1: as frugal as raw TCP).
+  const double gb = reps * bytes / 1e9;
+  j["push_cpu_s_per_gb"] = (push_cpu.client + push_cpu.shards) / gb;
+  j["push_client_cpu_s_per_gb"] = push_cpu.client / gb;
+  j["push_shards_cpu_s_per_gb"] = push_cpu.shards / gb;
+  j["pull_cpu_s_per_gb"] = (pull_cpu.client + pull_cpu.shards) / gb;
+  j["pull_client_cpu_s_per_gb"] = pull_cpu.client / gb;
+  j["pull_shards_cpu_s_per_gb"] = pull_cpu.shards / gb;
+  if (peer != nullptr) {
+    j["tcp_cpu_s_per_gb"] = tcp_cpu / gb;
+    j["push_cpu_vs_tcp"] = tcp_cpu / (push_cpu.client + push_cpu.shards);
+    j["pull_cpu_vs_tcp"] = tcp_cpu / (pull_cpu.client + pull_cpu.shards);
   }
   j["optimizer_ms"] = (Median(push_applied) - Median(push)) * 1e3;
   // This client's page faults per transfer (the payload buffers are touched

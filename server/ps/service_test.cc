@@ -2,6 +2,8 @@
 // status and nothing is applied.
 #include "server/ps/service.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -258,6 +260,23 @@ TEST_F(ServiceTest, DescribeListsTheSlices) {
   EXPECT_EQ(d.slices_size(), static_cast<int>(server_->core()->local_slices().size()));
   EXPECT_EQ(d.task(), "pretrain");
   EXPECT_EQ(d.state_slots(), 2);
+}
+
+// Stats carries the serving process's CPU (here this test's process): at
+// least what getrusage counted before the call.
+TEST_F(ServiceTest, StatsReportTheProcessCpu) {
+  volatile double burn = 0;
+  for (int i = 0; i < 20000000; ++i) burn = burn + 1e-9 * i;
+  struct rusage ru;
+  ASSERT_EQ(getrusage(RUSAGE_SELF, &ru), 0);
+  const double before = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+                        1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  ASSERT_GT(before, 0);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  StatsResponse resp;
+  ASSERT_TRUE(stub_->Stats(&ctx, StatsRequest(), &resp).ok());
+  EXPECT_GE(resp.process_cpu_seconds(), before);
 }
 
 }  // namespace
