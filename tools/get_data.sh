@@ -174,7 +174,8 @@ fetch_corpus_small() {
     trans=()
     local f
     for f in "$lists"/*_i18n_Translation-en*; do
-      [ -f "$f" ] && trans+=("$f")
+      # (An unmatched glob stays literal: not a file, and not an error.)
+      if [ -f "$f" ]; then trans+=("$f"); fi
     done
   }
   find_translations
