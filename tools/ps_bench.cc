@@ -53,6 +53,7 @@
 #include "common/model/params.h"
 #include "common/optim/optimizer_config.h"
 #include "common/optim/slice_update.h"
+#include "common/process_cpu.h"
 #include "common/tcp_tuning.h"
 #include "nlohmann/json.hpp"
 #include "server/ps/server.h"
@@ -95,14 +96,6 @@ double Secs(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// CPU seconds (user + system) this process used so far.
-double CpuSeconds() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
 // Minor page faults of this process so far (fresh pages touched).
 int64_t MinorFaults() {
   struct rusage ru;
@@ -128,7 +121,7 @@ absl::StatusOr<Cpu> SampleCpu(bertps::PsClient& c, bool in_process) {
     if (!stats.ok()) return stats.status();
     for (const auto& st : *stats) s.shards += st.process_cpu_seconds();
   }
-  s.client = CpuSeconds();
+  s.client = bertps::ProcessCpuSeconds();
   return s;
 }
 
@@ -335,11 +328,11 @@ int main(int argc, char** argv) {
     if (!b.ok()) return Fail(b.status());
     double tcp_secs = 0, peer_cpu = 0;
     if (peer != nullptr) {
-      const double cpu0 = CpuSeconds();
+      const double cpu0 = bertps::ProcessCpuSeconds();
       absl::StatusOr<double> t = peer->Transfer();
       if (!t.ok()) return Fail(t.status());
       tcp_secs = *t;
-      peer_cpu = CpuSeconds() - cpu0;
+      peer_cpu = bertps::ProcessCpuSeconds() - cpu0;
     }
     absl::StatusOr<Cpu> d = SampleCpu(c, in_process);
     if (!d.ok()) return Fail(d.status());

@@ -23,7 +23,6 @@
 // names it (empty: the system default).
 //
 //   tcp_peer_bench --bytes 438022656 --streams 2 --reps 7
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -33,6 +32,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "common/init.h"
+#include "common/process_cpu.h"
 #include "common/tcp_tuning.h"
 #include "nlohmann/json.hpp"
 #include "tools/tcp_peer.h"
@@ -50,14 +50,6 @@ ABSL_FLAG(int64_t, buffer_bytes, 0,
 ABSL_FLAG(int, sockbuf, 0, "SO_SNDBUF/SO_RCVBUF bytes (0: kernel autotuning).");
 
 namespace {
-
-// CPU seconds (user + system) of this process so far.
-double CpuSeconds() {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -95,12 +87,12 @@ int main(int argc, char** argv) {
   std::vector<double> gbps;
   double cpu0 = 0;
   for (int r = 0; r < warmup + reps; ++r) {
-    if (r == warmup) cpu0 = CpuSeconds();
+    if (r == warmup) cpu0 = bertps::ProcessCpuSeconds();
     absl::StatusOr<double> secs = (*peer)->Transfer();
     if (!secs.ok()) return Fail(secs.status());
     if (r >= warmup) gbps.push_back(o.bytes / *secs / 1e9);
   }
-  const double cpu1 = CpuSeconds();
+  const double cpu1 = bertps::ProcessCpuSeconds();
   if (!(*peer)->Verify()) {
     return Fail(absl::DataLossError("received bytes differ from those sent"));
   }

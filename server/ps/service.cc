@@ -1,7 +1,5 @@
 #include "server/ps/service.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/process_cpu.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/method_handler.h"
@@ -386,12 +385,7 @@ grpc::Status ShardService::Stats(grpc::ServerContext* ctx, const StatsRequest*,
   BERTPS_CORE_OR_RETURN(shard);
   *resp = shard->Stats();
   // The process's, not the core's: the transport's threads are most of it.
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) == 0) {
-    resp->set_process_cpu_seconds(
-        ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-        1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec));
-  }
+  resp->set_process_cpu_seconds(ProcessCpuSeconds());
   return grpc::Status::OK;
 }
 

@@ -2,13 +2,12 @@
 // status and nothing is applied.
 #include "server/ps/service.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "common/process_cpu.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/ps/server.h"
@@ -267,10 +266,7 @@ TEST_F(ServiceTest, DescribeListsTheSlices) {
 TEST_F(ServiceTest, StatsReportTheProcessCpu) {
   volatile double burn = 0;
   for (int i = 0; i < 20000000; ++i) burn = burn + 1e-9 * i;
-  struct rusage ru;
-  ASSERT_EQ(getrusage(RUSAGE_SELF, &ru), 0);
-  const double before = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-                        1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const double before = ProcessCpuSeconds();
   ASSERT_GT(before, 0);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
