@@ -27,7 +27,7 @@ constexpr char kIncarnationMetadata[] = "bertps-incarnation";
 // Elements per TensorChunk on the wire: 3.75 MiB (3.93 MB) of F32, the
 // largest multiple of 64 Ki elements within 4 MB. Each message costs a
 // socket hand-off and thread wake-ups on both ends; against 2 MB chunks
-// these cut the CPU per GB by 3-10% and raised push and pull
+// these cut the CPU per GB by about 5-10% and raised push and pull
 // throughput by 4-8% in alternating runs (docs/benchmarks.md).
 constexpr int64_t kChunkElements = 960 * 1024;
 // Chunks of small tensors ready together travel as one message (ChunkBatch)
