@@ -141,7 +141,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
 }
 
 namespace {
-// Received pull messages (chunks of up to 4 MB) waiting for a copy thread: enough to
+// Received pull messages (2 MB chunks) waiting for a copy thread: enough to
 // ride out a copy slower than a read, bounded so that a slow copier holds
 // back the stream (and its memory) instead of queueing the whole model.
 constexpr size_t kPullHandoffDepth = 4;

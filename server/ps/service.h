@@ -19,17 +19,13 @@
 namespace bertps {
 namespace ps {
 
-// Largest gRPC message either side accepts (chunks are under 4 MB).
+// Largest gRPC message either side accepts (chunks are ~2 MB).
 constexpr int kMaxMessageBytes = 16 << 20;
 // Call metadata naming the job incarnation a request belongs to (optional;
 // ShardOptions.incarnation).
 constexpr char kIncarnationMetadata[] = "bertps-incarnation";
-// Elements per TensorChunk on the wire: 3.75 MiB (3.93 MB) of F32, the
-// largest multiple of 64 Ki elements within 4 MB. Each message costs a
-// socket hand-off and thread wake-ups on both ends; against 2 MB chunks
-// these cut the CPU per GB by about 5-10% and raised push and pull
-// throughput by 4-8% in alternating runs (docs/benchmarks.md).
-constexpr int64_t kChunkElements = 960 * 1024;
+// Elements per TensorChunk on the wire (2 MB of F32).
+constexpr int64_t kChunkElements = 512 * 1024;
 // Chunks of small tensors ready together travel as one message (ChunkBatch)
 // up to about this many payload bytes.
 constexpr size_t kBatchBytes = 1 << 20;
