@@ -43,6 +43,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -108,6 +109,7 @@ int64_t MinorFaults() {
 // figure then counts them).
 struct Cpu {
   double client = 0, shards = 0;
+  double total() const { return client + shards; }
   void Add(const Cpu& from, const Cpu& to) {
     client += to.client - from.client;
     shards += to.shards - from.shards;
@@ -400,16 +402,18 @@ int main(int argc, char** argv) {
   // follows it: *_cpu_vs_tcp is the raw peer's CPU per GB over bertps's
   // (1: as frugal as raw TCP).
   const double gb = reps * bytes / 1e9;
-  j["push_cpu_s_per_gb"] = (push_cpu.client + push_cpu.shards) / gb;
-  j["push_client_cpu_s_per_gb"] = push_cpu.client / gb;
-  j["push_shards_cpu_s_per_gb"] = push_cpu.shards / gb;
-  j["pull_cpu_s_per_gb"] = (pull_cpu.client + pull_cpu.shards) / gb;
-  j["pull_client_cpu_s_per_gb"] = pull_cpu.client / gb;
-  j["pull_shards_cpu_s_per_gb"] = pull_cpu.shards / gb;
+  const std::pair<std::string, Cpu> ops[] = {{"push", push_cpu},
+                                             {"pull", pull_cpu}};
+  for (const auto& [op, cpu] : ops) {
+    j[op + "_cpu_s_per_gb"] = cpu.total() / gb;
+    j[op + "_client_cpu_s_per_gb"] = cpu.client / gb;
+    j[op + "_shards_cpu_s_per_gb"] = cpu.shards / gb;
+  }
   if (peer != nullptr) {
     j["tcp_cpu_s_per_gb"] = tcp_cpu / gb;
-    j["push_cpu_vs_tcp"] = tcp_cpu / (push_cpu.client + push_cpu.shards);
-    j["pull_cpu_vs_tcp"] = tcp_cpu / (pull_cpu.client + pull_cpu.shards);
+    for (const auto& [op, cpu] : ops) {
+      j[op + "_cpu_vs_tcp"] = tcp_cpu / cpu.total();
+    }
   }
   j["optimizer_ms"] = (Median(push_applied) - Median(push)) * 1e3;
   // This client's page faults per transfer (the payload buffers are touched
