@@ -269,6 +269,56 @@ bool AllFinite(const float* x, int64_t n) {
   return acc == 0.0f;
 }
 
+bool CopyAllFinite(float* dst, const void* src, int64_t n, bool stream) {
+  if (n <= 0) return true;
+  const char* in = static_cast<const char*>(src);
+  int64_t i = 0;
+  bool ok = true;
+#if defined(__AVX2__)
+  if (stream) {
+    // Up to dst's first 32-byte boundary as usual; streaming stores need it.
+    while (i < n && (reinterpret_cast<uintptr_t>(dst + i) & 31) != 0) ++i;
+    if (i > 0) ok = CopyAllFinite(dst, in, i, /*stream=*/false);
+  }
+  // As AllFinite: x * 0 is NaN exactly for a NaN or Inf x.
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  const __m256 zero = _mm256_setzero_ps();
+  for (; i + 32 <= n; i += 32) {
+    const char* p = in + 4 * i;
+    const __m256 x0 = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    const __m256 x1 = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 32));
+    const __m256 x2 = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 64));
+    const __m256 x3 = _mm256_loadu_ps(reinterpret_cast<const float*>(p + 96));
+    if (stream) {
+      _mm256_stream_ps(dst + i, x0);
+      _mm256_stream_ps(dst + i + 8, x1);
+      _mm256_stream_ps(dst + i + 16, x2);
+      _mm256_stream_ps(dst + i + 24, x3);
+    } else {
+      _mm256_storeu_ps(dst + i, x0);
+      _mm256_storeu_ps(dst + i + 8, x1);
+      _mm256_storeu_ps(dst + i + 16, x2);
+      _mm256_storeu_ps(dst + i + 24, x3);
+    }
+    a0 = _mm256_add_ps(a0, _mm256_mul_ps(x0, zero));
+    a1 = _mm256_add_ps(a1, _mm256_mul_ps(x1, zero));
+    a2 = _mm256_add_ps(a2, _mm256_mul_ps(x2, zero));
+    a3 = _mm256_add_ps(a3, _mm256_mul_ps(x3, zero));
+  }
+  // Streaming stores are weakly ordered: fenced before dst is handed on.
+  if (stream) _mm_sfence();
+  const __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+  ok = _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)) == 0 && ok;
+#else
+  (void)stream;
+#endif
+  if (i < n) {
+    std::memcpy(dst + i, in + 4 * i, sizeof(float) * (n - i));
+    ok = AllFinite(dst + i, n - i) && ok;
+  }
+  return ok;
+}
+
 float ClipScale(const OptimizerConfig& config, double global_norm) {
   if (config.clip_norm <= 0 || global_norm <= config.clip_norm) return 1.0f;
   return static_cast<float>(config.clip_norm / global_norm);

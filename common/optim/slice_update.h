@@ -86,6 +86,14 @@ double GradSquaredSum(const float* grad, int64_t n);
 // True when every element of `x` (n) is finite.
 bool AllFinite(const float* x, int64_t n);
 
+// Copies n floats from `src` (any byte alignment: it may point into a
+// received buffer) to `dst` and returns whether every one is finite, in one
+// pass over the source. `stream`: non-temporal stores (dst is written to
+// memory around the caches), for a destination much larger than the cache
+// that is not read again soon; the stores are fenced before the return.
+// `dst` and `src` must not overlap. All n are copied either way.
+bool CopyAllFinite(float* dst, const void* src, int64_t n, bool stream);
+
 // Multiplier for the gradients given the global norm (sqrt of the sum of
 // GradSquaredSum over every gradient): clip_norm / max(global_norm,
 // clip_norm), as tf.clip_by_global_norm; exactly 1 when clipping is off

@@ -1,7 +1,9 @@
 #include "common/optim/slice_update.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -523,6 +525,44 @@ TEST(ClipTest, VectorPassesCatchEveryPositionAndIgnoreAlignment) {
     std::copy(v.begin(), v.end(), moved.begin() + shift);
     EXPECT_EQ(GradSquaredSum(moved.data() + shift, 1037), want) << shift;
     EXPECT_TRUE(AllFinite(moved.data() + shift, 1037));
+  }
+}
+
+TEST(ClipTest, CopyAllFiniteCopiesEveryByteAndFindsEveryBadValue) {
+  // Sources at every byte alignment, destinations at every float alignment
+  // within 32 bytes, sizes around the 32-element vector body, with and
+  // without streaming stores.
+  for (bool stream : {false, true}) {
+    for (int n : {0, 1, 7, 31, 32, 33, 64, 100, 1037}) {
+      const std::vector<float> v = RandomVector(std::max(n, 1), 11, -2, 2);
+      for (int src_shift = 0; src_shift < 4; ++src_shift) {
+        for (int dst_shift = 0; dst_shift < 8; ++dst_shift) {
+          std::vector<char> src(4 * n + 4);
+          std::memcpy(src.data() + src_shift, v.data(), 4 * n);
+          std::vector<float> dst(n + 8, -7.0f);
+          EXPECT_TRUE(CopyAllFinite(dst.data() + dst_shift,
+                                    src.data() + src_shift, n, stream));
+          EXPECT_EQ(std::memcmp(dst.data() + dst_shift, v.data(), 4 * n), 0)
+              << n << " " << src_shift << " " << dst_shift << " " << stream;
+          EXPECT_EQ(dst[n + dst_shift], -7.0f);  // nothing past the end
+        }
+      }
+      for (int at = 0; at < n; at += std::max(1, n / 13)) {
+        for (float bad : {std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+          std::vector<float> g(v.begin(), v.begin() + n);
+          g[at] = bad;
+          std::vector<char> src(4 * n + 1);
+          std::memcpy(src.data() + 1, g.data(), 4 * n);
+          std::vector<float> dst(n + 1);
+          EXPECT_FALSE(CopyAllFinite(dst.data() + 1, src.data() + 1, n, stream))
+              << n << " " << at << " " << stream;
+          // Copied whole all the same.
+          EXPECT_EQ(std::memcmp(dst.data() + 1, g.data(), 4 * n), 0);
+        }
+      }
+    }
   }
 }
 

@@ -1,7 +1,11 @@
 #include "server/ps/chunk_ref.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+
+#include "absl/container/inlined_vector.h"
+#include "common/optim/optimizer.h"
 
 namespace bertps {
 namespace ps {
@@ -40,6 +44,46 @@ void ChunkRef::Reader::Read(void* dst, size_t n) {
       off_ = 0;
     }
   }
+}
+
+bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
+  char* const base = reinterpret_cast<char*>(dst);
+  size_t left = sizeof(float) * static_cast<size_t>(n);
+  size_t at = 0;  // bytes of dst written
+  bool ok = true;
+  // Values whose bytes came from two pieces: checked at the end.
+  absl::InlinedVector<int64_t, 8> split;
+  while (left > 0 && piece_ < c_.data.size()) {
+    const absl::string_view p = c_.data[piece_];
+    const size_t take = std::min(left, p.size() - off_);
+    const char* in = p.data() + off_;
+    // [at, at + take) of dst: a partial value at each end, whole ones between.
+    const size_t head = std::min(take, (4 - at % 4) % 4);
+    if (head > 0) {
+      std::memcpy(base + at, in, head);
+      split.push_back(static_cast<int64_t>(at / 4));
+    }
+    const size_t whole = (take - head) / 4;
+    if (whole > 0) {
+      ok = optim::CopyAllFinite(dst + (at + head) / 4, in + head,
+                                static_cast<int64_t>(whole), stream) &&
+           ok;
+    }
+    const size_t tail = take - head - 4 * whole;
+    if (tail > 0) {
+      std::memcpy(base + at + head + 4 * whole, in + head + 4 * whole, tail);
+      split.push_back(static_cast<int64_t>((at + head) / 4 + whole));
+    }
+    at += take;
+    left -= take;
+    off_ += take;
+    if (off_ == p.size()) {
+      ++piece_;
+      off_ = 0;
+    }
+  }
+  for (int64_t k : split) ok = ok && std::isfinite(dst[k]);
+  return ok;
 }
 
 }  // namespace ps

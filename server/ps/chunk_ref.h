@@ -41,6 +41,11 @@ struct ChunkRef {
     explicit Reader(const ChunkRef& chunk) : c_(chunk) {}
     // Copies the next n bytes to dst (n <= the bytes left).
     void Read(void* dst, size_t n);
+    // Copies the next n float32 values to dst (4 * n <= the bytes left) and
+    // returns whether every one is finite, checking them as they are copied
+    // (optim::CopyAllFinite; `stream`: with non-temporal stores). A value
+    // split between two pieces is checked once both parts are in dst.
+    bool ReadFinite(float* dst, int64_t n, bool stream);
 
    private:
     const ChunkRef& c_;

@@ -460,24 +460,30 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
           " is out of order or overlapping (expected ", s->next[local], ")"));
     }
     float* dst = s->grad.data() + sl.shard_offset + (off - sl.begin);
-    // Copied and checked block by block: each block is checked while it is
-    // in cache (a chunk is larger than the cache).
-    constexpr int64_t kBlock = 4096;  // elements
+    // F32: checked as it is copied, in one pass. BF16: widened and checked
+    // block by block, each block while it is in cache.
     ChunkRef::Reader reader(chunk);
-    std::vector<uint16_t> bf16(elem == 2 ? std::min(n, kBlock) : 0);
-    for (int64_t at = 0; at < n; at += kBlock) {
-      const int64_t len = std::min(kBlock, n - at);
-      if (elem == 4) {
-        reader.Read(dst + at, sizeof(float) * len);
-      } else {
-        reader.Read(bf16.data(), 2 * len);
-        for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(bf16[i]);
+    bool finite = true;
+    if (elem == 4) {
+      finite = reader.ReadFinite(dst, n, StreamStaging());
+    } else {
+      constexpr int64_t kBlock = 4096;  // elements
+      std::vector<uint16_t> bf16(elem == 2 ? std::min(n, kBlock) : 0);
+      for (int64_t at = 0; at < n && finite; at += kBlock) {
+        const int64_t len = std::min(kBlock, n - at);
+        if (elem == 4) {
+          reader.Read(dst + at, sizeof(float) * len);
+        } else {
+          reader.Read(bf16.data(), 2 * len);
+          for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(bf16[i]);
+        }
+        finite = optim::AllFinite(dst + at, len);
       }
-      if (!optim::AllFinite(dst + at, len)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "gradient of ", chunk.name, " has NaN or Inf in elements [", off,
-            ", ", off + n, ")"));
-      }
+    }
+    if (!finite) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gradient of ", chunk.name, " has NaN or Inf in elements [", off,
+          ", ", off + n, ")"));
     }
     s->next[local] = off + n;
     s->bytes += static_cast<int64_t>(chunk.data_bytes);
@@ -574,13 +580,15 @@ absl::Status ShardCore::AddRowChunk(PushSession* s, const ChunkRef& chunk,
   std::vector<uint16_t> bf16(elem == 2 ? row : 0);
   for (size_t k = 0; k < rows.size(); ++k) {
     float* d = dst[k].second;
+    bool finite;
     if (elem == 4) {
-      reader.Read(d, sizeof(float) * row);
+      finite = reader.ReadFinite(d, row, StreamStaging());
     } else {
       reader.Read(bf16.data(), 2 * row);
       for (int64_t i = 0; i < row; ++i) d[i] = io::Bf16ToF32(bf16[i]);
+      finite = optim::AllFinite(d, row);
     }
-    if (!optim::AllFinite(d, row)) {
+    if (!finite) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gradient of ", chunk.name, " has NaN or Inf in row ", rows[k]));
     }

@@ -84,6 +84,13 @@ struct ShardOptions {
   // the threads that serve pulls and pushes. Forward reads those pieces
   // later; on a host shared with workers the transfers go first.
   int update_nice = 10;
+  // Pushes are staged with non-temporal stores when this shard's staging
+  // buffer (its share of the model, fp32) has at least this many bytes: far
+  // more than the cache holds, so the update reads it from memory anyway and
+  // writing it around the cache saves reading its old lines in first.
+  // Smaller shards' staging stays in cache for the update. The values are
+  // the same either way.
+  int64_t stream_staging_bytes = int64_t{64} << 20;
 };
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).
@@ -152,6 +159,12 @@ class ShardCore {
   const ParamLayout& layout() const { return layout_; }
   const PartitionPlan& plan() const { return plan_; }
   int64_t shard_size() const { return plan_.shard_size(options_.shard); }
+  // Whether pushes are staged with non-temporal stores
+  // (ShardOptions::stream_staging_bytes).
+  bool StreamStaging() const {
+    return shard_size() * static_cast<int64_t>(sizeof(float)) >=
+           options_.stream_staging_bytes;
+  }
   // Indices into plan().slices() of this shard's slices.
   const std::vector<int>& local_slices() const {
     return plan_.shard_slices(options_.shard);

@@ -309,15 +309,23 @@ absl::StatusOr<PushResponse> PushRows(ShardCore* core, int64_t step,
   return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
 }
 
-TEST(ShardCore, NonFiniteLateInALongChunkIsRefused) {
-  // A chunk is copied and checked block by block: a NaN or Inf in a later
-  // block (elements past the first few thousand, in F32 and in BF16) is
-  // refused like one at the start, and nothing is applied.
+class NonFiniteLate : public ::testing::TestWithParam<bool> {};
+
+TEST_P(NonFiniteLate, InALongChunkIsRefused) {
+  // A NaN or Inf late in a chunk (elements past the first few thousand, in
+  // F32 and in BF16) is refused like one at the start, and nothing is
+  // applied; with the staging written by streaming stores too (a shard
+  // whose share of the model is large).
   ShardOptions o = Opts(BSP, 1);
   o.config.vocab_size = 1000;  // word embedding: 8,000 elements, 2 blocks
                                // (the second one partial)
+  if (GetParam()) o.stream_staging_bytes = 0;
   auto core = *ShardCore::Create(o, nullptr);
-  auto reference = *ShardCore::Create(o, nullptr);
+  EXPECT_EQ(core->StreamStaging(), GetParam());
+  ShardOptions ro = o;
+  ro.stream_staging_bytes = ShardOptions().stream_staging_bytes;
+  auto reference = *ShardCore::Create(ro, nullptr);  // staged as usual
+  ASSERT_FALSE(reference->StreamStaging());
   const std::vector<float> before = Params(core.get());
   const std::string word = "bert.embeddings.word_embeddings.weight";
   int word_slice = -1;
@@ -360,6 +368,8 @@ TEST(ShardCore, NonFiniteLateInALongChunkIsRefused) {
   ASSERT_TRUE(PushConst(reference.get(), 0, 0, 0.25f).ok());
   EXPECT_EQ(Params(core.get()), Params(reference.get()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Staging, NonFiniteLate, ::testing::Bool());
 
 TEST(ShardCore, RowChunksAreTheSamePush) {
   ShardOptions o = Opts(BSP, 1);
@@ -545,7 +555,9 @@ TEST(ShardCore, StepMadeInPiecesIsTheSameStep) {
     EXPECT_EQ(ca->bytes(), cb->bytes());
     for (int w = 0; w < workers; ++w) {
       ASSERT_TRUE(PushConst(plain.get(), w, 3, 0.3f * (w + 1)).ok());
-      if (w > 0) ASSERT_TRUE(PushConst(pieces.get(), w, 3, 0.3f * (w + 1)).ok());
+      if (w > 0) {
+        ASSERT_TRUE(PushConst(pieces.get(), w, 3, 0.3f * (w + 1)).ok());
+      }
     }
     {
       // Worker 0's push of step 3 (the session begun above, to wait, was

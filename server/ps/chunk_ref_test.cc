@@ -1,0 +1,77 @@
+#include "server/ps/chunk_ref.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+// A chunk of `values` whose bytes lie in pieces cut at `cuts` (byte offsets).
+ChunkRef Pieces(const std::string& bytes, const std::vector<size_t>& cuts) {
+  ChunkRef c;
+  size_t at = 0;
+  for (size_t cut : cuts) {
+    c.data.push_back(absl::string_view(bytes).substr(at, cut - at));
+    at = cut;
+  }
+  c.data.push_back(absl::string_view(bytes).substr(at));
+  c.data_bytes = bytes.size();
+  return c;
+}
+
+std::string Bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), 4 * v.size());
+}
+
+TEST(ChunkRefTest, ReadFiniteCopiesAcrossPiecesCutAnywhere) {
+  std::vector<float> v(203);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5f * i - 17.25f;
+  const std::string bytes = Bytes(v);
+  for (bool stream : {false, true}) {
+    // Two cuts at every pair of byte offsets in the first 40 bytes, one
+    // inside a value, and one far in.
+    for (size_t a = 1; a < 40; ++a) {
+      for (size_t b : {a + 1, a + 3, a + 4, size_t{417}, size_t{800}}) {
+        const ChunkRef c = Pieces(bytes, {a, b});
+        ChunkRef::Reader r(c);
+        std::vector<float> out(v.size(), -1.0f);
+        // In two reads: the second starts inside a piece.
+        ASSERT_TRUE(r.ReadFinite(out.data(), 5, stream));
+        ASSERT_TRUE(r.ReadFinite(out.data() + 5, v.size() - 5, stream));
+        ASSERT_EQ(std::memcmp(out.data(), v.data(), bytes.size()), 0)
+            << a << " " << b << " " << stream;
+      }
+    }
+  }
+}
+
+TEST(ChunkRefTest, ReadFiniteFindsABadValueSplitBetweenPieces) {
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    for (size_t at : {size_t{0}, size_t{9}, size_t{40}, size_t{99}}) {
+      std::vector<float> v(100, 1.5f);
+      v[at] = bad;
+      const std::string bytes = Bytes(v);
+      // The bad value whole in a piece, and split 1/3, 2/2, 3/1 between two.
+      for (size_t split = 0; split < 4; ++split) {
+        const size_t cut = 4 * at + split;
+        const ChunkRef c = cut == 0 ? Pieces(bytes, {}) : Pieces(bytes, {cut});
+        ChunkRef::Reader r(c);
+        std::vector<float> out(v.size());
+        EXPECT_FALSE(r.ReadFinite(out.data(), v.size(), /*stream=*/false))
+            << at << " " << split;
+        EXPECT_EQ(std::memcmp(out.data(), v.data(), bytes.size()), 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace bertps
