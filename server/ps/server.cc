@@ -42,6 +42,8 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
   AddTcpTuning(&builder);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE,
+                             kMinReadChunkBytes);
   // Each push and pull holds a server thread for its whole stream. gRPC's
   // default keeps 2 idle threads and ends the others, so every step used to
   // start new ones (~0.15 ms each here); up to kIdleServerThreads idle
