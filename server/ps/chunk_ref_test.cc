@@ -12,7 +12,8 @@ namespace bertps {
 namespace ps {
 namespace {
 
-// A chunk of `values` whose bytes lie in pieces cut at `cuts` (byte offsets).
+// A chunk whose payload `bytes` lies in pieces cut at `cuts` (increasing
+// byte offsets).
 ChunkRef Pieces(const std::string& bytes, const std::vector<size_t>& cuts) {
   ChunkRef c;
   size_t at = 0;

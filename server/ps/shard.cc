@@ -468,15 +468,11 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
       finite = reader.ReadFinite(dst, n, StreamStaging());
     } else {
       constexpr int64_t kBlock = 4096;  // elements
-      std::vector<uint16_t> bf16(elem == 2 ? std::min(n, kBlock) : 0);
+      std::vector<uint16_t> bf16(std::min(n, kBlock));
       for (int64_t at = 0; at < n && finite; at += kBlock) {
         const int64_t len = std::min(kBlock, n - at);
-        if (elem == 4) {
-          reader.Read(dst + at, sizeof(float) * len);
-        } else {
-          reader.Read(bf16.data(), 2 * len);
-          for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(bf16[i]);
-        }
+        reader.Read(bf16.data(), 2 * len);
+        for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(bf16[i]);
         finite = optim::AllFinite(dst + at, len);
       }
     }
