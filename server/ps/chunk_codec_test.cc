@@ -207,7 +207,7 @@ TEST(ChunkCodecTest, RowChunksAreTheProtobufEncoding) {
     unpacked = m.SerializeAsString();  // re-packed by protobuf
     std::string raw;
     raw.push_back(static_cast<char>(2 << 3 | 2));
-    raw.push_back(static_cast<char>(body.size() & 0x7f | 0x80));
+    raw.push_back(static_cast<char>((body.size() & 0x7f) | 0x80));
     raw.push_back(static_cast<char>(body.size() >> 7));
     raw += body;
     ParsedPushRequest p;
