@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "absl/container/inlined_vector.h"
 #include "common/optim/optimizer.h"
 
 namespace bertps {
@@ -51,17 +50,16 @@ bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
   size_t left = sizeof(float) * static_cast<size_t>(n);
   size_t at = 0;  // bytes of dst written
   bool ok = true;
-  // Values whose bytes came from two pieces: checked at the end.
-  absl::InlinedVector<int64_t, 8> split;
   while (left > 0 && piece_ < c_.data.size()) {
     const absl::string_view p = c_.data[piece_];
     const size_t take = std::min(left, p.size() - off_);
     const char* in = p.data() + off_;
     // [at, at + take) of dst: a partial value at each end, whole ones between.
+    // A value split between pieces is checked by the piece that completes it.
     const size_t head = std::min(take, (4 - at % 4) % 4);
     if (head > 0) {
       std::memcpy(base + at, in, head);
-      split.push_back(static_cast<int64_t>(at / 4));
+      if ((at + head) % 4 == 0) ok = std::isfinite(dst[at / 4]) && ok;
     }
     const size_t whole = (take - head) / 4;
     if (whole > 0) {
@@ -72,7 +70,6 @@ bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
     const size_t tail = take - head - 4 * whole;
     if (tail > 0) {
       std::memcpy(base + at + head + 4 * whole, in + head + 4 * whole, tail);
-      split.push_back(static_cast<int64_t>((at + head) / 4 + whole));
     }
     at += take;
     left -= take;
@@ -82,7 +79,6 @@ bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
       off_ = 0;
     }
   }
-  for (int64_t k : split) ok = ok && std::isfinite(dst[k]);
   return ok;
 }
 

@@ -44,7 +44,7 @@ struct ChunkRef {
     // Copies the next n float32 values to dst (4 * n <= the bytes left) and
     // returns whether every one is finite, checking them as they are copied
     // (optim::CopyAllFinite; `stream`: with non-temporal stores). A value
-    // split between two pieces is checked once both parts are in dst.
+    // split between pieces is checked once it is whole in dst.
     bool ReadFinite(float* dst, int64_t n, bool stream);
 
    private:

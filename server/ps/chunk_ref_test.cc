@@ -69,6 +69,12 @@ TEST(ChunkRefTest, ReadFiniteFindsABadValueSplitBetweenPieces) {
             << at << " " << split;
         EXPECT_EQ(std::memcmp(out.data(), v.data(), bytes.size()), 0);
       }
+      // Spread over three pieces: 1 + 2 + 1 bytes.
+      const ChunkRef c = Pieces(bytes, {4 * at + 1, 4 * at + 3});
+      ChunkRef::Reader r(c);
+      std::vector<float> out(v.size());
+      EXPECT_FALSE(r.ReadFinite(out.data(), v.size(), /*stream=*/true)) << at;
+      EXPECT_EQ(std::memcmp(out.data(), v.data(), bytes.size()), 0);
     }
   }
 }
