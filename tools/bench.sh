@@ -221,7 +221,7 @@ line["tcp_streams"] = tcp[0]["streams"]
 # shards apply the same --tcp_congestion default).
 line["tcp_congestion"] = tcp[0].get("tcp_congestion", "")
 line["ps_tcp_congestion"] = first.get("tcp_congestion", "")
-# How the client's pulls ran: on copy threads of their own (auto: shards < cores),
+# How the client's pulls ran: on copy threads of their own (auto: shards <= cores),
 # and through fixed HTTP/2 windows of pull_window_bytes (0: gRPC's, grown by probes).
 line["pull_copy_thread"] = first.get("pull_copy_thread")
 line["pull_window_bytes"] = first.get("pull_window_bytes")

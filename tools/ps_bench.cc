@@ -81,7 +81,7 @@ ABSL_FLAG(bool, tcp_peer, false,
 ABSL_FLAG(std::string, pull_copy_thread, "auto",
           "'auto', 'true' or 'false': copy each shard's pulled chunks on a "
           "thread of their own (PsClientOptions::pull_copy_thread; auto: "
-          "when shards < cores).");
+          "when shards <= cores).");
 ABSL_FLAG(std::string, pull_window, "auto",
           "'auto' or bytes: each shard stream's HTTP/2 receive window "
           "(PsClientOptions::pull_window_bytes; 0: gRPC's, grown by its "

@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
   std::unique_ptr<PsClient> c(new PsClient(options, config, task,
                                            std::move(layout), std::move(plan)));
   c->pull_copy_thread_ = options.pull_copy_thread.value_or(
-      static_cast<int>(options.addresses.size()) <
+      static_cast<int>(options.addresses.size()) <=
       static_cast<int>(std::thread::hardware_concurrency()));
   c->pull_window_bytes_ = options.pull_window_bytes.value_or(
       c->pull_copy_thread_ ? 0 : kFixedPullWindowBytes);

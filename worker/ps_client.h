@@ -50,9 +50,9 @@ struct PsClientOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Pull: per shard, a thread of its own copies the received chunks into
   // the parameters while the shard's reading thread goes back to the socket
-  // (common/handoff.h). Unset: when the reading threads, one per shard,
-  // leave a core free (shards < cores); where they do not, the extra
-  // threads only compete with them.
+  // (common/handoff.h). Unset: when there are at most as many shards as
+  // cores (docs/ps.md, Overlap 9); with more, the reading threads alone
+  // keep the cores busy.
   std::optional<bool> pull_copy_thread;
   // HTTP/2 receive window of each shard's stream, in bytes. 0: gRPC's
   // (it grows with its bandwidth-delay probes). Unset: fixed at
