@@ -29,19 +29,25 @@ void ChunkRef::CopyDataTo(void* dst) const {
   }
 }
 
+absl::string_view ChunkRef::Reader::Next(size_t n) {
+  while (piece_ < c_.data.size() && off_ == c_.data[piece_].size()) {
+    ++piece_;  // done, or empty
+    off_ = 0;
+  }
+  if (piece_ == c_.data.size()) return {};
+  const absl::string_view part = c_.data[piece_].substr(off_, n);
+  off_ += part.size();
+  return part;
+}
+
 void ChunkRef::Reader::Read(void* dst, size_t n) {
   char* out = static_cast<char*>(dst);
-  while (n > 0 && piece_ < c_.data.size()) {
-    const absl::string_view p = c_.data[piece_];
-    const size_t take = std::min(n, p.size() - off_);
-    std::memcpy(out, p.data() + off_, take);
-    out += take;
-    n -= take;
-    off_ += take;
-    if (off_ == p.size()) {
-      ++piece_;
-      off_ = 0;
-    }
+  while (n > 0) {
+    const absl::string_view part = Next(n);
+    if (part.empty()) break;
+    std::memcpy(out, part.data(), part.size());
+    out += part.size();
+    n -= part.size();
   }
 }
 
@@ -50,10 +56,11 @@ bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
   size_t left = sizeof(float) * static_cast<size_t>(n);
   size_t at = 0;  // bytes of dst written
   bool ok = true;
-  while (left > 0 && piece_ < c_.data.size()) {
-    const absl::string_view p = c_.data[piece_];
-    const size_t take = std::min(left, p.size() - off_);
-    const char* in = p.data() + off_;
+  while (left > 0) {
+    const absl::string_view part = Next(left);
+    if (part.empty()) break;
+    const size_t take = part.size();
+    const char* in = part.data();
     // [at, at + take) of dst: a partial value at each end, whole ones between.
     // A value split between pieces is checked by the piece that completes it.
     const size_t head = std::min(take, (4 - at % 4) % 4);
@@ -73,11 +80,6 @@ bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
     }
     at += take;
     left -= take;
-    off_ += take;
-    if (off_ == p.size()) {
-      ++piece_;
-      off_ = 0;
-    }
   }
   return ok;
 }

@@ -48,6 +48,9 @@ struct ChunkRef {
     bool ReadFinite(float* dst, int64_t n, bool stream);
 
    private:
+    // The next at most n bytes of the current piece (empty at the end).
+    absl::string_view Next(size_t n);
+
     const ChunkRef& c_;
     size_t piece_ = 0;
     size_t off_ = 0;  // in data[piece_]
