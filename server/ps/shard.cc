@@ -574,11 +574,12 @@ absl::Status ShardCore::AddRowChunk(PushSession* s, const ChunkRef& chunk,
   }
   ChunkRef::Reader reader(chunk);
   std::vector<uint16_t> bf16(elem == 2 ? row : 0);
+  const bool stream = StreamStaging();
   for (size_t k = 0; k < rows.size(); ++k) {
     float* d = dst[k].second;
     bool finite;
     if (elem == 4) {
-      finite = reader.ReadFinite(d, row, StreamStaging());
+      finite = reader.ReadFinite(d, row, stream);
     } else {
       reader.Read(bf16.data(), 2 * row);
       for (int64_t i = 0; i < row; ++i) d[i] = io::Bf16ToF32(bf16[i]);
