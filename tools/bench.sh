@@ -169,7 +169,10 @@ stop_shards() {
 # (--tcp_peer) also times a raw-TCP transfer of the same payload between the
 # push and the pull, and *_ratio_paired_median is the median of the
 # repetitions' ratios (the host's speed moves by several times in phases of
-# seconds, so figures timed apart can differ by that much).
+# seconds, so figures timed apart can differ by that much). A third raw
+# transfer in each repetition copies every read out of a 256 KiB buffer
+# into the destination: copy_out_ratio_paired_median is the most that a
+# transport receiving into buffers of its own, as gRPC does, could reach.
 # Each round times 6 transfers each way (PS_REPS) after 3 that are not
 # (PS_WARMUP): a fresh client
 # process runs its first pulls at a fraction of the speed while its heap
@@ -259,6 +262,20 @@ for k in ("push", "pull"):
     line[f"{k}_ratio_paired_median"] = r3(med(pr))
     line[f"{k}_ratio_paired_quartiles"] = quart(pr)
     line[f"meets_target_{k}"] = med(pr) >= 0.70
+# The ceiling: a raw transfer whose receivers copy every read out of a
+# buffer of their own into the destination (ps_bench --copy_out_bytes),
+# against the plain raw transfer of the same repetition. No transport that
+# receives into its own buffers and copies out of them, as gRPC's callers
+# must, can beat it on this host; *_ratio_vs_copy_out say how near bertps is.
+if "copy_out_ratio_paired" in first:
+    line["copy_out_bytes"] = first["copy_out_bytes"]
+    line["copy_out_gbps_median"] = r3(med([first["bytes"] / ms / 1e6 for o in ours for ms in o["copy_out_ms"]]))
+    co = [x for o in ours for x in o["copy_out_ratio_paired"]]
+    line["copy_out_ratio_paired_median"] = r3(med(co))
+    line["copy_out_ratio_paired_quartiles"] = quart(co)
+    for k in ("push", "pull"):
+        v = [x for o in ours for x in o[k + "_ratio_vs_copy_out_paired"]]
+        line[f"{k}_ratio_vs_copy_out_paired_median"] = r3(med(v))
 line["client_minor_faults_per_push"] = round(med([o["client_minor_faults_per_push"] for o in ours]))
 line["client_minor_faults_per_pull"] = round(med([o["client_minor_faults_per_pull"] for o in ours]))
 # Fastest repetitions only: interference from other jobs only slows runs down,

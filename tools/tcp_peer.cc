@@ -95,6 +95,25 @@ absl::Status ReadAll(int fd, char* base, int64_t ring, int64_t n,
   return absl::OkStatus();
 }
 
+// ReadAll through `bounce`: each read() fills at most the bounce buffer,
+// which is then copied to dst + k.
+absl::Status ReadAllCopyOut(int fd, char* dst, int64_t n,
+                            std::vector<char>& bounce) {
+  const int64_t cap = static_cast<int64_t>(bounce.size());
+  for (int64_t k = 0; k < n;) {
+    const ssize_t r =
+        ::read(fd, bounce.data(), static_cast<size_t>(std::min(n - k, cap)));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Errno("read");
+    }
+    if (r == 0) return absl::DataLossError("peer closed the connection early");
+    std::memcpy(dst + k, bounce.data(), static_cast<size_t>(r));
+    k += r;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetBuffers(int fd, int bytes) {
   if (bytes <= 0) return absl::OkStatus();
   if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0 ||
@@ -109,10 +128,14 @@ absl::Status SetBuffers(int fd, int bytes) {
 absl::StatusOr<std::unique_ptr<RawTcpPeer>> RawTcpPeer::Create(
     const TcpPeerOptions& options) {
   if (options.bytes <= 0 || options.streams < 1 || options.write_bytes <= 0 ||
-      options.buffer_bytes < 0) {
+      options.buffer_bytes < 0 || options.copy_out_bytes < 0) {
     return absl::InvalidArgumentError(
         "raw TCP peer: bytes, streams and write_bytes must be positive, "
-        "buffer_bytes not negative");
+        "buffer_bytes and copy_out_bytes not negative");
+  }
+  if (options.copy_out_bytes > 0 && options.buffer_bytes > 0) {
+    return absl::InvalidArgumentError(
+        "raw TCP peer: copy_out_bytes needs flat buffers (buffer_bytes 0)");
   }
   std::unique_ptr<RawTcpPeer> p(new RawTcpPeer(options));
   const int streams = options.streams;
@@ -130,6 +153,9 @@ absl::StatusOr<std::unique_ptr<RawTcpPeer>> RawTcpPeer::Create(
   p->src_.resize(buffer);
   p->dst_.assign(buffer, 0);
   for (int64_t i = 0; i < buffer; ++i) p->src_[i] = static_cast<char>(i * 131);
+  if (options.copy_out_bytes > 0) {
+    p->bounce_.assign(streams, std::vector<char>(options.copy_out_bytes, 0));
+  }
   p->send_fd_.assign(streams, -1);
   p->recv_fd_.assign(streams, -1);
   for (int s = 0; s < streams; ++s) {
@@ -179,7 +205,9 @@ void RawTcpPeer::Work(int s, bool send) {
     }
     absl::Status st =
         send ? WriteAll(fd, src_.data() + base, ring, n, options_.write_bytes)
-             : ReadAll(fd, dst_.data() + base, ring, n, options_.write_bytes);
+        : bounce_.empty()
+            ? ReadAll(fd, dst_.data() + base, ring, n, options_.write_bytes)
+            : ReadAllCopyOut(fd, dst_.data() + base, n, bounce_[s]);
     // A failed end shuts its socket: the other end (in this process) then
     // fails too instead of waiting forever.
     if (!st.ok()) ::shutdown(fd, SHUT_RDWR);

@@ -37,6 +37,14 @@ struct TcpPeerOptions {
   // this size (cache-resident, as iperf3 does).
   int64_t buffer_bytes = 0;
   int sockbuf = 0;  // SO_SNDBUF/SO_RCVBUF bytes (0: kernel autotuning)
+  // 0: the receiver reads straight into the destination. > 0 (flat buffers
+  // only): each receiver reads into a buffer of its own of this size and
+  // copies every read into the destination, as any transport must that
+  // receives into its own buffers and hands the bytes to a caller's memory
+  // (gRPC does). With no framing, parsing or thread handoff, it is the
+  // fastest such a transport can be: its ratio to the plain peer is the
+  // ceiling of bertps's ratio on this host.
+  int64_t copy_out_bytes = 0;
   // Congestion control of both ends of every connection (empty: the
   // system's default).
   std::string congestion;
@@ -68,6 +76,7 @@ class RawTcpPeer {
   const TcpPeerOptions options_;
   std::vector<int64_t> begin_;  // (streams + 1) payload offset of stream s
   std::vector<char> src_, dst_;
+  std::vector<std::vector<char>> bounce_;  // per stream, with copy_out_bytes
   std::vector<int> send_fd_, recv_fd_;
   std::vector<std::thread> threads_;
 

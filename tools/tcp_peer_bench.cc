@@ -48,6 +48,10 @@ ABSL_FLAG(int64_t, buffer_bytes, 0,
           "gradient and parameters); > 0: each stream cycles through a buffer "
           "of this size (cache-resident, as iperf3 does).");
 ABSL_FLAG(int, sockbuf, 0, "SO_SNDBUF/SO_RCVBUF bytes (0: kernel autotuning).");
+ABSL_FLAG(int64_t, copy_out_bytes, 0,
+          "0: receive straight into the destination; > 0: receive into a "
+          "buffer of this size and copy each read into the destination, as "
+          "a transport with its own receive buffers must.");
 
 namespace {
 
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
   o.write_bytes = absl::GetFlag(FLAGS_write_bytes);
   o.buffer_bytes = absl::GetFlag(FLAGS_buffer_bytes);
   o.sockbuf = absl::GetFlag(FLAGS_sockbuf);
+  o.copy_out_bytes = absl::GetFlag(FLAGS_copy_out_bytes);
   o.congestion = bertps::TcpCongestionForTarget("127.0.0.1");
   const int reps = absl::GetFlag(FLAGS_reps);
   const int warmup = absl::GetFlag(FLAGS_warmup);
@@ -104,6 +109,7 @@ int main(int argc, char** argv) {
   j["buffers"] = o.buffer_bytes > 0 ? "ring" : "flat";
   if (o.buffer_bytes > 0) j["buffer_bytes"] = o.buffer_bytes;
   j["sockbuf"] = o.sockbuf;
+  if (o.copy_out_bytes > 0) j["copy_out_bytes"] = o.copy_out_bytes;
   j["tcp_congestion"] = o.congestion;
   j["reps"] = reps;
   j["gbps_median"] = Median(gbps);

@@ -38,6 +38,20 @@ TEST(RawTcpPeerTest, RingBuffersAndSmallSocketBuffers) {
   EXPECT_TRUE((*peer)->Verify());
 }
 
+TEST(RawTcpPeerTest, CopyOutDeliversEveryByte) {
+  for (int64_t bounce : {int64_t{1000}, int64_t{64} << 10, int64_t{8} << 20}) {
+    TcpPeerOptions o;
+    o.bytes = (2 << 20) + 777;
+    o.streams = 2;
+    o.write_bytes = 96 << 10;
+    o.copy_out_bytes = bounce;
+    auto peer = RawTcpPeer::Create(o);
+    ASSERT_TRUE(peer.ok()) << peer.status();
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE((*peer)->Transfer().ok());
+    EXPECT_TRUE((*peer)->Verify()) << "bounce buffer of " << bounce;
+  }
+}
+
 TEST(RawTcpPeerTest, RejectsBadOptions) {
   TcpPeerOptions o;
   o.bytes = 0;
@@ -49,6 +63,14 @@ TEST(RawTcpPeerTest, RejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
   o.streams = 1;
   o.write_bytes = 0;
+  EXPECT_EQ(RawTcpPeer::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.write_bytes = 4096;
+  o.copy_out_bytes = -1;
+  EXPECT_EQ(RawTcpPeer::Create(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.copy_out_bytes = 4096;  // needs flat buffers
+  o.buffer_bytes = 4096;
   EXPECT_EQ(RawTcpPeer::Create(o).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
