@@ -171,8 +171,9 @@ stop_shards() {
 # repetitions' ratios (the host's speed moves by several times in phases of
 # seconds, so figures timed apart can differ by that much). A third raw
 # transfer in each repetition copies every read out of a 256 KiB buffer
-# into the destination: copy_out_ratio_paired_median is the most that a
-# transport receiving into buffers of its own, as gRPC does, could reach.
+# into the destination: copy_out_ratio_paired_median is, in practice, the
+# most that a transport receiving into buffers of its own (as gRPC does)
+# reaches on this host.
 # Each round times 6 transfers each way (PS_REPS) after 3 that are not
 # (PS_WARMUP): a fresh client
 # process runs its first pulls at a fraction of the speed while its heap
@@ -264,9 +265,10 @@ for k in ("push", "pull"):
     line[f"meets_target_{k}"] = med(pr) >= 0.70
 # The ceiling: a raw transfer whose receivers copy every read out of a
 # buffer of their own into the destination (ps_bench --copy_out_bytes),
-# against the plain raw transfer of the same repetition. No transport that
+# against the plain raw transfer of the same repetition: a transport that
 # receives into its own buffers and copies out of them, as gRPC's callers
-# must, can beat it on this host; *_ratio_vs_copy_out say how near bertps is.
+# must, with none of gRPC's other work. It bounds in practice what bertps's
+# ratio can reach on this host; *_ratio_vs_copy_out say how near bertps is.
 if "copy_out_ratio_paired" in first:
     line["copy_out_bytes"] = first["copy_out_bytes"]
     line["copy_out_gbps_median"] = r3(med([first["bytes"] / ms / 1e6 for o in ours for ms in o["copy_out_ms"]]))

@@ -16,11 +16,11 @@
 // repetition's push and pull are divided by it (*_ratio_paired). With
 // --copy_out_bytes (the default) a second raw transfer follows it, whose
 // receivers read into a buffer of that size and copy each read into the
-// destination (tools/tcp_peer.h, copy_out_bytes): the fastest a transport
-// can be that, like gRPC, receives into buffers of its own and hands the
-// bytes on by a copy. Its ratio to the plain raw transfer
-// (copy_out_ratio_paired) is the ceiling of bertps's ratio on this host;
-// *_ratio_vs_copy_out_paired say how near bertps comes to it.
+// destination (tools/tcp_peer.h, copy_out_bytes): a transport that, like
+// gRPC, receives into buffers of its own and hands the bytes on by a copy,
+// with none of gRPC's other work. Its ratio to the plain raw transfer
+// (copy_out_ratio_paired) bounds in practice what bertps's ratio can reach
+// on this host; *_ratio_vs_copy_out_paired say how near bertps comes to it.
 // optimizer_ms = median(push applied) - median(push): what the shard's
 // update (with its norm pass, aggregation copy and snapshot publication)
 // adds to a push. For reference the bare update kernels (SGD and BERT's

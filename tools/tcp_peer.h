@@ -1,8 +1,9 @@
 // RawTcpPeer: the raw-TCP peer of the parameter-server transport benchmark.
 // It moves a payload over 127.0.0.1 with nothing but large send()/read()
-// calls between two flat buffers (no framing, no serialisation, no copies
-// besides the kernel's): one receiver and one sender thread per stream, the
-// payload split into equal parts, one per stream (S shards: S streams).
+// calls between two flat buffers (no framing, no serialisation, and no
+// copies besides the kernel's unless copy_out_bytes asks for one): one
+// receiver and one sender thread per stream, the payload split into equal
+// parts, one per stream (S shards: S streams).
 // Connections are opened once and reused by every transfer, as a
 // parameter-server client reuses its channels.
 //
@@ -41,9 +42,9 @@ struct TcpPeerOptions {
   // only): each receiver reads into a buffer of its own of this size and
   // copies every read into the destination, as any transport must that
   // receives into its own buffers and hands the bytes to a caller's memory
-  // (gRPC does). With no framing, parsing or thread handoff, it is the
-  // fastest such a transport can be: its ratio to the plain peer is the
-  // ceiling of bertps's ratio on this host.
+  // (gRPC does). It has no framing, parsing or thread handoff, so its ratio
+  // to the plain peer bounds in practice what bertps's ratio can reach on
+  // this host.
   int64_t copy_out_bytes = 0;
   // Congestion control of both ends of every connection (empty: the
   // system's default).
@@ -76,7 +77,8 @@ class RawTcpPeer {
   const TcpPeerOptions options_;
   std::vector<int64_t> begin_;  // (streams + 1) payload offset of stream s
   std::vector<char> src_, dst_;
-  std::vector<std::vector<char>> bounce_;  // per stream, with copy_out_bytes
+  // Per stream with copy_out_bytes; each used by its stream's receiver only.
+  std::vector<std::vector<char>> bounce_;
   std::vector<int> send_fd_, recv_fd_;
   std::vector<std::thread> threads_;
 
