@@ -79,36 +79,25 @@ absl::Status WriteAll(int fd, const char* base, int64_t ring, int64_t n,
   return absl::OkStatus();
 }
 
+// Reads n bytes into base[k % ring] for byte k. With a bounce buffer each
+// read() lands there (at most its size) and is then copied into place.
 absl::Status ReadAll(int fd, char* base, int64_t ring, int64_t n,
-                     int64_t chunk) {
+                     int64_t chunk, std::vector<char>* bounce) {
   for (int64_t k = 0; k < n;) {
     const int64_t at = k % ring;
-    const int64_t len = std::min({n - k, chunk, ring - at});
-    const ssize_t r = ::read(fd, base + at, static_cast<size_t>(len));
+    int64_t len = std::min({n - k, chunk, ring - at});
+    char* into = base + at;
+    if (bounce != nullptr) {
+      len = std::min(len, static_cast<int64_t>(bounce->size()));
+      into = bounce->data();
+    }
+    const ssize_t r = ::read(fd, into, static_cast<size_t>(len));
     if (r < 0) {
       if (errno == EINTR) continue;
       return Errno("read");
     }
     if (r == 0) return absl::DataLossError("peer closed the connection early");
-    k += r;
-  }
-  return absl::OkStatus();
-}
-
-// ReadAll through `bounce`: each read() fills at most the bounce buffer,
-// which is then copied to dst + k.
-absl::Status ReadAllCopyOut(int fd, char* dst, int64_t n,
-                            std::vector<char>& bounce) {
-  const int64_t cap = static_cast<int64_t>(bounce.size());
-  for (int64_t k = 0; k < n;) {
-    const ssize_t r =
-        ::read(fd, bounce.data(), static_cast<size_t>(std::min(n - k, cap)));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Errno("read");
-    }
-    if (r == 0) return absl::DataLossError("peer closed the connection early");
-    std::memcpy(dst + k, bounce.data(), static_cast<size_t>(r));
+    if (bounce != nullptr) std::memcpy(base + at, into, static_cast<size_t>(r));
     k += r;
   }
   return absl::OkStatus();
@@ -205,9 +194,8 @@ void RawTcpPeer::Work(int s, bool send) {
     }
     absl::Status st =
         send ? WriteAll(fd, src_.data() + base, ring, n, options_.write_bytes)
-        : bounce_.empty()
-            ? ReadAll(fd, dst_.data() + base, ring, n, options_.write_bytes)
-            : ReadAllCopyOut(fd, dst_.data() + base, n, bounce_[s]);
+             : ReadAll(fd, dst_.data() + base, ring, n, options_.write_bytes,
+                       bounce_.empty() ? nullptr : &bounce_[s]);
     // A failed end shuts its socket: the other end (in this process) then
     // fails too instead of waiting forever.
     if (!st.ok()) ::shutdown(fd, SHUT_RDWR);

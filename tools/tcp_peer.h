@@ -39,8 +39,9 @@ struct TcpPeerOptions {
   int64_t buffer_bytes = 0;
   int sockbuf = 0;  // SO_SNDBUF/SO_RCVBUF bytes (0: kernel autotuning)
   // 0: the receiver reads straight into the destination. > 0 (flat buffers
-  // only): each receiver reads into a buffer of its own of this size and
-  // copies every read into the destination, as any transport must that
+  // only): each receiver reads into a buffer of its own of this size (reads
+  // of at most this and write_bytes) and copies every read into the
+  // destination, as any transport must that
   // receives into its own buffers and hands the bytes to a caller's memory
   // (gRPC does). It has no framing, parsing or thread handoff, so its ratio
   // to the plain peer bounds in practice what bertps's ratio can reach on
