@@ -271,7 +271,7 @@ for k in ("push", "pull"):
 # ratio can reach on this host; *_ratio_vs_copy_out say how near bertps is.
 if "copy_out_ratio_paired" in first:
     line["copy_out_bytes"] = first["copy_out_bytes"]
-    line["copy_out_gbps_median"] = r3(med([first["bytes"] / ms / 1e6 for o in ours for ms in o["copy_out_ms"]]))
+    line["copy_out_gbps_median"] = r3(med(gbps("copy_out")))
     co = [x for o in ours for x in o["copy_out_ratio_paired"]]
     line["copy_out_ratio_paired_median"] = r3(med(co))
     line["copy_out_ratio_paired_quartiles"] = quart(co)
