@@ -332,6 +332,15 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   } else {
     rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
   }
+  if (!std::isfinite(r.loss) || !std::isfinite(rep.loss)) {
+    // The shards would refuse the gradient anyway; say why here, before the
+    // push completes, so nothing of this step is applied.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "step ", step, ": the loss of worker ", options_.worker,
+        "'s batch is not finite (", rep.loss,
+        "): the parameters or the learning rate diverged (or the initial "
+        "weights hold NaN/Inf); nothing of this step was applied"));
+  }
   for (int32_t m : batch_.input_mask) rep.tokens += m;
   const auto t3 = Clock::now();
   if (overlap) {
@@ -377,8 +386,10 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
       sq += optim::GradSquaredSum(model_->grads() + p.offset, p.size);
     }
     if (!std::isfinite(sq)) {
-      return absl::InternalError(absl::StrCat(
-          "step ", step, ": the gradient is not finite (loss ", r.loss, ")"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "step ", step, ": the gradient of worker ", options_.worker,
+          "'s batch is not finite (loss ", r.loss,
+          "); nothing of this step was applied"));
     }
     header.set_grad_sq_sum(sq);
     ASSIGN_OR_RETURN(rep.version, client_->Push(header, model_->grads()));

@@ -262,5 +262,35 @@ TEST_F(Distributed, WorkerFailsFastOnAMissingShard) {
       << tw.status();
 }
 
+// A learning rate of 1e30 is finite, so the job is valid, but the first
+// update sends the weights to +-1e30 and the next loss is not finite: the
+// worker fails that step with the reason, and the shards apply nothing of
+// it (BSP streams the push during backward; ASP pushes once at the end).
+TEST_F(Distributed, ANonFiniteLossFailsTheStepAndAppliesNothing) {
+  for (ConsistencyMode mode : {BSP, ASP}) {
+    ps::ShardOptions so = ShardOpts(1, mode);
+    so.optimizer.learning_rate = 1e30;
+    so.optimizer.warmup_steps = 0;
+    Cluster c = StartCluster(2, so);
+    TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
+    auto tw = TrainWorker::Create(o);
+    ASSERT_TRUE(tw.ok()) << tw.status();
+    absl::Status st = (*tw)->Run();
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+    EXPECT_NE(st.message().find("step 1: the loss of worker 0's batch is not "
+                                "finite"),
+              std::string::npos)
+        << st;
+    PsClientOptions po;
+    po.addresses = c.addresses;
+    auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+    for (const auto& s : *client->Stats()) {
+      EXPECT_EQ(s.version(), 1) << ConsistencyMode_Name(mode);
+      EXPECT_EQ(s.pushes_applied(), 1) << ConsistencyMode_Name(mode);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bertps

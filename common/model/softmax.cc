@@ -13,6 +13,20 @@ using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using CArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// The index of the first maximum of row[0, c), as numpy's argmax: a NaN
+// counts as larger than every number, so a row with a NaN gives its first
+// NaN. Never reads outside the row, whatever the values.
+template <typename T>
+int64_t FirstArgMax(const T* row, int64_t c) {
+  int64_t best = 0;
+  if (std::isnan(row[0])) return 0;
+  for (int64_t j = 1; j < c; ++j) {
+    if (std::isnan(row[j])) return j;
+    if (row[j] > row[best]) best = j;
+  }
+  return best;
+}
+
 }  // namespace
 
 template <typename T>
@@ -60,8 +74,7 @@ XentResult SoftmaxCrossEntropy(T* logits, const T* bias,
     const double w = weights ? static_cast<double>(weights[r]) : 1.0;
     const T mx = row.maxCoeff();
     if (argmax != nullptr) {
-      int64_t best = 0;
-      while (row[best] != mx) ++best;  // first maximum, as argmax does
+      const int64_t best = FirstArgMax(row.data(), c);
       argmax[r] = static_cast<int32_t>(best);
       hit[r] = best == label && w > 0;
     } else {

@@ -366,6 +366,31 @@ TEST(SoftmaxCrossEntropy, ArgmaxTakesFirstMaximum) {
       1e-5);
 }
 
+// Non-finite logits (NaN weights, a diverged step) never send the argmax
+// outside its row: a NaN counts as the maximum (numpy's argmax), +Inf is an
+// ordinary maximum, and the loss comes out non-finite for the caller to
+// refuse. The NaN rows come last, so a scan past the row would leave the
+// buffer.
+TEST(SoftmaxCrossEntropy, ArgmaxStaysInTheRowOnNonFiniteLogits) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (double grad_scale : {0.0, 0.5}) {
+    std::vector<float> logits = {1,   inf, 2,   -inf,  //
+                                 3,   1,   nan, 5,     //
+                                 nan, nan, nan, nan};
+    const std::vector<int32_t> labels = {1, 3, 0};
+    std::vector<int32_t> argmax(3, -1);
+    const XentResult r = SoftmaxCrossEntropy<float>(
+        logits.data(), nullptr, labels.data(), nullptr, 3, 4, grad_scale,
+        argmax.data());
+    EXPECT_EQ(argmax[0], 1);
+    EXPECT_EQ(argmax[1], 2);
+    EXPECT_EQ(argmax[2], 0);
+    EXPECT_FALSE(std::isfinite(r.weighted_nll));
+    EXPECT_EQ(r.weight, 3.0);
+  }
+}
+
 // A fused bias (C) gives the results of adding it to every row first.
 template <typename T>
 void CheckXentBias(double rtol) {

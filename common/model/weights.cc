@@ -1,6 +1,8 @@
 #include "common/model/weights.h"
 
+#include <cmath>
 #include <map>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -69,6 +71,21 @@ absl::StatusOr<WeightsReport> LoadBertWeights(const std::string& path,
     return absl::NotFoundError(absl::StrCat(
         path, ": missing tensor ", spec.name, " (", source.size(), " of ",
         layout.tensors().size(), " found)"));
+  }
+  // Non-finite values are refused with the tensor's name, before anything
+  // is written (one tensor at a time through a scratch buffer).
+  std::vector<float> scratch;
+  for (const auto& [canon, file_name] : source) {
+    const ParamSpec* spec = layout.Find(canon);
+    scratch.resize(static_cast<size_t>(spec->size));
+    RETURN_IF_ERROR(reader.ReadF32(file_name, scratch.data(), spec->size));
+    for (int64_t i = 0; i < spec->size; ++i) {
+      if (!std::isfinite(scratch[i])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": tensor ", file_name, " holds a non-finite value (",
+            scratch[i], ") at element ", i, " of ", spec->size));
+      }
+    }
   }
   for (const auto& [canon, file_name] : source) {
     const ParamSpec* spec = layout.Find(canon);

@@ -1,6 +1,7 @@
 #include "common/model/weights.h"
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,36 @@ TEST(Weights, ShapeMismatchIsAnErrorAndWritesNothing) {
             std::string::npos)
       << report.status();
   for (float v : back) ASSERT_EQ(v, -1);
+}
+
+// A NaN or Inf anywhere (here in the last tensor written) is refused with the
+// tensor's name and the element, and nothing is written.
+TEST(Weights, NonFiniteValuesAreRefusedByNameAndWriteNothing) {
+  BertConfig c = Small();
+  ParamLayout layout = ParamLayout::ForBert(c, BertTask::kPretrain);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    std::vector<float> w(layout.total_size(), 0.25f);
+    const ParamSpec* q =
+        layout.Find("bert.encoder.layer.0.attention.self.query.bias");
+    ASSERT_NE(q, nullptr);
+    w[q->offset + 1] = bad;
+    const std::string path = TempPath("nan.safetensors");
+    ASSERT_TRUE(SaveBertWeights(path, layout, w.data(), &c).ok());
+    std::vector<float> back(layout.total_size(), -1);
+    auto report =
+        LoadBertWeights(path, layout, AllowMissing::kNone, back.data());
+    ASSERT_FALSE(report.ok());
+    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(report.status().message().find(
+                  "attention.self.query.bias holds a non-finite value"),
+              std::string::npos)
+        << report.status();
+    EXPECT_NE(report.status().message().find("at element 1 of 4"),
+              std::string::npos)
+        << report.status();
+    for (float v : back) ASSERT_EQ(v, -1);
+  }
 }
 
 }  // namespace
