@@ -1,7 +1,5 @@
 #include "common/security.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -9,6 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/io/file_util.h"
+#include "common/status.h"
 #include "common/tcp_tuning.h"
 #include "glog/logging.h"
 #include "grpcpp/create_channel.h"
@@ -44,18 +44,10 @@ constexpr char kRoleProperty[] = "bertps.role";
 
 absl::StatusOr<std::string> ReadFlagFile(const char* flag,
                                          const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("--", flag, ": cannot read ", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(
-        absl::StrCat("--", flag, ": error reading ", path));
-  }
-  return ss.str();
+  // PEM files and token lists: a MiB is far more than any of them needs.
+  absl::StatusOr<std::string> text = io::ReadFileToString(path, 1 << 20);
+  if (!text.ok()) return Annotate(text.status(), absl::StrCat("--", flag));
+  return text;
 }
 
 // Checks the token of each call before its handler runs.

@@ -1,13 +1,16 @@
 #include "common/io/bert_example.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/file_util.h"
 #include "common/status.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -291,6 +294,23 @@ void AppendExample(const ClassifyExample& e, BertBatch* b) {
   ++b->batch;
 }
 
+namespace {
+
+// glob()'s error callback has no user data: the first failing directory of
+// this thread's current glob() call.
+thread_local std::string glob_error_path;
+thread_local int glob_error_errno = 0;
+
+int OnGlobError(const char* path, int err) {
+  if (glob_error_path.empty()) {
+    glob_error_path = path;
+    glob_error_errno = err;
+  }
+  return 1;  // stop: GLOB_ERR
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> MatchShardFiles(
     const std::vector<std::string>& patterns, int shard, int num_shards) {
   if (num_shards < 1 || shard < 0 || shard >= num_shards) {
@@ -303,19 +323,41 @@ absl::StatusOr<std::vector<std::string>> MatchShardFiles(
   std::vector<std::string> all;
   for (const std::string& pattern : patterns) {
     glob_t g;
-    const int rc = glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+    glob_error_path.clear();
+    glob_error_errno = 0;
+    const int rc = glob(pattern.c_str(), GLOB_ERR, &OnGlobError, &g);
     if (rc == GLOB_NOMATCH) {
       globfree(&g);
       return absl::NotFoundError(
           absl::StrCat("input pattern \"", pattern, "\" matches no files"));
     }
+    if (rc == GLOB_ABORTED && !glob_error_path.empty()) {
+      globfree(&g);
+      return ErrnoStatus(glob_error_errno,
+                         absl::StrCat("input pattern \"", pattern,
+                                      "\": cannot read directory"),
+                         glob_error_path);
+    }
     if (rc != 0) {
       globfree(&g);
       return absl::InternalError(absl::StrCat(
-          "glob of input pattern \"", pattern, "\" failed (code ", rc, ")"));
+          "glob of input pattern \"", pattern, "\" failed (",
+          rc == GLOB_NOSPACE ? "out of memory" : "read error", ")"));
     }
     for (size_t i = 0; i < g.gl_pathc; ++i) all.emplace_back(g.gl_pathv[i]);
     globfree(&g);
+  }
+  for (const std::string& f : all) {
+    // Only regular files: a FIFO or a device matched by a pattern would
+    // block or never end when read.
+    struct stat st;
+    if (stat(f.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", f);
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input file ", f, " is not a regular file (",
+          S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, device or socket",
+          ")"));
+    }
   }
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());

@@ -311,6 +311,28 @@ TEST(ExampleStreamTest, CorruptFileErrorNamesFile) {
   EXPECT_THAT(r.status().message(), HasSubstr("c.tfrecord"));
 }
 
+// A pattern matching a FIFO is refused at once (reading it would block),
+// and a missing directory names the directory and the reason.
+TEST(ExampleStreamTest, SpecialFilesAndMissingDirectoriesAreRefused) {
+  const std::string dir = TempDir("special");
+  WriteFile(dir + "/a.tfrecord", {"x"});
+  ASSERT_EQ(mkfifo((dir + "/b.tfrecord").c_str(), 0600), 0);
+  auto files = MatchShardFiles({dir + "/*.tfrecord"});
+  ASSERT_FALSE(files.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(files.status())) << files.status();
+  EXPECT_THAT(files.status().message(),
+              HasSubstr("b.tfrecord is not a regular file (a FIFO"));
+  EXPECT_FALSE(ExampleStream::Open({dir + "/*.tfrecord"}).ok());
+  auto dev = MatchShardFiles({"/dev/zero"});
+  ASSERT_FALSE(dev.ok());
+  EXPECT_THAT(dev.status().message(), HasSubstr("/dev/zero is not a regular"));
+  auto missing = MatchShardFiles({dir + "/no-such-dir/*.tfrecord"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("cannot read directory " + dir + "/no-such-dir"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("No such file"));
+}
+
 TEST(ExampleStreamTest, ShardingPicksDisjointFiles) {
   const std::string dir = TempDir("shards");
   std::vector<std::string> names;

@@ -27,8 +27,22 @@ absl::Status ErrnoStatus(int err, absl::string_view what,
   }
 }
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+const char* FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+absl::StatusOr<int> OpenRegularFile(const std::string& path, int64_t* size) {
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus(errno, "open", path);
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -36,8 +50,30 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
     close(fd);
     return ErrnoStatus(err, "fstat", path);
   }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is ", FileKind(st.st_mode), ", not a regular file"));
+  }
+  // Regular files ignore O_NONBLOCK; clear it all the same.
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  if (size != nullptr) *size = static_cast<int64_t>(st.st_size);
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path,
+                                             int64_t max_bytes) {
+  int64_t size = 0;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+  if (size > max_bytes) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is ", size, " bytes, over the limit of ",
+                     max_bytes, " bytes for this file"));
+  }
   std::string data;
-  data.resize(static_cast<size_t>(st.st_size));
+  data.resize(static_cast<size_t>(size));
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = pread(fd, &data[done], data.size() - done, done);

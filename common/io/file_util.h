@@ -9,6 +9,7 @@
 #ifndef BERTPS_COMMON_IO_FILE_UTIL_H_
 #define BERTPS_COMMON_IO_FILE_UTIL_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,8 +25,21 @@ namespace io {
 absl::Status ErrnoStatus(int err, absl::string_view what,
                          absl::string_view path);
 
-// Reads the whole file.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+// The largest file ReadFileToString reads unless told otherwise.
+inline constexpr int64_t kMaxReadFileBytes = int64_t{64} << 30;
+
+// Opens `path` read-only and returns its descriptor (the caller closes it),
+// refusing with InvalidArgument anything but a regular file: a FIFO (opened
+// without blocking, then refused), a device such as /dev/zero, a directory
+// or a socket. `size` (may be null) gets the file's size.
+absl::StatusOr<int> OpenRegularFile(const std::string& path,
+                                    int64_t* size = nullptr);
+
+// Reads the whole of a regular file (see OpenRegularFile) of at most
+// `max_bytes`; a larger one is refused with InvalidArgument naming both
+// sizes, before anything is allocated.
+absl::StatusOr<std::string> ReadFileToString(
+    const std::string& path, int64_t max_bytes = kMaxReadFileBytes);
 
 // Writes all of `data` to fd (retrying short writes and EINTR).
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path);

@@ -127,8 +127,7 @@ TFRecordReader::TFRecordReader(std::string path, int fd)
 
 absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::Open(
     const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
   return std::unique_ptr<TFRecordReader>(new TFRecordReader(path, fd));
 }
 

@@ -1,9 +1,8 @@
 #include "common/model/bert_config.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/io/file_util.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
 
@@ -145,11 +144,9 @@ absl::StatusOr<BertConfig> ParseBertConfig(absl::string_view json_text) {
 }
 
 absl::StatusOr<BertConfig> LoadBertConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<BertConfig> c = ParseBertConfig(ss.str());
+  ASSIGN_OR_RETURN(const std::string text,
+                   io::ReadFileToString(path, kMaxConfigFileBytes));
+  absl::StatusOr<BertConfig> c = ParseBertConfig(text);
   if (!c.ok()) return Annotate(c.status(), path);
   return c;
 }

@@ -45,6 +45,10 @@ struct BertConfig {
 // Parses config.json text; unknown keys are ignored, missing keys keep the
 // defaults above (bert-base), wrong types are errors naming the key.
 absl::StatusOr<BertConfig> ParseBertConfig(absl::string_view json_text);
+// The largest config.json read (Hugging Face's are ~1 KiB; id2label maps of
+// many classes stay far below this).
+inline constexpr int64_t kMaxConfigFileBytes = 1 << 20;
+
 absl::StatusOr<BertConfig> LoadBertConfig(const std::string& path);
 
 // Presets of the BERT release: tiny (L2/H128), mini (L4/H256), small (L4/H512),

@@ -68,5 +68,15 @@ TEST(BertConfig, Presets) {
   EXPECT_FALSE(PresetBertConfig("huge").ok());
 }
 
+TEST(BertConfig, SpecialFilesAreRefused) {
+  for (const char* spec : {"/dev/zero", "/dev/urandom", "/"}) {
+    auto c = ResolveBertConfig(spec);
+    ASSERT_FALSE(c.ok()) << spec;
+    EXPECT_NE(c.status().message().find("not a regular file"),
+              std::string::npos)
+        << c.status();
+  }
+}
+
 }  // namespace
 }  // namespace bertps

@@ -1,5 +1,7 @@
 #include "common/text/vocab_builder.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -374,6 +376,11 @@ absl::StatusOr<std::vector<std::string>> BuildWordPieceVocab(
   absl::flat_hash_map<std::string, int64_t> counts;
   std::string line;
   for (const std::string& path : files) {
+    {
+      // Only regular files: a FIFO or a device would never end.
+      ASSIGN_OR_RETURN(const int fd, io::OpenRegularFile(path));
+      close(fd);
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) return io::ErrnoStatus(errno, "open", path);
     while (std::getline(in, line)) {

@@ -1,11 +1,10 @@
 #include "server/coordinator/job_spec.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/io/file_util.h"
 #include "common/status.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -304,11 +303,9 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text) {
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  absl::StatusOr<JobSpec> spec = ParseJobSpec(ss.str());
+  ASSIGN_OR_RETURN(const std::string text,
+                   io::ReadFileToString(path, kMaxJobSpecFileBytes));
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text);
   if (!spec.ok()) return Annotate(spec.status(), path);
   return spec;
 }

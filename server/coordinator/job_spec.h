@@ -17,6 +17,10 @@ namespace bertps {
 // JSON when the text starts with '{' (after white space), else text format.
 // Unknown fields are errors. Defaults are applied, then Validate runs.
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text);
+// The largest job spec file read (a spec is a few KiB; names, globs and
+// paths are bounded far below this).
+inline constexpr int64_t kMaxJobSpecFileBytes = 1 << 20;
+
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 
 // Fills unset fields with their defaults (batch 32, 1 shard, 1 worker, ...).

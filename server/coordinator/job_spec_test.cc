@@ -67,5 +67,18 @@ TEST(JobSpec, BadSpecsNameTheField) {
   }
 }
 
+// A spec path that is a device or a directory is refused by name, without
+// reading it (/dev/zero used to be read until memory ran out).
+TEST(JobSpec, SpecialFilesAreRefused) {
+  for (const char* path : {"/dev/zero", "/dev/null", "/tmp"}) {
+    auto s = LoadJobSpec(path);
+    ASSERT_FALSE(s.ok()) << path;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("not a regular file"),
+              std::string::npos)
+        << s.status();
+  }
+}
+
 }  // namespace
 }  // namespace bertps
