@@ -60,6 +60,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/io/bert_example.h"
 #include "common/kernels/threads.h"
@@ -372,6 +373,42 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s\n", kUsage);
     return 2;
   }
+  bertps::FlagChecks checks("bert_local");
+  const int max_seq = absl::GetFlag(FLAGS_max_seq_length);
+  checks.Range("threads", absl::GetFlag(FLAGS_threads), 1, 256)
+      .Range("steps", absl::GetFlag(FLAGS_steps), 1, int64_t{1} << 40)
+      .Range("log_every", absl::GetFlag(FLAGS_log_every), 1, int64_t{1} << 40)
+      .Range("warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0,
+             int64_t{1} << 40)
+      .RealRange("lr", absl::GetFlag(FLAGS_lr), 0, 1e6)
+      .RealRange("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0, 1e6)
+      .RealRange("clip_norm", absl::GetFlag(FLAGS_clip_norm), -1e30, 1e30)
+      .Range("num_output_files", absl::GetFlag(FLAGS_num_output_files), 1,
+             100000)
+      .Range("max_seq_length", max_seq, 4, 1 << 16)
+      .Range("max_predictions_per_seq",
+             absl::GetFlag(FLAGS_max_predictions_per_seq), 0, max_seq)
+      .Range("dupe_factor", absl::GetFlag(FLAGS_dupe_factor), 1, 1000)
+      .RealRange("masked_lm_prob", absl::GetFlag(FLAGS_masked_lm_prob), 0, 1)
+      .RealRange("short_seq_prob", absl::GetFlag(FLAGS_short_seq_prob), 0, 1)
+      .RealRange("dev_fraction", absl::GetFlag(FLAGS_dev_fraction), 0, 1)
+      .RealRange("test_fraction", absl::GetFlag(FLAGS_test_fraction), 0, 1)
+      .RealRange("near_threshold", absl::GetFlag(FLAGS_near_threshold), 0, 1)
+      .Range("min_chars", absl::GetFlag(FLAGS_min_chars), 0, 1 << 30)
+      .Range("max_chars", absl::GetFlag(FLAGS_max_chars), 0, 1 << 30)
+      .Range("min_words", absl::GetFlag(FLAGS_min_words), 0, 1 << 30)
+      .Range("num_aug", absl::GetFlag(FLAGS_num_aug), 0, 1000)
+      .RealRange("alpha_sr", absl::GetFlag(FLAGS_alpha_sr), 0, 1)
+      .RealRange("alpha_ri", absl::GetFlag(FLAGS_alpha_ri), 0, 1)
+      .RealRange("alpha_rs", absl::GetFlag(FLAGS_alpha_rs), 0, 1)
+      .RealRange("p_rd", absl::GetFlag(FLAGS_p_rd), 0, 1)
+      .Range("vocab_size", absl::GetFlag(FLAGS_vocab_size), 1, 1 << 24)
+      .Range("min_frequency", absl::GetFlag(FLAGS_min_frequency), 1,
+             1 << 30)
+      .Range("limit_alphabet", absl::GetFlag(FLAGS_limit_alphabet), 1,
+             1 << 24)
+      .Range("num_unused", absl::GetFlag(FLAGS_num_unused), 0, 1 << 20);
+  if (!checks.ok()) return checks.Fail();
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string& cmd = args[1];
   if (cmd == "create-pretraining-data") return CreatePretrainingData();

@@ -9,6 +9,7 @@
 //       --config mini --batch 32 --steps 1000
 //
 // The shards run BSP with --workers num_replicas * num_stages.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flag_checks.h"
 #include "common/model/bert_config.h"
 #include "common/signals.h"
 #include "worker/pipeline_stage.h"
@@ -63,6 +65,20 @@ int RunStageRole(const SecurityConfig& security) {
     std::fprintf(stderr, "bertps_worker: %s\n", s.ToString().c_str());
     return 1;
   };
+  FlagChecks checks("bertps_worker");
+  const int num_stages = absl::GetFlag(FLAGS_num_stages);
+  const int num_replicas = absl::GetFlag(FLAGS_num_replicas);
+  checks.Range("num_stages", num_stages, 1, 64)
+      .Range("stage_index", absl::GetFlag(FLAGS_stage_index), 0,
+             std::max(num_stages - 1, 0))
+      .Range("num_replicas", num_replicas, 1, 4096)
+      .Range("replica", absl::GetFlag(FLAGS_replica), 0,
+             std::max(num_replicas - 1, 0))
+      .Range("micro_batches", absl::GetFlag(FLAGS_micro_batches), 1,
+             absl::GetFlag(FLAGS_batch))
+      .Range("stage_recv_timeout_s", absl::GetFlag(FLAGS_stage_recv_timeout_s),
+             1, 86400);
+  if (!checks.ok()) return checks.Fail();
   PipelineStageOptions o;
   o.ps.addresses =
       absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());

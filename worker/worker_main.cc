@@ -3,6 +3,7 @@
 //   bertps_worker --role=train --ps 127.0.0.1:7000,127.0.0.1:7001
 //       --worker_index 0 --num_workers 2 --data 'data/*.tfrecord'
 //       --config tiny --batch 32 --steps 1000
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/security.h"
 #include "common/tcp_tuning.h"
@@ -66,6 +68,23 @@ ABSL_FLAG(int, rpc_timeout_s, 120, "Deadline of every RPC, seconds.");
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_worker --role=train [flags]");
+  bertps::FlagChecks checks("bertps_worker");
+  const int num_workers = absl::GetFlag(FLAGS_num_workers);
+  checks.Port("health_port", absl::GetFlag(FLAGS_health_port),
+              /*allow_off=*/true)
+      .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port),
+            /*allow_off=*/true)
+      .Range("num_workers", num_workers, 1, 4096)
+      .Range("worker_index", absl::GetFlag(FLAGS_worker_index), 0,
+             std::max(num_workers - 1, 0))
+      .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
+      .Range("steps", absl::GetFlag(FLAGS_steps), 1, int64_t{1} << 40)
+      .Range("threads", absl::GetFlag(FLAGS_threads), 1, 256)
+      .Range("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0,
+             int64_t{1} << 40)
+      .Range("log_every", absl::GetFlag(FLAGS_log_every), 1, int64_t{1} << 40)
+      .Range("rpc_timeout_s", absl::GetFlag(FLAGS_rpc_timeout_s), 1, 86400);
+  if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_worker: %s\n", tcp.ToString().c_str());
     return 2;

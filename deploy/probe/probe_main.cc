@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/security.h"
 #include "deploy/probe/probe.h"
@@ -26,9 +27,9 @@ int main(int argc, char** argv) {
   const std::string addr = absl::GetFlag(FLAGS_addr);
   if (addr.empty()) return fail(absl::InvalidArgumentError("--addr is required"));
   const double timeout_s = absl::GetFlag(FLAGS_timeout_s);
-  if (!(timeout_s > 0)) {
-    return fail(absl::InvalidArgumentError("--timeout_s must be positive"));
-  }
+  bertps::FlagChecks checks("bertps_probe");
+  checks.RealRange("timeout_s", timeout_s, 0.001, 3600);
+  if (!checks.ok()) return checks.Fail();
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   if (!security.ok()) return fail(security.status());

@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/metrics.h"
 #include "common/security.h"
@@ -30,6 +31,12 @@ ABSL_FLAG(std::string, state_db, "",
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_coordinator [flags]");
+  bertps::FlagChecks checks("bertps_coordinator");
+  checks.Port("port", absl::GetFlag(FLAGS_port))
+      .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port))
+      .Range("member_timeout_s", absl::GetFlag(FLAGS_member_timeout_s), 1,
+             86400);
+  if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_coordinator: %s\n", tcp.ToString().c_str());
     return 2;

@@ -2,12 +2,14 @@
 //
 //   bertps_server --port 7000 --shard 0 --num_shards 2
 //       --peers 127.0.0.1:7000,127.0.0.1:7001 --config tiny --workers 2
+#include <algorithm>
 #include <cstdio>
 #include <atomic>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
+#include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/security.h"
 #include "common/signals.h"
@@ -108,6 +110,29 @@ std::thread StartMetrics(bertps::ps::ShardServer* server,
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_server [flags]");
+  bertps::FlagChecks checks("bertps_server");
+  const int num_shards = absl::GetFlag(FLAGS_num_shards);
+  const int workers = absl::GetFlag(FLAGS_workers);
+  checks.Port("port", absl::GetFlag(FLAGS_port))
+      .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port),
+            /*allow_off=*/true)
+      .Range("num_shards", num_shards, 1, 1024)
+      .Range("shard", absl::GetFlag(FLAGS_shard), 0,
+             std::max(num_shards - 1, 0))
+      .Range("workers", workers, 1, 4096)
+      .Range("backup_workers", absl::GetFlag(FLAGS_backup_workers), 0,
+             std::max(workers - 1, 0))
+      .Range("update_threads", absl::GetFlag(FLAGS_update_threads), 1, 256)
+      .Range("update_nice", absl::GetFlag(FLAGS_update_nice), 0, 19)
+      .Range("staleness", absl::GetFlag(FLAGS_staleness), 0, 1000000)
+      .RealRange("lr", absl::GetFlag(FLAGS_lr), 0, 1e6)
+      .RealRange("weight_decay", absl::GetFlag(FLAGS_weight_decay), 0, 1e6)
+      .RealRange("clip_norm", absl::GetFlag(FLAGS_clip_norm), -1e30, 1e30)
+      .Range("warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0,
+             int64_t{1} << 40)
+      .Range("total_steps", absl::GetFlag(FLAGS_total_steps), 0,
+             int64_t{1} << 40);
+  if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_server: %s\n", tcp.ToString().c_str());
     return 2;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Every daemon refuses a flag out of its range at start: exit status 2 and a
+# message naming the flag, at once (no wrapped port, no hang, no crash).
+#
+#   flags_test.sh BERT_LOCAL COORDINATOR SERVER WORKER BERTPSCTL PROBE
+set -uo pipefail
+BERT_LOCAL="$1" COORDINATOR="$2" SERVER="$3" WORKER="$4" PROBE="$6"
+failures=0
+checks=0
+
+# expect_refused FLAG BINARY ARGS...: exits 2 within 10 s, naming --FLAG.
+expect_refused() {
+  local flag="$1"; shift
+  local out rc
+  out=$(timeout 10 "$@" 2>&1 </dev/null)
+  rc=$?
+  checks=$((checks + 1))
+  if [ "$rc" -ne 2 ] || ! grep -q -- "--$flag: " <<<"$out"; then
+    echo "FAIL: $(basename "$1") ${*:2}: exit $rc, output: ${out:0:300}"
+    failures=$((failures + 1))
+  else
+    echo "ok: $(basename "$1") ${*:2} -> $(grep -m1 -- "--$flag: " <<<"$out")"
+  fi
+}
+
+expect_refused port "$COORDINATOR" --port 99999
+expect_refused port "$COORDINATOR" --port -1
+expect_refused metrics_port "$COORDINATOR" --metrics_port 65536
+expect_refused member_timeout_s "$COORDINATOR" --member_timeout_s -5
+expect_refused member_timeout_s "$COORDINATOR" --member_timeout_s 0
+
+expect_refused port "$SERVER" --port 70000
+expect_refused metrics_port "$SERVER" --metrics_port -2
+expect_refused shard "$SERVER" --shard 2 --num_shards 2
+expect_refused num_shards "$SERVER" --num_shards 0
+expect_refused workers "$SERVER" --workers -1
+expect_refused backup_workers "$SERVER" --workers 2 --backup_workers 2
+expect_refused update_threads "$SERVER" --update_threads 0
+expect_refused update_nice "$SERVER" --update_nice 40
+expect_refused lr "$SERVER" --lr nan
+expect_refused staleness "$SERVER" --staleness -1
+
+expect_refused threads "$WORKER" --threads -3
+expect_refused batch "$WORKER" --batch 2000000000
+expect_refused log_every "$WORKER" --log_every 0
+expect_refused worker_index "$WORKER" --worker_index 2 --num_workers 2
+expect_refused num_workers "$WORKER" --num_workers 0
+expect_refused rpc_timeout_s "$WORKER" --rpc_timeout_s 0
+expect_refused health_port "$WORKER" --health_port 100000
+expect_refused steps "$WORKER" --steps -1
+expect_refused stage_index "$WORKER" --role stage --num_stages 2 --stage_index 5
+expect_refused micro_batches "$WORKER" --role stage --micro_batches 0
+expect_refused num_stages "$WORKER" --role stage --num_stages 65
+
+expect_refused timeout_s "$PROBE" --addr 127.0.0.1:1 --timeout_s -1
+expect_refused threads "$BERT_LOCAL" train --threads 0
+expect_refused masked_lm_prob "$BERT_LOCAL" create-pretraining-data --masked_lm_prob 1.5
+expect_refused max_predictions_per_seq "$BERT_LOCAL" create-pretraining-data --max_seq_length 16 --max_predictions_per_seq 17
+
+echo "$checks checks, $failures failed"
+[ "$failures" -eq 0 ] && [ "$checks" -ge 30 ] && echo PASS
