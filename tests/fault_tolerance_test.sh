@@ -41,12 +41,6 @@ wait_step() {  # wait_step JOB N: until the job reached step N
   done
   fail "step $2 not reached (at $s)"
 }
-stop_gently() {  # stop_gently PID WHAT: SIGTERM, and it must exit 0
-  kill -TERM "$1"
-  local rc=0
-  wait "$1" || rc=$?
-  [ "$rc" -eq 0 ] || fail "$2 exited $rc on SIGTERM"
-}
 
 ps_port=($(free_port) $(free_port))
 start_shard ps-a "${ps_port[0]}"; ps_pid[0]=$shard_pid

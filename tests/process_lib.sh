@@ -1,5 +1,6 @@
 # Shared by the real-process tests (sourced): a work directory, process
-# bookkeeping, failure reports with the daemons' logs, a free loopback port,
+# bookkeeping, failure reports with the daemons' logs, a SIGTERM that must
+# end a daemon with exit 0, a free loopback port,
 # a coordinator that is listening, a small synthetic dataset, and a
 # comparison of two safetensors files.
 #
@@ -19,6 +20,25 @@ fail() {
   echo "FAIL: $*"
   for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done
   exit 1
+}
+
+# stop_gently PID WHAT [SECONDS]: SIGTERM; it must exit 0 within SECONDS
+# (default 10). Prints how long it took.
+stop_gently() {
+  local pid="$1" what="$2" limit="${3:-10}" rc=0 start
+  start=$(date +%s%N)
+  kill -TERM "$pid" 2>/dev/null || fail "$what (pid $pid) was not running"
+  for _ in $(seq 1 $((limit * 20))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -9 "$pid" 2>/dev/null || true
+    fail "$what did not exit within ${limit}s of SIGTERM"
+  fi
+  wait "$pid" || rc=$?
+  [ "$rc" -eq 0 ] || fail "$what exited $rc on SIGTERM"
+  echo "$what: exit 0, $(( ($(date +%s%N) - start) / 1000000 )) ms after SIGTERM"
 }
 
 free_port() {

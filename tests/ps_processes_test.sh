@@ -58,3 +58,4 @@ for p in "${pids[@]}"; do
 done
 pids=()
 echo "processes: job finished, loss $first -> $last, shards stopped on SIGTERM"
+echo PASS

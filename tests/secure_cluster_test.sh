@@ -104,3 +104,4 @@ for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
 echo "secure cluster: refused plaintext, no-certificate, no-token and worker-token clients; job $job SUCCEEDED over mutual TLS"
+echo PASS

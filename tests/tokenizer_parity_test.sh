@@ -158,3 +158,4 @@ if ! compare "reference with FIXES (tokenization.py)" "$work/js_faithful.txt"; t
   exit 1
 fi
 echo "parity: 100% of lines identical"
+echo PASS

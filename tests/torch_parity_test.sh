@@ -35,3 +35,4 @@ run_case pretrain_gelu pretrain "{$base, \"hidden_act\": \"gelu\"}"
 run_case pretrain_gelu_new pretrain "{$base, \"hidden_act\": \"gelu_new\"}"
 run_case classify_gelu classify "{$base, \"hidden_act\": \"gelu\"}"
 echo "parity: all cases within tolerance"
+echo PASS

@@ -36,13 +36,7 @@ std::vector<std::string> Head(std::vector<std::string> v, size_t n) {
 
 const WordNet* SharedWordNet() {
   static const WordNet* wn = [] {
-    // $BERTPS_WORDNET_DIR, the wordnet-base package, or get_data.sh's copy.
-    const char* d = std::getenv("BERTPS_WORDNET_DIR");
-    std::string dir = d != nullptr ? d : "/usr/share/wordnet";
-    if (d == nullptr && !std::ifstream(dir + "/data.noun")) {
-      dir = DataDir() + "/wordnet";
-    }
-    auto w = WordNet::Load(dir);
+    auto w = WordNet::Load(WordNetDir());
     if (!w.ok()) {
       std::fprintf(stderr, "%s\n", w.status().ToString().c_str());
       return static_cast<WordNet*>(nullptr);
@@ -84,9 +78,9 @@ std::string LineContaining(const std::string& needle) {
 
 #define REQUIRE_DATA()                                                     \
   const WordNet* wn = SharedWordNet();                                     \
-  if (wn == nullptr) GTEST_SKIP() << "apt-get install wordnet-base";       \
+  if (wn == nullptr) GTEST_FAIL() << "run tools/get_data.sh wordnet";       \
   if (CorpusLines() == nullptr)                                            \
-    GTEST_SKIP() << "run tools/get_data.sh corpus_small (no " << DataDir() \
+    GTEST_FAIL() << "run tools/get_data.sh corpus_small (no " << DataDir() \
                  << "/corpus/small)";                                      \
   (void)wn
 

@@ -69,7 +69,7 @@ const std::string& FortunesJsonl() {
 #define REQUIRE_DATA()                                                     \
   do {                                                                     \
     if (Tokenizer() == nullptr || FortunesJsonl().empty())                 \
-      GTEST_SKIP() << "run tools/get_data.sh vocab fortunes for the data"; \
+      GTEST_FAIL() << "run tools/get_data.sh vocab fortunes for the data"; \
   } while (0)
 
 ClassifyDataOptions Options() {

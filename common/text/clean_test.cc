@@ -36,7 +36,7 @@ std::vector<Document> GcideSlice() {
 
 TEST(StripDictMarkupTest, RealGcideEntryAbacus) {
   std::vector<Document> docs = GcideSlice();
-  if (docs.empty()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (docs.empty()) GTEST_FAIL() << "run tools/get_data.sh slices";
   const Document* d = FindPrefix(docs, "Abacus \\Ab\"a*cus\\");
   ASSERT_NE(d, nullptr);
   const std::string t = StripDictMarkup(d->text);
@@ -51,7 +51,7 @@ TEST(StripDictMarkupTest, RealGcideEntryAbacus) {
 
 TEST(StripDictMarkupTest, RealGcideLetters) {
   std::vector<Document> docs = GcideSlice();
-  if (docs.empty()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (docs.empty()) GTEST_FAIL() << "run tools/get_data.sh slices";
   const Document* aback = FindPrefix(docs, "Aback \\A*back\"\\");
   const Document* abb = FindPrefix(docs, "Abb \\Abb\\");
   ASSERT_NE(aback, nullptr);
@@ -88,7 +88,7 @@ TEST(StripHtmlTest, ScriptsStylesCommentsEntities) {
 
 TEST(StripControlTest, RealFortuneOverstriking) {
   auto docs = ReadDocuments(DataDir() + "/corpus/fortunes/art", "fortunes");
-  if (!docs.ok()) GTEST_SKIP() << "run tools/get_data.sh fortunes";
+  if (!docs.ok()) GTEST_FAIL() << "run tools/get_data.sh fortunes";
   const Document* d = FindPrefix(*docs, "This is the ____\b\b\b\bLAST time");
   ASSERT_NE(d, nullptr);
   EXPECT_TRUE(absl::StartsWith(StripControl(d->text),
@@ -122,7 +122,7 @@ TEST(NormalizeWhitespaceTest, LinesAndSpaces) {
 TEST(RemoveStopwordsTest, RealVerse) {
   std::vector<Document> docs;
   auto r = ReadDocuments(DataDir() + "/corpus/slices/bible.txt", "text");
-  if (!r.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!r.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   const std::string first = (*r)[0].text.substr(0, (*r)[0].text.find('\n'));
   EXPECT_EQ(first, "In the beginning God created the heaven and the earth.");
   EXPECT_EQ(RemoveStopwords(first), "beginning God created heaven earth.");
@@ -133,7 +133,7 @@ TEST(CleanDocumentsTest, InvalidUtf8IsDroppedAndCounted) {
   auto raw = io::ReadFileToString(
       DataDir() + "/corpus/slices/spamassassin/easy-ham-1/"
                   "00007.37a8af848caae585af4fe35779656d55.txt");
-  if (!raw.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!raw.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   std::vector<Document> docs = {{"latin1", *raw, ""},
                                 {"truncated", "ok \xE2\x82", ""},
                                 {"only-bad", "\xFF\xFE\xC0", ""}};
@@ -159,7 +159,7 @@ TEST(CleanDocumentsTest, InvalidUtf8IsDroppedAndCounted) {
 
 TEST(CleanDocumentsTest, ReportNumbersOnRealChapters) {
   auto r = ReadDocuments(DataDir() + "/corpus/slices/bible.txt", "text");
-  if (!r.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!r.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   std::vector<Document> docs = *r;  // Genesis 1-3
   ASSERT_EQ(docs.size(), 3u);
   docs.push_back(docs[0]);          // an exact duplicate
@@ -214,7 +214,7 @@ TEST(CleanDocumentsTest, RealNearDuplicateFortunes) {
   std::vector<Document> docs;
   for (const char* cat : {"computers", "cookie", "people", "science"}) {
     auto r = ReadDocuments(DataDir() + "/corpus/fortunes/" + cat, "fortunes");
-    if (!r.ok()) GTEST_SKIP() << "run tools/get_data.sh fortunes";
+    if (!r.ok()) GTEST_FAIL() << "run tools/get_data.sh fortunes";
     docs.insert(docs.end(), r->begin(), r->end());
   }
   auto kept_ids = [](const std::vector<Document>& v) {
@@ -258,7 +258,7 @@ TEST(CleanDocumentsTest, RealNearDuplicateFortunes) {
 
 TEST(CleanDocumentsTest, RealNearDuplicateDebianDescriptions) {
   auto data = io::ReadFileToString(DataDir() + "/corpus/slices/debian.deb822");
-  if (!data.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!data.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   // The Haskell -doc packages share a boilerplate long description.
   std::vector<Document> docs;
   for (absl::string_view stanza : absl::StrSplit(*data, "\n\n")) {

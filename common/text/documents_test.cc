@@ -23,7 +23,7 @@ std::string TempPath(const std::string& name) {
 
 TEST(DocumentsTest, TextFormatBibleChapters) {
   auto docs = ReadDocuments(DataDir() + "/corpus/slices/bible.txt", "text");
-  if (!docs.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!docs.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   ASSERT_EQ(docs->size(), 3u);  // Genesis 1-3
   EXPECT_EQ((*docs)[0].id, "bible.txt:0");
   EXPECT_EQ(std::count((*docs)[0].text.begin(), (*docs)[0].text.end(), '\n'),
@@ -33,7 +33,7 @@ TEST(DocumentsTest, TextFormatBibleChapters) {
 
 TEST(DocumentsTest, FortunesAndEmailDirectories) {
   auto f = ReadDocuments(DataDir() + "/corpus/fortunes/science", "fortunes");
-  if (!f.ok()) GTEST_SKIP() << "run tools/get_data.sh fortunes";
+  if (!f.ok()) GTEST_FAIL() << "run tools/get_data.sh fortunes";
   ASSERT_GT(f->size(), 100u);
   EXPECT_EQ((*f)[0].label, "science");
   EXPECT_EQ((*f)[0].id, "science:0");
@@ -47,7 +47,7 @@ TEST(DocumentsTest, FortunesAndEmailDirectories) {
 TEST(DocumentsTest, SentencesOfARealDescription) {
   auto docs = ReadDocuments(DataDir() + "/corpus/slices/debian.deb822",
                             "paragraphs");
-  if (!docs.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!docs.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   // ICU's suppressions keep abbreviations such as "Mr." inside a sentence.
   EXPECT_THAT(SplitSentences("Mr. Smith reads JPEG files. It writes PNG.\n"
                              "Second line"),
@@ -69,7 +69,7 @@ TEST(DocumentsTest, SentencesOfARealDescription) {
 
 TEST(DocumentsTest, TextAndJsonlRoundTrip) {
   auto docs = ReadDocuments(DataDir() + "/corpus/slices/bible.txt", "text");
-  if (!docs.ok()) GTEST_SKIP() << "run tools/get_data.sh slices";
+  if (!docs.ok()) GTEST_FAIL() << "run tools/get_data.sh slices";
   const std::string txt = TempPath("bible_out.txt");
   ASSERT_TRUE(WriteTextDocuments(*docs, txt).ok());
   auto back = ReadDocuments(txt, "text");

@@ -19,7 +19,7 @@ TEST(LabelledTest, SpamAssassinSlice) {
                               DataDir() + "/corpus/slices/spamassassin", o, {},
                               &rep);
   if (!docs.ok() && absl::IsNotFound(docs.status())) {
-    GTEST_SKIP() << "run tools/get_data.sh slices";
+    GTEST_FAIL() << "run tools/get_data.sh slices";
   }
   ASSERT_TRUE(docs.ok()) << docs.status();
   std::map<std::string, int> n;
@@ -40,7 +40,7 @@ TEST(LabelledTest, DebianSections) {
                               DataDir() + "/corpus/slices/debian.deb822",
                               CleanOptions{}, DefaultDebianSections(), nullptr);
   if (!docs.ok() && absl::IsNotFound(docs.status())) {
-    GTEST_SKIP() << "run tools/get_data.sh slices";
+    GTEST_FAIL() << "run tools/get_data.sh slices";
   }
   ASSERT_TRUE(docs.ok()) << docs.status();
   std::map<std::string, int> n;
@@ -69,7 +69,7 @@ TEST(LabelledTest, FortunesAndUnknownSource) {
   auto docs = ExtractLabelled("fortunes", DataDir() + "/corpus/fortunes",
                               CleanOptions{}, {}, nullptr);
   if (!docs.ok() && absl::IsNotFound(docs.status())) {
-    GTEST_SKIP() << "run tools/get_data.sh fortunes";
+    GTEST_FAIL() << "run tools/get_data.sh fortunes";
   }
   ASSERT_TRUE(docs.ok());
   std::map<std::string, int> n;

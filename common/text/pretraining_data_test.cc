@@ -138,7 +138,7 @@ std::vector<int32_t> Original(const PretrainingInstance& inst) {
 #define REQUIRE_CORPUS()                               \
   do {                                                 \
     if (LicenseCorpus().files.empty())                 \
-      GTEST_SKIP() << "no text under " << kLicenseDir; \
+      GTEST_FAIL() << "no text under " << kLicenseDir; \
   } while (0)
 
 // ------------------------------------------------------------- tests

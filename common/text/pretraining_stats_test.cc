@@ -159,7 +159,7 @@ void ExpectReferenceStatistics(const Observed& r) {
 #define REQUIRE_CORPUS()                                           \
   do {                                                             \
     if (!SmallCorpus().missing.empty())                            \
-      GTEST_SKIP() << "run tools/get_data.sh vocab corpus_small: " \
+      GTEST_FAIL() << "run tools/get_data.sh vocab corpus_small: " \
                    << SmallCorpus().missing;                       \
   } while (0)
 

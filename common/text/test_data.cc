@@ -19,4 +19,9 @@ std::string DataDir() {
   return root + "data";
 }
 
+std::string WordNetDir() {
+  if (const char* d = std::getenv("BERTPS_WORDNET_DIR")) return d;
+  return DataDir() + "/wordnet";
+}
+
 }  // namespace bertps::text

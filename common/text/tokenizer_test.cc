@@ -476,7 +476,7 @@ TEST(FullTokenizerTest, ReadmeExamples) {
 
 TEST(FullTokenizerTest, RealVocabIds) {
   const FullTokenizer* tok = RealUncased();
-  if (tok == nullptr) GTEST_SKIP() << "run tools/get_data.sh for the vocab";
+  if (tok == nullptr) GTEST_FAIL() << "run tools/get_data.sh for the vocab";
   EXPECT_EQ(tok->vocab().size(), 30522);
   EXPECT_THAT(tok->Encode("a new test"), ElementsAre(1037, 2047, 3231));
   EXPECT_THAT(tok->Encode("a new [test]"),

@@ -35,7 +35,7 @@ std::string TmpDir() {
 
 #define REQUIRE_CORPUS()                                  \
   if (!std::ifstream(Part(0)) || !std::ifstream(Part(3))) \
-  GTEST_SKIP() << "run tools/get_data.sh corpus_small (no " << Part(0) << ")"
+  GTEST_FAIL() << "run tools/get_data.sh corpus_small (no " << Part(0) << ")"
 
 // The first `n` lines of `path` as a file of their own.
 std::string Slice(const std::string& path, int n, const std::string& name) {

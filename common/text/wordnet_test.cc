@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/text/test_data.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,13 +19,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-
-// The WordNet 3.0 database of the wordnet-base package, or
-// $BERTPS_WORDNET_DIR.
-std::string WordNetDir() {
-  if (const char* d = std::getenv("BERTPS_WORDNET_DIR")) return d;
-  return "/usr/share/wordnet";
-}
 
 const WordNet* Shared() {
   static const WordNet* wn = [] {
@@ -41,8 +35,8 @@ const WordNet* Shared() {
 #define REQUIRE_WORDNET()                                 \
   const WordNet* wn = Shared();                           \
   if (wn == nullptr)                                      \
-  GTEST_SKIP() << "apt-get install wordnet-base (or set " \
-                  "BERTPS_WORDNET_DIR)"
+  GTEST_FAIL() << "no WordNet in " << WordNetDir()        \
+                << ": run tools/get_data.sh wordnet"
 
 TEST(WordNetTest, LoadsEverySynset) {
   REQUIRE_WORDNET();
@@ -120,7 +114,7 @@ TEST(WordNetTest, BaseFormsFollowMorphy) {
 class BrokenWordNetTest : public testing::Test {
  protected:
   void SetUp() override {
-    if (Shared() == nullptr) GTEST_SKIP() << "no WordNet";
+    if (Shared() == nullptr) GTEST_FAIL() << "no WordNet";
     const char* tmp = std::getenv("TEST_TMPDIR");
     dir_ = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/wordnet_copy");
     ASSERT_EQ(std::system(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
 # Runs the PyTorch reference's own checks (finite differences, numpy forward).
 set -euo pipefail
-exec /usr/bin/python3 "$(dirname "$0")/selftest.py"
+/usr/bin/python3 "$(dirname "$0")/selftest.py"
+echo PASS
