@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Parity of the C++ BERT against the independent PyTorch reference
 # (tools/torch_ref, float64): loss and the gradient of every parameter on
-# random weights, relative error <= 1e-4 per tensor. Both tasks, both GELU
+# random weights, relative error <= 1e-4 per tensor (the key biases, zero
+# in exact arithmetic, within 1e-9 in norm on both sides). Both tasks, both GELU
 # forms, padding in the batch, tied decoder.
 set -euo pipefail
 BERT_LOCAL="$1"
@@ -24,10 +25,12 @@ run_case() {
       --weights "$d/w.safetensors" --batch "$d/b.safetensors" --out "$d/g_cpp.safetensors")
   echo "[$name] reference: $ref"
   echo "[$name] bertps:    $cpp"
-  # The key biases have an exactly-zero gradient (softmax shift invariance):
-  # both sides hold rounding noise there, hence the small absolute floor.
+  # Every tensor within 1e-4 relative, whatever its norm; the key biases,
+  # whose exact gradient is zero (softmax shift invariance), hold only
+  # rounding noise on both sides and must stay below 1e-9 in norm.
   $PY "$REF_DIR/compare.py" "$d/g_cpp.safetensors" "$d/g_ref.safetensors" \
-      --rtol 1e-4 --atol 1e-7 --loss-a "$cpp" --loss-b "$ref" --loss-rtol 1e-5
+      --rtol 1e-4 --atol 1e-9 --zero-names 'attention\.self\.key\.bias$' --top 100 \
+      --loss-a "$cpp" --loss-b "$ref" --loss-rtol 1e-5
 }
 
 base='"vocab_size": 97, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 48, "max_position_embeddings": 24, "type_vocab_size": 2, "num_labels": 3'

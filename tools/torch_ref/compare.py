@@ -2,13 +2,16 @@
 """Compares two safetensors files tensor by tensor (e.g. C++ gradients vs the PyTorch reference).
 
 For each name: rel = ||a - b|| / max(||b||, 1e-30) (Frobenius norms, in float64). A tensor passes
-when rel <= --rtol or ||a - b|| <= --atol (default 0: pure relative test). Prints the worst 10 as a
-table, then one JSON summary line. Exit status: 0 all pass, 1 any failure (including differing
-name sets or shapes), 2 unreadable input.
+when rel <= --rtol. The one exception is a tensor whose exact value is zero (--zero-names, a
+regular expression): rounding noise on both sides makes its relative error meaningless, so it
+passes when ||a|| <= --atol and ||b|| <= --atol. Prints the worst --top as a table, then one JSON
+summary line with every tensor's relative error. Exit status: 0 all pass, 1 any failure (including
+differing name sets or shapes), 2 unreadable input.
 
-Note for BERT gradients: d loss / d attention.self.key.bias is zero in exact arithmetic (softmax is
-invariant to a per-query constant), so both sides hold only rounding noise there; give --atol (for
-example 1e-7) when comparing a float32 implementation against the float64 reference.
+For BERT gradients: d loss / d attention.self.key.bias is zero in exact arithmetic (softmax is
+invariant to a per-query constant), so the default --zero-names names those tensors; give --atol
+(for example 1e-9) when comparing a float32 implementation against the float64 reference. Every
+other tensor, however small its gradient, is held to --rtol.
 
 --loss-a / --loss-b take the JSON lines printed by `bert_torch.py grad` (or any flat JSON objects
 of numbers / nested lists of numbers) and compare each key the same way (--loss-rtol, default rtol).
@@ -18,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -111,7 +115,10 @@ def main(argv=None):
     ap.add_argument("b", help="safetensors file B (the reference; its norms are the denominators)")
     ap.add_argument("--rtol", type=float, default=1e-4)
     ap.add_argument("--atol", type=float, default=0.0,
-                    help="also pass a tensor whose ||a-b|| is at most this (default 0)")
+                    help="the bound on ||a|| and ||b|| of the --zero-names tensors (default 0)")
+    ap.add_argument("--zero-names", default=r"attention\.self\.key\.bias$",
+                    help="regular expression of the tensors whose exact value is zero "
+                         "(default: BERT's attention key biases)")
     ap.add_argument("--names-from", type=str.lower, choices=("a", "b", "both"), default="both",
                     help="both (default): name sets must be identical; A (or B): compare that "
                          "file's names, the other file must hold them and may hold more")
@@ -129,12 +136,18 @@ def main(argv=None):
         return 2
 
     rows, problems = compare_tensors(ta, tb, args.names_from)
-    failed = [r for r in rows if not (r["rel"] <= args.rtol or r["abs"] <= args.atol)]
-    rows.sort(key=lambda r: -r["rel"])
+    zero = re.compile(args.zero_names) if args.zero_names else None
+    for r in rows:
+        r["zero"] = bool(zero and zero.search(r["name"]))
+        norm_a = float(np.linalg.norm(np.asarray(ta[r["name"]], np.float64).ravel()))
+        r["ok"] = ((norm_a <= args.atol and r["norm_b"] <= args.atol) if r["zero"]
+                   else r["rel"] <= args.rtol)
+    failed = [r for r in rows if not r["ok"]]
+    rows.sort(key=lambda r: (r["zero"], -r["rel"]))
 
     print(f"{'tensor':<56} {'shape':<14} {'||b||':>10} {'||a-b||':>10} {'rel':>10} {'max|a-b|':>10}")
     for r in rows[:args.top]:
-        flag = "" if (r["rel"] <= args.rtol or r["abs"] <= args.atol) else "  FAIL"
+        flag = ("" if r["ok"] else "  FAIL") + ("  (exact value 0: |a|,|b| <= atol)" if r["zero"] else "")
         print(f"{r['name']:<56} {str(r['shape']):<14} {r['norm_b']:>10.3e} {r['abs']:>10.3e} "
               f"{r['rel']:>10.3e} {r['max_abs']:>10.3e}{flag}")
     for p in problems:
@@ -146,6 +159,9 @@ def main(argv=None):
         "worst": rows[0]["name"] if rows else None,
         "worst_rel": (rows[0]["rel"] if rows and math.isfinite(rows[0]["rel"]) else
                       (None if not rows else "inf")),
+        "zero_names": [r["name"] for r in rows if r["zero"]],
+        "rel": {r["name"]: (r["rel"] if math.isfinite(r["rel"]) else "inf")
+                for r in rows if not r["zero"]},
         "problems": problems,
     }
 
