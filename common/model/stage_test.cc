@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "common/model/pipeline_schedule.h"
 #include "common/model/test_util.h"
 #include "gtest/gtest.h"
@@ -173,15 +174,27 @@ void CheckAgainstModel(BertTask task, int S, PipelineScheduleKind kind,
   ASSERT_TRUE(specs.ok()) << specs.status();
   PipelineRun run = RunPipeline<T>(c, task, *specs, kind, M, batch, params, o);
   EXPECT_NEAR(run.loss, ref->loss, tol * std::max(1.0, std::fabs(ref->loss)));
+  // Per tensor, relative to its largest gradient; the attention key biases
+  // (zero in exact arithmetic, rounding noise here) within tol of the
+  // largest gradient of the model, on both sides.
+  double global = 0;
+  for (int64_t i = 0; i < model->num_params(); ++i) {
+    global = std::max(global, std::fabs(double(model->grads()[i])));
+  }
   for (const ParamSpec& p : model->layout().tensors()) {
-    double scale = 0, worst = 0;
+    double scale = 0, worst = 0, pipe_max = 0;
     for (int64_t i = 0; i < p.size; ++i) {
       const double g = model->grads()[p.offset + i];
       scale = std::max(scale, std::fabs(g));
       worst = std::max(worst, std::fabs(g - run.grads[p.offset + i]));
+      pipe_max = std::max(pipe_max, std::fabs(double(run.grads[p.offset + i])));
+    }
+    if (absl::EndsWith(p.name, "attention.self.key.bias")) {
+      EXPECT_LE(std::max(scale, pipe_max), tol * global) << p.name;
+      continue;
     }
     ASSERT_GT(scale, 0) << p.name;
-    EXPECT_LE(worst, tol * std::max(1.0, scale))
+    EXPECT_LE(worst, tol * scale)
         << p.name << " S=" << S << " " << PipelineScheduleName(kind);
   }
 }
