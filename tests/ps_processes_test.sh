@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Real processes over 127.0.0.1: two bertps_server shards and two
-# bertps_worker train workers run a small BSP job; worker 0 checkpoints and
-# exports; the shards stop cleanly on SIGTERM.
+# bertps_worker train workers run a small BSP job (2 x batch 8, dropout on);
+# worker 0 checkpoints and exports; the exported model equals what
+# bert_local train (one process, batch 16, the same seed) ends with; the
+# shards stop cleanly on SIGTERM.
 set -euo pipefail
 BERT_LOCAL="$1"; SERVER="$2"; WORKER="$3"
-work="${TEST_TMPDIR:-$(mktemp -d)}/ps"
-mkdir -p "$work/data"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
+source "$(dirname "$0")/process_lib.sh"
+init_work ps
 
 cat > "$work/config.json" <<'JSON'
 {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2,
@@ -50,6 +49,16 @@ last=$(grep '"step":20,' "$work/worker0.log" | sed 's/.*"loss":\([0-9.e+-]*\).*/
 /usr/bin/python3 -c "import sys; f,l=$first,$last; sys.exit(0 if l < f else 1)" \
   || { echo "loss did not go down: $first -> $last"; exit 1; }
 test -s "$work/final.safetensors" || { echo "no export"; exit 1; }
+# The same training in one process: same init and dropout seed (12345),
+# optimizer, schedule and data order.
+"$BERT_LOCAL" train --config "$work/config.json" --data "$work/data/*.tfrecord" \
+    --steps 20 --batch 16 --lr 1e-3 --seed 12345 --log_every 20 \
+    --out "$work/local.safetensors" > "$work/local.log" 2>&1 || fail "bert_local train"
+worst=$(max_relative_difference "$work/final.safetensors" "$work/local.safetensors") ||
+    fail "compare with bert_local"
+echo "2 workers x 8 on 2 shards vs bert_local train x 16: worst relative difference $worst"
+/usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) < 1e-5 else 1)" "$worst" ||
+    fail "the job's model differs from bert_local's: $worst"
 test -s "$work/ckpt/ckpt-20/manifest.json" || { echo "no checkpoint"; exit 1; }
 grep -q ckpt-20 "$work/ckpt/LATEST"
 for p in "${pids[@]}"; do kill -TERM "$p"; done
