@@ -6,7 +6,8 @@
 #     runs to SUCCEEDED; its exported parameters equal (1e-5) those of the
 #     same job run by one train worker (no pipeline).
 #  2. A stage killed with SIGKILL mid-job: the job starts again from its
-#     newest checkpoint once a new stage daemon registers, and succeeds.
+#     newest checkpoint once a new stage daemon registers, and succeeds with
+#     the parameters, bit for bit, of the same job run without a fault.
 #  3. The same with checkpoint.max_restarts: -1: the job fails fast with a
 #     reason naming the stage.
 set -euo pipefail
@@ -68,9 +69,12 @@ wait_step() {  # wait_step JOB N
 
 # 2. A stage killed mid-job: restarted from the newest checkpoint with a new
 #    stage daemon.
-sed -e 's/steps: 6/steps: 40/' -e 's/name: "pipe"/name: "pipe-restart"/' -e '/export_path/d' \
-  "$work/pipe.pbtxt" > "$work/restart.pbtxt"
-echo "checkpoint { dir: \"$work/ckpt\" every_steps: 5 }" >> "$work/restart.pbtxt"
+restart_spec() {  # restart_spec NAME CKPT-DIR
+  sed -e 's/steps: 6/steps: 40/' -e "s/name: \"pipe\"/name: \"$1\"/" \
+      -e "s#export_path: .*#export_path: \"$work/$1.safetensors\"#" "$work/pipe.pbtxt"
+  echo "checkpoint { dir: \"$2\" every_steps: 5 }"
+}
+restart_spec pipe-restart "$work/ckpt" > "$work/restart.pbtxt"
 job3=$("$CTL" submit "$work/restart.pbtxt") || fail "submit restart"
 wait_step "$job3" 12
 kill -9 "${stage_pids[1]}"
@@ -80,6 +84,15 @@ pids+=($!); stage_pids[1]=$!
 grep -q "restart 1 of 10: pipeline stage .* stopped answering; resuming from the checkpoint of step" \
   "$work/watch-restart.out" || fail "no restart event: $(grep -i -m3 "restart\|stage" "$work/watch-restart.out")"
 echo "killed stage: $(grep -o -m1 "restart 1 of 10: pipeline stage [0-9]* .*" "$work/watch-restart.out" | sed 's/(member[^)]*) //')"
+# The same job from its start without a fault: equal parameters, bit for bit.
+restart_spec pipe-clean "$work/ckpt-clean" > "$work/clean.pbtxt"
+job5=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
+"$CTL" watch "$job5" > "$work/watch-clean.out" 2>&1 || fail "clean job: $(tail -3 "$work/watch-clean.out")"
+for i in $(seq 1 100); do [ -f "$work/pipe-clean.safetensors" ] && [ -f "$work/pipe-restart.safetensors" ] && break; sleep 0.1; done
+worst=$(max_relative_difference "$work/pipe-restart.safetensors" "$work/pipe-clean.safetensors") \
+  || fail "cannot compare the restarted job's export"
+echo "stage killed and restarted vs no fault: worst relative difference $worst"
+[ "$worst" = "0.000e+00" ] || fail "the restarted pipeline job's parameters differ ($worst)"
 
 # 3. No restart allowed: the job fails fast, naming the stage.
 sed -e 's/steps: 6/steps: 400/' -e 's/name: "pipe"/name: "pipe-kill"/' -e '/export_path/d' \

@@ -150,7 +150,9 @@ std::vector<int> StageTensorIndices(const ParamLayout& layout,
 // Activations of one micro-batch in flight.
 template <typename T>
 struct BertStage<T>::Slot {
-  std::vector<T> mem;
+  // Aligned storage: Eigen's reductions over these buffers then add in the
+  // same order in every run (common/aligned_vector.h).
+  AlignedVector<T> mem;
   int64_t b = 0, s = 0;
   bool forwarded = false;
   T* input = nullptr;     // (B*S, H) copy of the previous stage's output
@@ -165,7 +167,7 @@ struct BertStage<T>::Slot {
 // Buffers shared by all micro-batches.
 template <typename T>
 struct BertStage<T>::Shared {
-  std::vector<T> mem;
+  AlignedVector<T> mem;
   EncoderLayerScratch<T> scratch;
   T* d_a = nullptr;  // (B*S, H) running gradient
   T* d_b = nullptr;  // (B*S, H)
