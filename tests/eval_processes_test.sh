@@ -7,16 +7,18 @@
 #     equal to `bert_local eval` of the checkpoint of that step: counts
 #     identical, loss sums to 1e-9 (a round that mixed versions would not
 #     match: the parameters change every step).
-#  2. An EVAL job of the step-8 checkpoint with three eval workers, one
-#     killed with SIGKILL mid-item: its item is redone, every example counted
-#     once, the counts identical to round step-8 (loss sums to 1e-9: the
-#     GEMM library may round differently between runs).
+#  2. An EVAL job of the step-8 checkpoint in 12 items with three eval
+#     workers, one caught holding an item (frozen with SIGSTOP while its log
+#     shows the item started, not done) and killed with SIGKILL: that item is
+#     given back and redone, both survivors produce results, every example is
+#     counted once, the counts identical to round step-8 (loss sums to 1e-9:
+#     the GEMM library may round differently between runs).
 #  3. The same EVAL job with one eval worker: the same.
 set -euo pipefail
 export LC_ALL=C
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
-work="${TEST_TMPDIR:-$(mktemp -d)}/eval"
-rm -rf "$work"; mkdir -p "$work"
+source "$(dirname "$0")/process_lib.sh"
+init_work eval
 if [ -z "${BERTPS_DATA_DIR:-}" ]; then
   root="$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)"
   BERTPS_DATA_DIR="$root/data"
@@ -26,10 +28,6 @@ corpus="$BERTPS_DATA_DIR/corpus/small"
 for f in "$vocab" "$corpus/part-00.txt" "$corpus/part-01.txt"; do
   [ -f "$f" ] || { echo "FAIL: $f is missing: run tools/get_data.sh first"; exit 1; }
 done
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
 
 # The first documents of two corpus files (cut at a blank line): ~100 KB of
 # text each, so that five full evaluations stay quick.
@@ -118,19 +116,48 @@ data: "$work/evaldata/*.tfrecord"
 batch_size: 8
 eval_checkpoint: "$work/ckpt/ckpt-8/manifest.json"
 EOF2
-job2=$("$CTL" submit "$work/eval.pbtxt") || fail "submit eval"
-for i in $(seq 1 200); do
-  "$CTL" status "$job2" | grep -q RUNNING && break
-  sleep 0.05
+cp "$work/eval.pbtxt" "$work/eval-kill.pbtxt"
+echo "eval { shards: 12 }" >> "$work/eval-kill.pbtxt"  # 12 items: time to catch one
+job2=$("$CTL" submit "$work/eval-kill.pbtxt") || fail "submit eval"
+# Catch an eval worker while it holds an item: freeze it (SIGSTOP), and if
+# its log shows an item started and not done, kill it; else let it go on.
+holds() {  # holds LOG JOB: the item it started last is not done
+  local last
+  last=$(grep -o "$2 item [0-9]* started" "$1" | tail -1 | grep -o "item [0-9]*") || return 1
+  ! grep -q "$2 $last done" "$1"
+}
+victim=""
+for _ in $(seq 1 400); do
+  for i in 0 1 2; do
+    kill -STOP "${eval_pids[$i]}"
+    if holds "$work/eval$i.log" "$job2"; then victim=$i; break 2; fi
+    kill -CONT "${eval_pids[$i]}"
+  done
+  sleep 0.01
 done
-sleep 0.3
-kill -9 "${eval_pids[0]}"
+[ -n "$victim" ] || fail "no eval worker was caught holding an item"
+held=$(grep -o "$job2 item [0-9]* started" "$work/eval$victim.log" | tail -1 | grep -o "item [0-9]*")
+kill -9 "${eval_pids[$victim]}"
+echo "killed eval worker $victim holding $held"
 "$CTL" watch "$job2" > "$work/watch-eval.out" 2>&1 || fail "eval job: $(tail -3 "$work/watch-eval.out")"
-grep -q "given back; it will be redone" "$work/watch-eval.out" || echo "note: the killed eval worker held no item"
+grep -q "$held (member [^)]*) given back; it will be redone" "$work/watch-eval.out" ||
+    fail "the killed worker's $held was not given back: $(grep -i "given back" "$work/watch-eval.out")"
+producers=0
+for i in 0 1 2; do
+  [ "$i" = "$victim" ] && continue
+  grep -q "$job2 item [0-9]* done" "$work/eval$i.log" && producers=$((producers + 1))
+done
+[ "$producers" -ge 2 ] || fail "only $producers surviving eval workers produced results"
+echo "the 12 items were done by the $producers surviving workers"
 "$CTL" status "$job2" --json > "$work/eval-status.json"
 
 # 3. The same with one eval worker.
-kill "${eval_pids[1]}"; wait "${eval_pids[1]}" 2>/dev/null || true
+for i in 0 1 2; do
+  [ "$i" = "$victim" ] || { survivor=$i; break; }
+done
+for i in 0 1 2; do
+  [ "$i" = "$victim" ] || [ "$i" = "$survivor" ] || stop_gently "${eval_pids[$i]}" "eval worker $i"
+done
 job3=$("$CTL" submit "$work/eval.pbtxt") || fail "submit eval 1"
 "$CTL" watch "$job3" > "$work/watch-eval1.out" 2>&1 || fail "eval job (1 worker)"
 "$CTL" status "$job3" --json > "$work/eval1-status.json"

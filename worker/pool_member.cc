@@ -28,6 +28,7 @@ void PoolMember::StartItem(const Assignment& a) {
     absl::MutexLock l(&mu_);
     finished_ = false;
   }
+  LOG(INFO) << job_ << " item " << index_ << " started";
   thread_ = std::thread([this, spec = a.spec(), item = a.item(),
                          job = a.job_id()] {
     absl::StatusOr<WorkResult> r = handler_(spec, item, cancel_);
@@ -38,6 +39,7 @@ void PoolMember::StartItem(const Assignment& a) {
     if (r.ok()) {
       res = std::move(*r);
       ++items_done_;
+      LOG(INFO) << job << " item " << item.index() << " done";
     } else {
       res.set_error(r.status().ToString());
       LOG(ERROR) << job << " item " << item.index() << ": " << r.status();
