@@ -14,7 +14,7 @@ corpus=fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for t in tfrecord_fuzz bert_example_fuzz safetensors_fuzz job_spec_fuzz chunk_codec_fuzz \
-         tokenizer_fuzz ps_shard_fuzz coordinator_fuzz; do
+         tokenizer_fuzz ps_shard_fuzz coordinator_fuzz text_markup_fuzz; do
   mkdir -p "$corpus/$t"
   find "$corpus/$t" -type f ! -name 'regress-*' -delete
 done
@@ -77,6 +77,27 @@ l = other[0]
 cut = next(i for i, b in enumerate(l) if b >= 0xC0) + 1
 open(f'{out}/line-cut-utf8', 'wb').write(l[:cut] + l[cut + 1:])
 PY
+
+# Markup: real e-mails of the SpamAssassin slice (plain, quoted-printable,
+# base64, multipart, HTML, Latin-1), their first 6 KB, and GCIDE entries.
+text_seeds() {
+  local out="$corpus/text_markup_fuzz" f i=0
+  for f in data/corpus/slices/spamassassin/spam-1/0000{1,2,3}*.txt \
+           data/corpus/slices/spamassassin/spam-1/0002{2,3}*.txt \
+           data/corpus/slices/spamassassin/easy-ham-1/0000{1,7}*.txt \
+           data/corpus/slices/spamassassin/hard-ham-1/0000{1,2}*.txt; do
+    head -c 6000 "$f" > "$out/mail-$i"; i=$((i + 1))
+  done
+  /usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+for i, line in enumerate(open('data/corpus/slices/gcide.jsonl', encoding='utf-8')):
+    if i >= 8:
+        break
+    open(f'{out}/gcide-{i}', 'w', encoding='utf-8').write(json.loads(line)['text'][:4000])
+PY
+}
+text_seeds
 
 "$bin/fuzz/make_seeds" "$corpus" "$corpus"/job_spec_fuzz/docs-jobs \
   "$corpus"/job_spec_fuzz/quickstart "$corpus"/job_spec_fuzz/cluster-test \

@@ -1,15 +1,20 @@
 // The real services behind TLS and bearer tokens (common/security.h), over
 // 127.0.0.1 with certificates made by tools/gen_certs.sh: a parameter-server
-// shard (ShardServer) and the coordinator (JobService + ClusterService).
+// shard (ShardServer), pipeline stages (StageService) and the coordinator
+// (JobService + ClusterService).
 // Refused calls (no token, unknown token, wrong role, plaintext, mutual TLS
 // without a client certificate) change nothing: the very same push that is
 // applied with a worker token leaves the shard at version 0 without one, and
 // no job is created or cancelled by a worker token.
 #include <cstdlib>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/io/bert_example.h"
+#include "common/io/tfrecord.h"
 #include "common/model/params.h"
 #include "common/security.h"
 #include "grpcpp/grpcpp.h"
@@ -17,6 +22,7 @@
 #include "server/coordinator/member.h"
 #include "server/coordinator/service.h"
 #include "server/ps/server.h"
+#include "worker/pipeline_stage.h"
 #include "worker/ps_client.h"
 
 namespace bertps {
@@ -187,6 +193,122 @@ TEST_F(SecureServicesTest, ShardWithMutualTls) {
   st = Push(addr, Client("worker.token", /*cert=*/true), push);
   EXPECT_TRUE(st.ok()) << st;
   EXPECT_EQ((*server)->core()->Stats().pushes_applied(), 1);
+}
+
+// --- Pipeline stages. ---
+
+// Security of a stage daemon: it serves StageService over TLS (the server
+// certificate) and calls the shards and its neighbours with a worker token.
+SecurityConfig StageSecurity(const std::string& dir) {
+  SecurityFiles f;
+  f.tls_ca = dir + "/ca.crt";
+  f.tls_cert = dir + "/server.crt";
+  f.tls_key = dir + "/server.key";
+  f.auth_tokens_file = dir + "/auth_tokens";
+  f.token_file = dir + "/worker.token";
+  return Load(f);
+}
+
+absl::Status Ping(const std::string& address, const SecurityConfig& c,
+                  StagePingResponse* resp) {
+  auto stub = StageService::NewStub(MakeChannel(address, c));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  return FromGrpcStatus(stub->Ping(&ctx, StagePingRequest(), resp));
+}
+
+absl::Status AbortStage(const std::string& address, const SecurityConfig& c) {
+  auto stub = StageService::NewStub(MakeChannel(address, c));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  StageAbortRequest req;
+  req.set_from_stage(0);
+  req.set_reason("an intruder");
+  StageAbortResponse resp;
+  return FromGrpcStatus(stub->Abort(&ctx, req, &resp));
+}
+
+// Two stages and a shard, all over TLS with tokens, run a 3-step pipeline
+// job to the end; meanwhile Ping and Abort calls to a stage without a token,
+// with an unknown token or in plaintext are refused and abort nothing.
+TEST_F(SecureServicesTest, PipelineStagesOverTlsWithTokens) {
+  const std::string data =
+      absl::StrCat(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR")
+                                              : "/tmp",
+                   "/stage-data.tfrecord");
+  {
+    auto w = io::TFRecordWriter::Open(data);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < 16; ++i) {
+      io::PretrainExample e;
+      for (int j = 0; j < 8; ++j) {
+        e.input_ids.push_back(j == 0 ? 1 : 5 + (i + j) % 20);
+        e.input_mask.push_back(1);
+        e.segment_ids.push_back(j < 4 ? 0 : 1);
+      }
+      e.masked_lm_positions = {2, 5};
+      e.masked_lm_ids = {7, 9};
+      e.masked_lm_weights = {1.0f, 1.0f};
+      e.next_sentence_label = i % 2;
+      ASSERT_TRUE((*w)->Write(io::EncodePretrainExample(e)).ok());
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  const SecurityConfig sec = StageSecurity(dir_);
+  BertConfig config = Small();
+  config.num_hidden_layers = 2;  // one per stage
+  ps::ShardOptions so;
+  so.config = config;
+  so.num_workers = 2;  // 1 replica x 2 stages
+  so.wait_timeout = absl::Seconds(20);
+  auto shard = ps::ShardServer::Start(so, "127.0.0.1:0", {}, Server());
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  std::vector<std::unique_ptr<PipelineStage>> stages;
+  std::vector<std::string> peers;
+  for (int s = 0; s < 2; ++s) {
+    PipelineStageOptions o;
+    o.ps.addresses = {(*shard)->address()};
+    o.ps.rpc_timeout = absl::Seconds(20);
+    o.ps.security = sec;
+    o.config = config;
+    o.stage = s;
+    o.num_stages = 2;
+    o.micro_batches = 2;
+    o.data = {data};
+    o.batch = 4;
+    o.steps = 3;
+    auto p = PipelineStage::Create(o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    peers.push_back((*p)->address());
+    stages.push_back(std::move(*p));
+  }
+  for (auto& s : stages) s->SetPeers(peers);
+
+  using C = absl::StatusCode;
+  StagePingResponse pong;
+  std::ofstream(dir_ + "/stranger.token") << std::string(64, '7') << "\n";
+  SecurityConfig plaintext;
+  for (const std::string& addr : peers) {
+    EXPECT_EQ(Ping(addr, Client(""), &pong).code(), C::kUnauthenticated);
+    EXPECT_EQ(Ping(addr, Client("stranger.token"), &pong).code(),
+              C::kUnauthenticated);
+    EXPECT_EQ(Ping(addr, plaintext, &pong).code(), C::kUnavailable);
+    EXPECT_EQ(AbortStage(addr, Client("")).code(), C::kUnauthenticated);
+    EXPECT_EQ(AbortStage(addr, Client("stranger.token")).code(),
+              C::kUnauthenticated);
+    EXPECT_EQ(AbortStage(addr, plaintext).code(), C::kUnavailable);
+  }
+  ASSERT_TRUE(Ping(peers[1], Client("worker.token"), &pong).ok());
+  EXPECT_EQ(pong.stage(), 1);
+
+  std::vector<absl::Status> st(2);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < 2; ++s) {
+    threads.emplace_back([&, s] { st[s] = stages[s]->Run(); });
+  }
+  for (auto& t : threads) t.join();
+  for (int s = 0; s < 2; ++s) EXPECT_TRUE(st[s].ok()) << "stage " << s << ": " << st[s];
+  EXPECT_EQ((*shard)->core()->Stats().version(), 3);
 }
 
 // --- Coordinator. ---
