@@ -4,6 +4,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <unordered_map>
 #include <unordered_set>
@@ -290,11 +291,40 @@ double Jaccard(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
   return uni == 0 ? 1.0 : static_cast<double>(both) / static_cast<double>(uni);
 }
 
-// Removes near duplicates (see clean.h) from docs.
+}  // namespace
+
+absl::StatusOr<int> LshBandsFor(double threshold, int perms) {
+  if (!(threshold > 0.0 && threshold <= 1.0) || perms < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "near-duplicate banding: threshold ", threshold, " or permutations ",
+        perms, " out of range"));
+  }
+  int best = 0;
+  for (int rows = 1; rows <= perms; rows *= 2) {
+    if (perms % rows != 0) break;
+    const int bands = perms / rows;
+    const double miss = std::pow(1.0 - std::pow(threshold, rows), bands);
+    if (miss <= kMaxNearMiss) best = bands;  // fewer bands: fewer candidates
+  }
+  if (best == 0) {
+    // r = 1: (1 - t)^perms <= kMaxNearMiss.
+    const double lowest = 1.0 - std::pow(kMaxNearMiss, 1.0 / perms);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "near_threshold ", threshold, " is below what ", perms,
+        " MinHash permutations can serve (at least ", lowest,
+        " for a miss rate under ", kMaxNearMiss, ")"));
+  }
+  return best;
+}
+
+namespace {
+
+// Removes near duplicates (see clean.h) from docs, `bands` LSH bands.
 std::vector<Document> DedupNear(std::vector<Document> docs,
-                                const CleanOptions& o, CleanStepReport* r) {
+                                const CleanOptions& o, int bands,
+                                CleanStepReport* r) {
   const int perms = o.minhash_perms;
-  const int rows = perms / o.lsh_bands;
+  const int rows = perms / bands;
   std::vector<uint64_t> seeds(perms);
   for (int p = 0; p < perms; ++p) {
     seeds[p] = SplitMix64(o.seed * 0x100000001B3ULL + static_cast<uint64_t>(p));
@@ -311,8 +341,8 @@ std::vector<Document> DedupNear(std::vector<Document> docs,
         sig[p] = std::min(sig[p], SplitMix64(s ^ seeds[p]));
       }
     }
-    std::vector<uint64_t> keys(o.lsh_bands);
-    for (int b = 0; b < o.lsh_bands; ++b) {
+    std::vector<uint64_t> keys(bands);
+    for (int b = 0; b < bands; ++b) {
       uint64_t k = SplitMix64(static_cast<uint64_t>(b) + 0x51ED270B27ULL);
       for (int j = 0; j < rows; ++j) k = SplitMix64(k ^ sig[b * rows + j]);
       keys[b] = k;
@@ -685,13 +715,18 @@ absl::StatusOr<std::vector<Document>> CleanDocuments(
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown normalization '", o.normalization, "' (NFC, NFKC, none)"));
   }
-  if (o.dedup_near &&
-      (!(o.near_threshold > 0.0 && o.near_threshold <= 1.0) ||
-       o.shingle_words < 1 || o.lsh_bands < 1 || o.minhash_perms < 1 ||
-       o.minhash_perms % o.lsh_bands != 0)) {
-    return absl::InvalidArgumentError(
-        "dedup_near needs near_threshold in (0, 1], shingle_words >= 1 and "
-        "minhash_perms a positive multiple of lsh_bands");
+  int bands = o.lsh_bands;
+  if (o.dedup_near) {
+    if (!(o.near_threshold > 0.0 && o.near_threshold <= 1.0) ||
+        o.shingle_words < 1 || o.lsh_bands < 0 || o.minhash_perms < 1 ||
+        (o.lsh_bands > 0 && o.minhash_perms % o.lsh_bands != 0)) {
+      return absl::InvalidArgumentError(
+          "dedup_near needs near_threshold in (0, 1], shingle_words >= 1 and "
+          "minhash_perms a positive multiple of lsh_bands");
+    }
+    if (bands == 0) {
+      ASSIGN_OR_RETURN(bands, LshBandsFor(o.near_threshold, o.minhash_perms));
+    }
   }
   if (o.min_chars < 0 || o.max_chars < 0 || o.min_words < 0) {
     return absl::InvalidArgumentError(
@@ -797,7 +832,7 @@ absl::StatusOr<std::vector<Document>> CleanDocuments(
            [&](const Document& d) { return seen.insert(d.text).second; });
   }
   if (o.dedup_near) {
-    docs = DedupNear(std::move(docs), o, &r.Step("dedup_near"));
+    docs = DedupNear(std::move(docs), o, bands, &r.Step("dedup_near"));
   }
   r.documents_out = static_cast<int64_t>(docs.size());
   for (const Document& d : docs) r.chars_out += Chars(d.text);

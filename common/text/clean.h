@@ -24,13 +24,18 @@
 // Documents keep their order; removal never reorders.
 //
 // Near duplicates: a document's shingles are the hashes of its runs of
-// `shingle_words` consecutive words (lower-cased ASCII letters; the whole
-// document is one shingle when shorter). Its MinHash signature has
-// `minhash_perms` values (hash functions seeded from `seed`), cut into
-// `lsh_bands` bands; documents that share a band are candidates, and a
-// candidate is removed when the exact Jaccard similarity of its shingle set
-// with an earlier kept document is >= near_threshold. The result depends
-// only on the documents, their order and the options (deterministic).
+// `shingle_words` consecutive words (split at spaces, tabs and newlines,
+// ASCII letters lower-cased, punctuation and digits kept; the whole document
+// is one shingle when shorter). Its MinHash signature has `minhash_perms`
+// values (hash functions seeded from `seed`), cut into bands of r rows;
+// documents that share a band are candidates, and a candidate is removed
+// when the exact Jaccard similarity of its shingle set with an earlier kept
+// document is >= near_threshold. A pair of similarity s is a candidate with
+// probability 1 - (1 - s^r)^(perms / r); by default (lsh_bands 0) r is the
+// largest power of two for which a pair at the threshold is missed with
+// probability at most 1e-6 (LshBandsFor), so the threshold is honoured;
+// thresholds too low for any banding of the permutations are refused. The
+// result depends only on the documents, their order and the options.
 //
 // Thread-safety: the functions are pure and thread-safe. CleanReport is a
 // plain value (not synchronized).
@@ -64,8 +69,16 @@ struct CleanOptions {
   uint64_t seed = 1;
   int shingle_words = 5;
   int minhash_perms = 128;  // must be a multiple of lsh_bands
-  int lsh_bands = 16;
+  int lsh_bands = 0;        // 0: LshBandsFor(near_threshold, minhash_perms)
 };
+
+// The number of LSH bands for near_threshold t and `perms` permutations: the
+// most bands (fewest rows r = perms / bands, a power of two dividing perms)
+// such that a pair of similarity t is missed, (1 - t^r)^(perms / r), with
+// probability <= kMaxNearMiss; with r = 1 already too likely to miss,
+// InvalidArgument naming the lowest threshold `perms` can serve.
+inline constexpr double kMaxNearMiss = 1e-6;
+absl::StatusOr<int> LshBandsFor(double threshold, int perms);
 
 // What each step removed.
 struct CleanStepReport {

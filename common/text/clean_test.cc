@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/io/file_util.h"
 #include "common/text/documents.h"
@@ -279,6 +281,64 @@ TEST(CleanDocumentsTest, RealNearDuplicateDebianDescriptions) {
   EXPECT_LT(out->size(), docs.size());
   std::printf("libghc-*-doc: %zu descriptions, %zu kept at Jaccard 0.7\n",
               docs.size(), out->size());
+}
+
+TEST(CleanDocumentsTest, BandingFollowsTheThreshold) {
+  // 128 permutations: rows 4 at 0.8 (a pair at 0.8 missed with p 4.7e-8;
+  // 8 rows would miss 5%), 2 at 0.5, 1 at 0.3.
+  EXPECT_EQ(*LshBandsFor(0.8, 128), 32);
+  EXPECT_EQ(*LshBandsFor(0.5, 128), 64);
+  EXPECT_EQ(*LshBandsFor(0.3, 128), 128);
+  EXPECT_EQ(*LshBandsFor(1.0, 128), 1);
+  auto low = LshBandsFor(0.05, 128);
+  ASSERT_FALSE(low.ok());
+  EXPECT_THAT(low.status().message(), HasSubstr("at least 0.102"));
+  CleanOptions o;
+  o.dedup_near = true;
+  o.near_threshold = 0.05;
+  EXPECT_FALSE(CleanDocuments({}, o, nullptr).ok());
+}
+
+// Pairs of documents of 100 distinct words sharing 69 (Jaccard 69/131 =
+// 0.527) are all found at threshold 0.5, pairs sharing 62 (0.449) none.
+// With 16 bands of 8 rows only ~9% of the 0.527 pairs became candidates.
+TEST(CleanDocumentsTest, NearThresholdIsHonouredBelowPointSevenFive) {
+  std::vector<Document> docs;
+  int word = 0;
+  auto words = [&](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) absl::StrAppend(&s, "w", word++, " ");
+    return s;
+  };
+  for (int pair = 0; pair < 200; ++pair) {
+    const int shared = pair % 2 == 0 ? 69 : 62;
+    const std::string common = words(shared);
+    Document a, b;
+    a.id = absl::StrCat("a", pair);
+    a.text = common + words(100 - shared);
+    b.id = absl::StrCat("b", pair);
+    b.text = common + words(100 - shared);
+    docs.push_back(a);
+    docs.push_back(b);
+  }
+  CleanOptions o;
+  o.normalization = "none";
+  o.dedup_near = true;
+  o.near_threshold = 0.5;
+  o.shingle_words = 1;
+  CleanReport rep;
+  auto out = CleanDocuments(docs, o, &rep);
+  ASSERT_TRUE(out.ok()) << out.status();
+  int similar_removed = 0, dissimilar_removed = 0;
+  absl::flat_hash_set<std::string> kept;
+  for (const Document& d : *out) kept.insert(d.id);
+  for (int pair = 0; pair < 200; ++pair) {
+    const bool gone = !kept.contains(absl::StrCat("b", pair));
+    ASSERT_TRUE(kept.contains(absl::StrCat("a", pair)));
+    (pair % 2 == 0 ? similar_removed : dissimilar_removed) += gone;
+  }
+  EXPECT_EQ(similar_removed, 100);
+  EXPECT_EQ(dissimilar_removed, 0);
 }
 
 TEST(CleanDocumentsTest, BadOptions) {
