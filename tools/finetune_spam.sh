@@ -81,6 +81,10 @@ port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
 export BERTPS_COORDINATOR="127.0.0.1:$port"
 "$bin/server/coordinator/bertps_coordinator" --port "$port" --metrics_port 0 > "$out/coordinator.log" 2>&1 &
 pids+=($!)
+for _ in $(seq 1 200); do  # until it listens
+  grep -q listening "$out/coordinator.log" 2>/dev/null && break
+  sleep 0.05
+done
 "$bin/server/ps/bertps_server" --coordinator "$BERTPS_COORDINATOR" --port 0 > "$out/ps.log" 2>&1 &
 pids+=($!)
 for role in train preprocess eval; do
