@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "server/coordinator/job_spec.h"
+#include "tools/printable.h"
 #include "tools/svg_plot.h"
 
 namespace bertps {
@@ -64,7 +65,7 @@ std::string RpcError(const CtlOptions& o, absl::string_view rpc,
 }
 
 int Fail(std::ostream& err, absl::string_view message, int code = kExitError) {
-  err << "bertpsctl: " << message << "\n";
+  err << "bertpsctl: " << Printable(message) << "\n";
   err.flush();
   return code;
 }
@@ -525,7 +526,7 @@ int CmdSubmit(JobService::StubInterface* stub, const CtlOptions& o,
   SubmitJobResponse resp;
   const grpc::Status st = stub->SubmitJob(&ctx, req, &resp);
   if (!st.ok()) return Fail(err, RpcError(o, "SubmitJob", st, ""));
-  out << resp.id() << "\n";
+  out << Printable(resp.id()) << "\n";
   return kExitOk;
 }
 
@@ -541,7 +542,7 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   const JobProgress& p = s.progress();
   const JobSpec& spec = s.spec();
   auto row = [&out](absl::string_view key, const std::string& value) {
-    out << absl::StrFormat("%-10s %s\n", key, value);
+    out << absl::StrFormat("%-10s %s\n", key, Printable(value));
   };
   row("job", spec.name().empty()
                  ? s.id()
@@ -622,11 +623,23 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
 
 int CmdList(JobService::StubInterface* stub, const CtlOptions& o,
             std::ostream& out, std::ostream& err) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, o);
+  // Every page (the coordinator answers a page at a time).
   ListJobsResponse resp;
-  const grpc::Status st = stub->ListJobs(&ctx, ListJobsRequest(), &resp);
-  if (!st.ok()) return Fail(err, RpcError(o, "ListJobs", st, ""));
+  ListJobsRequest req;
+  do {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, o);
+    ListJobsResponse page;
+    const grpc::Status st = stub->ListJobs(&ctx, req, &page);
+    if (!st.ok()) return Fail(err, RpcError(o, "ListJobs", st, ""));
+    if (!page.next_page_token().empty() &&
+        page.next_page_token() <= req.page_token()) {
+      return Fail(err, "ListJobs: the coordinator's next page does not "
+                       "advance");
+    }
+    for (JobStatus& s : *page.mutable_jobs()) *resp.add_jobs() = std::move(s);
+    req.set_page_token(page.next_page_token());
+  } while (!req.page_token().empty());
   if (o.json) {
     out << PrintJson(resp, /*pretty=*/true) << "\n";
     return kExitOk;
@@ -634,7 +647,8 @@ int CmdList(JobService::StubInterface* stub, const CtlOptions& o,
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "STATE", "STEP", "LOSS"}};
   for (const JobStatus& s : resp.jobs()) {
-    rows.push_back({s.id(), s.spec().name().empty() ? "-" : s.spec().name(),
+    rows.push_back({Printable(s.id()),
+                    s.spec().name().empty() ? "-" : Printable(s.spec().name()),
                     JobState_Name(s.state()), StepText(s.progress()),
                     LossText(s.progress())});
   }
@@ -682,14 +696,14 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
       // State changes and their messages scroll; the bar is redrawn in place.
       if (first || s.state() != prev_state) {
         out << "\r\x1b[K" << JobState_Name(s.state());
-        if (!ev.message().empty()) out << ": " << ev.message();
+        if (!ev.message().empty()) out << ": " << Printable(ev.message());
         out << "\n";
       }
       out << "\r\x1b[K" << ProgressLine(s, /*bar=*/true, eta);
       bar_drawn = true;
     } else {
       out << ProgressLine(s, /*bar=*/false, eta);
-      if (!ev.message().empty()) out << " (" << ev.message() << ")";
+      if (!ev.message().empty()) out << " (" << Printable(ev.message()) << ")";
       out << "\n";
     }
     out.flush();
@@ -734,7 +748,7 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
       last = s;
     }
   }
-  out << FinalLine(last) << "\n";
+  out << Printable(FinalLine(last)) << "\n";
   out.flush();
   return ExitCodeOf(last.state());
 }

@@ -349,6 +349,33 @@ TEST_F(BertpsctlTest, ListTextAndJson) {
   EXPECT_EQ(j["jobs"][1]["state"], "PENDING");
 }
 
+// A job named, and failed, with newlines and escape sequences prints as one
+// line each in status and list: nothing reaches the terminal raw.
+TEST_F(BertpsctlTest, ControlCharactersFromTheServerAreEscaped) {
+  JobStatus s = Running("job-7", 1, 4, 6.0);
+  s.mutable_spec()->set_name("evil\nstate     SUCCEEDED\x1b]0;pwned\x07\x1b[2J");
+  s.set_state(FAILED);
+  s.set_reason("bad \xc2\x9b" "31m \u202eenil");
+  service_.Put(s);
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-7", out_, err_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(text.find('\x07'), std::string::npos) << text;
+  EXPECT_EQ(text.find("\xc2\x9b"), std::string::npos) << text;
+  EXPECT_TRUE(absl::StrContains(
+      text, "job        job-7 (evil\\nstate     SUCCEEDED\\e]0;pwned\\x07"
+            "\\e[2J)\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "reason     bad \\u009b31m \\u202eenil\n"))
+      << text;
+  std::ostringstream list, err;
+  EXPECT_EQ(CmdList(stub_.get(), options_, list, err), kExitOk);
+  EXPECT_EQ(list.str().find('\x1b'), std::string::npos) << list.str();
+  std::vector<std::string> lines =
+      absl::StrSplit(list.str(), '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines.size(), 2u) << list.str();  // the header and one job
+}
+
 TEST_F(BertpsctlTest, WatchPlainOutputAndExitCodes) {
   struct Case {
     JobState state;
