@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/io/bert_example.h"
 #include "common/status.h"
 #include "absl/strings/match.h"
@@ -66,6 +68,36 @@ std::vector<std::string> EvalGlobs(const JobSpec& s) {
     return {s.data().begin(), s.data().end()};
   }
   return {s.eval().data().begin(), s.eval().data().end()};
+}
+
+}  // namespace
+
+namespace {
+
+// `path` without "." components, repeated or trailing slashes (lexically;
+// a relative path stays relative).
+std::string NormalPath(absl::string_view path) {
+  std::vector<absl::string_view> parts;
+  for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (p != ".") parts.push_back(p);
+  }
+  return absl::StrCat(absl::StartsWith(path, "/") ? "/" : "",
+                      absl::StrJoin(parts, "/"));
+}
+
+// The output locations of a job: (field, normalized path) pairs.
+std::vector<std::pair<const char*, std::string>> OutputsOf(const JobSpec& s) {
+  std::vector<std::pair<const char*, std::string>> out;
+  if (!s.checkpoint().dir().empty()) {
+    out.emplace_back("checkpoint.dir", NormalPath(s.checkpoint().dir()));
+  }
+  if (!s.export_path().empty()) {
+    out.emplace_back("export_path", NormalPath(s.export_path()));
+  }
+  if (!s.output_dir().empty()) {
+    out.emplace_back("output_dir", NormalPath(s.output_dir()));
+  }
+  return out;
 }
 
 }  // namespace
@@ -227,6 +259,20 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
     spec.set_epochs(0);     // steps now say it (a valid spec, as stored)
   }
   absl::MutexLock l(&mu_);
+  // Two jobs that write to the same place would overwrite each other's
+  // checkpoints, exports or records: refused while the other may write.
+  for (const auto& [mine_field, mine] : OutputsOf(spec)) {
+    for (const auto& [other_id, other] : jobs_) {
+      if (IsFinal(other.status.state())) continue;
+      for (const auto& [field, path] : OutputsOf(other.status.spec())) {
+        if (path != mine) continue;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job spec: ", mine_field, " \"", mine, "\" is the ", field,
+            " of job ", other_id, " (", JobState_Name(other.status.state()),
+            "), which writes there; give each job its own"));
+      }
+    }
+  }
   const std::string id = absl::StrFormat("job-%06d", next_job_++);
   Job& job = jobs_[id];
   job.examples_per_epoch = examples;
@@ -262,6 +308,30 @@ std::vector<JobStatus> Coordinator::List() const {
     out.back().clear_history();
   }
   return out;
+}
+
+ListJobsResponse Coordinator::ListPage(int page_size, const std::string& after,
+                                       size_t max_bytes) const {
+  const int limit = page_size <= 0 ? 100 : std::min(page_size, 1000);
+  ListJobsResponse resp;
+  size_t bytes = 0;
+  absl::MutexLock l(&mu_);
+  for (auto it = jobs_.upper_bound(after); it != jobs_.end(); ++it) {
+    if (resp.jobs_size() == limit) {
+      resp.set_next_page_token(resp.jobs(resp.jobs_size() - 1).id());
+      break;
+    }
+    JobStatus s = it->second.status;
+    s.clear_history();
+    const size_t size = s.ByteSizeLong();
+    if (resp.jobs_size() > 0 && bytes + size > max_bytes) {
+      resp.set_next_page_token(resp.jobs(resp.jobs_size() - 1).id());
+      break;
+    }
+    bytes += size;
+    *resp.add_jobs() = std::move(s);
+  }
+  return resp;
 }
 
 absl::Status Coordinator::Cancel(const std::string& id) {
@@ -454,8 +524,19 @@ void Coordinator::Tick() {
 
 void Coordinator::TickLocked() {
   const absl::Time now = options_.now();
+  if (last_tick_ != absl::InfinitePast() &&
+      now - last_tick_ > options_.stall_threshold) {
+    resumed_at_ = now;
+    LOG(WARNING) << "the coordinator stalled for " << (now - last_tick_)
+                 << "; members have " << options_.member_timeout
+                 << " from now to be heard before any is declared dead";
+  }
+  last_tick_ = now;
   for (auto& [id, m] : members_) {
-    if (!m.alive || now - m.last_seen <= options_.member_timeout) continue;
+    if (!m.alive ||
+        now - std::max(m.last_seen, resumed_at_) <= options_.member_timeout) {
+      continue;
+    }
     m.alive = false;
     LoseMemberLocked(m, "stopped answering");
   }

@@ -20,7 +20,10 @@
 //
 // Members register with a role and send heartbeats; the answer carries their
 // assignment (job, index, shard addresses, or stop). A member silent for
-// longer than member_timeout is dead.
+// longer than member_timeout is dead. A coordinator that itself stalled
+// (two ticks further apart than stall_threshold: SIGSTOP, a long pause, a
+// slow disk) could not hear anyone meanwhile, so silence is counted from
+// when it resumed: members get a full member_timeout to be heard again.
 //
 // Worker slots are leases: a train worker holds slot i of a job while it
 // heartbeats. When it dies the slot goes to an idle train member, which joins
@@ -69,6 +72,9 @@ struct CoordinatorOptions {
   // tests. Default: reads the files.
   std::function<absl::StatusOr<int64_t>(const JobSpec&)> count_examples;
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Ticks (Tick(), heartbeats, requests) further apart than this mean the
+  // coordinator stalled (see above). The daemon ticks every 500 ms.
+  absl::Duration stall_threshold = absl::Seconds(2);
   // Where jobs are kept across restarts (not owned; null: memory only).
   class JobStore* store = nullptr;
 };
@@ -83,6 +89,10 @@ class Coordinator {
   absl::StatusOr<std::string> Submit(JobSpec spec);
   absl::StatusOr<JobStatus> Get(const std::string& id) const;
   std::vector<JobStatus> List() const;
+  // One page of ListJobs (proto/coordinator.proto): jobs after `after` in id
+  // order, at most page_size (0: 100; capped at 1000) and about max_bytes.
+  ListJobsResponse ListPage(int page_size, const std::string& after,
+                            size_t max_bytes = 2 << 20) const;
   absl::Status Cancel(const std::string& id);
   // Events of job `id` after *seq (0 = from the start); waits until there is
   // one or `deadline`. Returns no events at the deadline.
@@ -207,6 +217,10 @@ class Coordinator {
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // PENDING, FIFO
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
   std::string last_wait_ ABSL_GUARDED_BY(mu_);  // last "job waits" log line
+  // The previous tick, and when the coordinator last resumed from a stall
+  // (silence before it does not count).
+  absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time resumed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 bool IsFinal(JobState s);

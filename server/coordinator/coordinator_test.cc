@@ -1,10 +1,12 @@
 #include "server/coordinator/coordinator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -17,6 +19,8 @@ class CoordinatorTest : public ::testing::Test {
     CoordinatorOptions o;
     o.member_timeout = absl::Seconds(10);
     o.now = [this] { return now_; };
+    // The fake clock jumps: no stall detection (CoordinatorStall tests it).
+    o.stall_threshold = absl::InfiniteDuration();
     o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
       return 100;  // examples per epoch
     };
@@ -66,6 +70,58 @@ class CoordinatorTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1000);
   Coordinator coord_;
 };
+
+// Two jobs writing to the same checkpoint directory, export file or output
+// directory would overwrite each other: refused while the first may write,
+// accepted once it ended. Paths compare after "." and "//" are dropped.
+// ListJobs pages: 250 jobs come as 100 + 100 + 50, in id order, each page
+// naming the next; a byte budget cuts pages shorter, never to zero jobs.
+TEST_F(CoordinatorTest, ListJobsPages) {
+  for (int i = 0; i < 250; ++i) ASSERT_TRUE(coord_.Submit(Spec(1, 1, 10)).ok());
+  std::vector<std::string> ids;
+  std::string token;
+  int pages = 0;
+  do {
+    ListJobsResponse page = coord_.ListPage(0, token);
+    ++pages;
+    for (const JobStatus& j : page.jobs()) ids.push_back(j.id());
+    token = page.next_page_token();
+    EXPECT_LE(page.jobs_size(), 100);
+  } while (!token.empty());
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(ids.size(), 250u);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_EQ(coord_.ListPage(5000, "").jobs_size(), 250);  // capped at 1000
+  ListJobsResponse small = coord_.ListPage(100, "", /*max_bytes=*/1);
+  EXPECT_EQ(small.jobs_size(), 1);
+  EXPECT_EQ(small.next_page_token(), ids[0]);
+}
+
+TEST_F(CoordinatorTest, JobsDoNotShareOutputPaths) {
+  JobSpec a = Spec(1, 1, 10);
+  a.mutable_checkpoint()->set_dir("/runs/ckpt/");
+  a.set_export_path("/runs/final.safetensors");
+  auto first = coord_.Submit(a);
+  ASSERT_TRUE(first.ok()) << first.status();
+  JobSpec b = Spec(1, 1, 10);
+  b.mutable_checkpoint()->set_dir("/runs/./ckpt");
+  auto second = coord_.Submit(b);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.status().message(),
+            "job spec: checkpoint.dir \"/runs/ckpt\" is the checkpoint.dir of "
+            "job " + *first + " (PENDING), which writes there; give each job "
+            "its own");
+  JobSpec c = Spec(1, 1, 10);
+  c.set_export_path("/runs//final.safetensors");
+  EXPECT_FALSE(coord_.Submit(c).ok());
+  JobSpec d = Spec(1, 1, 10);
+  d.set_export_path("/runs/other.safetensors");
+  d.mutable_checkpoint()->set_dir("/runs/ckpt2");
+  EXPECT_TRUE(coord_.Submit(d).ok());
+  ASSERT_TRUE(coord_.Cancel(*first).ok());
+  EXPECT_TRUE(coord_.Submit(b).ok());
+}
 
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
@@ -507,6 +563,84 @@ TEST_F(CoordinatorTest, PretrainMetricsFromSums) {
   EXPECT_DOUBLE_EQ(m.mlm_perplexity(), std::exp(2.0));
   EXPECT_DOUBLE_EQ(m.nsp_accuracy(), 0.75);
   EXPECT_DOUBLE_EQ(m.nsp_loss(), 0.5);
+}
+
+// A coordinator paused for 20 s (SIGSTOP, a long stall) does not declare its
+// members dead when it resumes: silence counts from the resume, and only a
+// member still silent member_timeout later is lost.
+TEST(CoordinatorStall, MembersGetATimeoutFromTheResume) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  CoordinatorOptions o;
+  o.member_timeout = absl::Seconds(10);
+  o.stall_threshold = absl::Seconds(2);
+  o.now = [&now] { return now; };
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+    return 100;
+  };
+  Coordinator c(o);
+  auto join = [&](Role role, const std::string& addr) {
+    RegisterRequest r;
+    r.set_role(role);
+    r.set_address(addr);
+    return c.Register(r)->member_id();
+  };
+  auto beat = [&](const std::string& id, const std::string& job) {
+    HeartbeatRequest r;
+    r.set_member_id(id);
+    r.set_job_id(job);
+    if (!job.empty()) r.set_incarnation(c.Get(job)->incarnation());
+    return c.Heartbeat(r)->assignment();
+  };
+  const std::string ps = join(PS, "127.0.0.1:1"), w = join(TRAIN, "");
+  JobSpec spec;
+  spec.set_task(PRETRAIN);
+  spec.add_data("data/*.tfrecord");
+  spec.set_batch_size(10);
+  spec.set_steps(100);
+  auto id = c.Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  beat(ps, "");
+  beat(ps, *id);  // installed
+  beat(w, "");
+  for (int i = 0; i < 4; ++i) {  // ticking every 500 ms
+    now += absl::Milliseconds(500);
+    c.Tick();
+    beat(ps, *id);
+    beat(w, *id);
+  }
+  ASSERT_EQ(c.Get(*id)->state(), RUNNING);
+  const int64_t incarnation = c.Get(*id)->incarnation();
+  now += absl::Seconds(20);  // the coordinator was stopped
+  c.Tick();
+  EXPECT_EQ(c.Get(*id)->state(), RUNNING);
+  EXPECT_EQ(c.Get(*id)->incarnation(), incarnation);
+  EXPECT_EQ(c.Get(*id)->restarts(), 0);
+  // The shard answers again; the worker stays silent: it alone is lost,
+  // member_timeout after the resume, and the job does not restart.
+  for (int i = 0; i < 19; ++i) {
+    now += absl::Milliseconds(500);
+    c.Tick();
+    beat(ps, *id);
+  }
+  EXPECT_EQ(c.Get(*id)->restarts(), 0);
+  auto events = [&] {
+    std::string all;
+    int64_t seq = 0;
+    auto ev = c.WaitForEvents(*id, &seq, absl::InfinitePast());
+    if (ev.ok()) {
+      for (const JobEvent& e : *ev) absl::StrAppend(&all, e.message(), "\n");
+    }
+    return all;
+  };
+  EXPECT_EQ(events().find("stopped answering"), std::string::npos)
+      << events();
+  now += absl::Seconds(1) + absl::Milliseconds(500);
+  c.Tick();
+  beat(ps, *id);
+  EXPECT_NE(events().find("stopped answering; its slot is free"),
+            std::string::npos)
+      << events();
+  EXPECT_EQ(c.Get(*id)->restarts(), 0);
 }
 
 }  // namespace

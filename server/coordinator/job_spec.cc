@@ -18,6 +18,47 @@ absl::Status Bad(absl::string_view field, absl::string_view what) {
       absl::StrCat("job spec: ", field, " ", what));
 }
 
+// Every string field of `m` (recursively) within its bound: the job's name
+// kMaxJobNameBytes, every other string (globs, paths, labels)
+// kMaxSpecStringBytes; every repeated field at most kMaxSpecListEntries.
+absl::Status CheckBounds(const google::protobuf::Message& m,
+                         const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const std::string name = prefix + f->name();
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    if (f->is_repeated() && n > kMaxSpecListEntries) {
+      return Bad(name, absl::StrCat("has ", n, " entries, over the limit of ",
+                                    kMaxSpecListEntries));
+    }
+    for (int i = 0; i < n; ++i) {
+      if (f->type() == FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& v =
+            f->is_repeated() ? r->GetRepeatedStringReference(m, f, i, &scratch)
+                             : r->GetStringReference(m, f, &scratch);
+        const size_t limit =
+            prefix.empty() && f->name() == "name" ? kMaxJobNameBytes
+                                                  : kMaxSpecStringBytes;
+        if (v.size() > limit) {
+          return Bad(f->is_repeated() ? absl::StrCat(name, "[", i, "]") : name,
+                     absl::StrCat("is ", v.size(), " bytes, over the limit of ",
+                                  limit));
+        }
+      } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+        const google::protobuf::Message& sub =
+            f->is_repeated() ? r->GetRepeatedMessage(m, f, i)
+                             : r->GetMessage(m, f);
+        RETURN_IF_ERROR(CheckBounds(sub, name + "."));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Collects text-format parse errors with their line and column.
 class Errors : public google::protobuf::io::ErrorCollector {
  public:
@@ -104,6 +145,20 @@ absl::Status ValidatePreprocess(const JobSpec& s) {
     return Bad("preprocess.output",
                absl::StrCat("must be pretrain or classify, got '", p.output(), "'"));
   }
+  if (p.output() == "pretrain" && !p.force_pretraining_edits()) {
+    if (p.clean().remove_stopwords()) {
+      return Bad("preprocess.clean.remove_stopwords",
+                 "would strip the function words from pretraining text "
+                 "(BERT learns from them); set "
+                 "preprocess.force_pretraining_edits to insist");
+    }
+    if (p.augment().num_aug() > 0) {
+      return Bad("preprocess.augment.num_aug",
+                 "would add edited copies (EDA) to pretraining text; EDA is "
+                 "for small classification sets; set "
+                 "preprocess.force_pretraining_edits to insist");
+    }
+  }
   if (p.output() == "classify" && p.labels_size() < 2) {
     return Bad("preprocess.labels", "needs at least two labels for classify");
   }
@@ -157,6 +212,7 @@ absl::Status ValidatePreprocess(const JobSpec& s) {
 }  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& s) {
+  RETURN_IF_ERROR(CheckBounds(s, ""));
   if (s.task() == TASK_UNSPECIFIED) return Bad("task", "is required");
   if (s.data().empty()) return Bad("data", "needs at least one glob");
   for (const std::string& d : s.data()) {

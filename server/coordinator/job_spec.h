@@ -17,6 +17,12 @@ namespace bertps {
 // JSON when the text starts with '{' (after white space), else text format.
 // Unknown fields are errors. Defaults are applied, then Validate runs.
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text);
+// Bounds of a spec's strings and lists (ValidateJobSpec): a job's name, any
+// other string (a glob, a path, a label), the entries of a repeated field.
+inline constexpr size_t kMaxJobNameBytes = 256;
+inline constexpr size_t kMaxSpecStringBytes = 4096;
+inline constexpr int kMaxSpecListEntries = 10000;
+
 // The largest job spec file read (a spec is a few KiB; names, globs and
 // paths are bounded far below this).
 inline constexpr int64_t kMaxJobSpecFileBytes = 1 << 20;

@@ -1,5 +1,6 @@
 #include "server/coordinator/job_spec.h"
 
+#include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -78,6 +79,68 @@ TEST(JobSpec, SpecialFilesAreRefused) {
               std::string::npos)
         << s.status();
   }
+}
+
+// Every string and list has a bound (a 4 MiB name once made ListJobs fail
+// for everyone); the refusal names the field and the limit.
+TEST(JobSpec, StringsAndListsAreBounded) {
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("data/*.tfrecord");
+  s.set_steps(10);
+  s.set_name(std::string(256, 'n'));
+  ApplyJobDefaults(&s);
+  EXPECT_TRUE(ValidateJobSpec(s).ok()) << ValidateJobSpec(s);
+  s.set_name(std::string(257, 'n'));
+  absl::Status st = ValidateJobSpec(s);
+  EXPECT_EQ(st.message(),
+            "job spec: name is 257 bytes, over the limit of 256");
+  s.set_name("ok");
+  s.add_data(std::string(4097, '*'));
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "job spec: data[1] is 4097 bytes, over the limit of 4096");
+  s.mutable_data()->RemoveLast();
+  s.mutable_checkpoint()->set_dir(std::string(5000, 'd'));
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "job spec: checkpoint.dir is 5000 bytes, over the limit of 4096");
+  s.mutable_checkpoint()->clear_dir();
+  for (int i = 0; i < 10000; ++i) s.add_data("x");
+  EXPECT_EQ(ValidateJobSpec(s).message(),
+            "job spec: data has 10001 entries, over the limit of 10000");
+}
+
+// Stop-word removal and EDA copies harm pretraining text: refused for
+// pretrain output unless forced; classify output keeps them.
+TEST(JobSpec, PretrainingTextRefusesStopwordRemovalAndAugmentation) {
+  const char* base = R"pb(
+    task: PREPROCESS
+    data: "in/*.txt"
+    output_dir: "out"
+    preprocess { vocab: "vocab.txt" %s }
+  )pb";
+  auto parse = [&](const char* extra) {
+    return ParseJobSpec(absl::StrFormat(base, extra));
+  };
+  EXPECT_TRUE(parse("").ok()) << parse("").status();
+  auto sw = parse("clean { remove_stopwords: true }");
+  ASSERT_FALSE(sw.ok());
+  EXPECT_NE(sw.status().message().find(
+                "preprocess.clean.remove_stopwords would strip the function "
+                "words"),
+            std::string::npos)
+      << sw.status();
+  auto eda = parse("augment { num_aug: 4 }");
+  ASSERT_FALSE(eda.ok());
+  EXPECT_NE(eda.status().message().find("preprocess.augment.num_aug"),
+            std::string::npos)
+      << eda.status();
+  EXPECT_TRUE(parse("augment { num_aug: 4 } clean { remove_stopwords: true } "
+                    "force_pretraining_edits: true")
+                  .ok());
+  auto cls = parse(
+      "output: \"classify\" labels: \"a\" labels: \"b\" input_format: "
+      "\"jsonl\" augment { num_aug: 4 } clean { remove_stopwords: true }");
+  EXPECT_TRUE(cls.ok()) << cls.status();
 }
 
 }  // namespace

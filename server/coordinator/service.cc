@@ -23,9 +23,9 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*,
 }
 
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
-                                      const ListJobsRequest*,
+                                      const ListJobsRequest* req,
                                       ListJobsResponse* resp) {
-  for (JobStatus& s : c_->List()) *resp->add_jobs() = std::move(s);
+  *resp = c_->ListPage(req->page_size(), req->page_token());
   return grpc::Status::OK;
 }
 
