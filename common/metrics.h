@@ -1,5 +1,7 @@
 // Prometheus text metrics over HTTP (prometheus-cpp), one endpoint per
-// daemon at http://HOST:PORT/metrics. Port 0 picks a free port.
+// daemon at http://HOST:PORT/metrics. Port 0 picks a free port. Clients that
+// hold connections with half-sent requests do not stop the scrapes of
+// others (up to ~60 such clients; each is cut after 2 s).
 // Thread-safety: the registry and its metrics are thread-safe.
 #ifndef BERTPS_COMMON_METRICS_H_
 #define BERTPS_COMMON_METRICS_H_
