@@ -549,6 +549,13 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                  : absl::StrCat(s.id(), " (", spec.name(), ")"));
   row("state", JobState_Name(s.state()));
   if (!s.reason().empty()) row("reason", s.reason());
+  if (!s.waiting().empty()) {
+    const int64_t for_ms = std::max<int64_t>(
+        0, absl::ToUnixMillis(absl::Now()) - s.waiting_since_ms());
+    row("waiting", absl::StrCat("for ", s.waiting(), " (since ",
+                                TimeText(s.waiting_since_ms()), ", ",
+                                FormatClock(absl::Milliseconds(for_ms)), ")"));
+  }
   row("task",
       absl::StrCat(Task_Name(spec.task()), ", model ",
                    spec.model().empty() ? "-" : spec.model(), ", ",

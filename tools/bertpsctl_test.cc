@@ -320,6 +320,18 @@ TEST_F(BertpsctlTest, StatusShowsTheReasonOfAFailedJob) {
   EXPECT_TRUE(absl::StrContains(out_.str(), "elapsed    1:02")) << out_.str();
 }
 
+TEST_F(BertpsctlTest, StatusShowsWhatAJobWaitsFor) {
+  JobStatus s = Running("job-3", 7, 40, 5.0);
+  s.set_waiting("an idle train worker for slot 1");
+  s.set_waiting_since_ms(absl::ToUnixMillis(absl::Now()) - 65000);
+  service_.Put(s);
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-3", out_, err_), kExitOk);
+  EXPECT_TRUE(absl::StrContains(
+      out_.str(), "waiting    for an idle train worker for slot 1 (since "))
+      << out_.str();
+  EXPECT_TRUE(absl::StrContains(out_.str(), ", 1:05)\n")) << out_.str();
+}
+
 TEST_F(BertpsctlTest, ListTextAndJson) {
   service_.Put(Running("job-1", 40, 100, 5.23));
   JobStatus p = Running("job-2", 0, 50, 0);

@@ -544,8 +544,50 @@ void Coordinator::TickLocked() {
     if (job.status.state() != RUNNING) continue;
     FillShardsLocked(job);
     FillSlotsLocked(job);
+    SetWaitingLocked(job, RunningWaitLocked(job));
   }
   StartJobsLocked();
+}
+
+std::string Coordinator::RunningWaitLocked(const Job& job) const {
+  if (job.training_done) return "";
+  std::vector<std::string> shards, slots;
+  for (size_t i = 0; i < job.shards.size(); ++i) {
+    if (job.shards[i].empty()) shards.push_back(absl::StrCat(i));
+  }
+  for (size_t i = 0; i < job.slots.size(); ++i) {
+    if (job.slots[i].empty() && !job.slot_done[i]) {
+      slots.push_back(absl::StrCat(i));
+    }
+  }
+  const bool stages = StagesOf(job.status.spec()) > 1;
+  std::string what;
+  if (!shards.empty()) {
+    what = absl::StrCat("an idle parameter-server daemon for shard",
+                        shards.size() > 1 ? "s " : " ",
+                        absl::StrJoin(shards, ", "));
+  }
+  if (!slots.empty()) {
+    absl::StrAppend(&what, what.empty() ? "" : "; ", "an idle ",
+                    stages ? "stage daemon for slot" : "train worker for slot",
+                    slots.size() > 1 ? "s " : " ", absl::StrJoin(slots, ", "),
+                    " (the other workers wait at the next step)");
+  }
+  return what;
+}
+
+void Coordinator::SetWaitingLocked(Job& job, const std::string& what) {
+  if (job.status.waiting() == what) return;
+  if (what.empty()) {
+    EventLocked(job, absl::StrCat("no longer waiting for ",
+                                  job.status.waiting()));
+    job.status.clear_waiting();
+    job.status.clear_waiting_since_ms();
+    return;
+  }
+  if (job.status.waiting().empty()) job.status.set_waiting_since_ms(NowMs());
+  job.status.set_waiting(what);
+  EventLocked(job, absl::StrCat("waiting for ", what));
 }
 
 void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
@@ -679,9 +721,13 @@ void Coordinator::StartJobsLocked() {
     }
     if (spec.task() == PREPROCESS || spec.task() == EVAL) {
       if (pool[spec.task() == PREPROCESS ? 0 : 1] == 0) {
+        SetWaitingLocked(job, spec.task() == PREPROCESS
+                                  ? "a preprocess worker to register"
+                                  : "an eval worker to register");
         ++qit;
         continue;
       }
+      SetWaitingLocked(job, "");
       qit = queue_.erase(qit);
       job.status.set_state(RUNNING);
       job.status.set_start_time_ms(NowMs());
@@ -692,6 +738,7 @@ void Coordinator::StartJobsLocked() {
       continue;
     }
     if (train_blocked) {
+      SetWaitingLocked(job, "the train jobs submitted before it to start");
       ++qit;
       continue;
     }
@@ -708,10 +755,16 @@ void Coordinator::StartJobsLocked() {
         static_cast<int>(train.size()) < spec.num_workers() * S ||
         (HasEval(spec) && pool[1] == 0)) {
       train_blocked = true;  // FIFO: later train jobs wait for this one
-      const std::string why = absl::StrCat(
-          "job ", *qit, " waits: ", ps.size(), "/", spec.num_ps_shards(),
-          " idle shards, ", train.size(), "/", spec.num_workers() * S,
-          " idle ", S > 1 ? "stages" : "train workers");
+      std::string members = absl::StrCat(
+          ps.size(), "/", spec.num_ps_shards(), " idle parameter-server "
+          "daemons, ", train.size(), "/", spec.num_workers() * S, " idle ",
+          S > 1 ? "stage daemons" : "train workers");
+      if (HasEval(spec) && pool[1] == 0) {
+        absl::StrAppend(&members, ", an eval worker");
+      }
+      SetWaitingLocked(job, absl::StrCat("members: ", members));
+      const std::string why = absl::StrCat("job ", *qit, " waits for ",
+                                           members);
       if (why != last_wait_) {
         LOG(INFO) << why;
         last_wait_ = why;
@@ -719,6 +772,7 @@ void Coordinator::StartJobsLocked() {
       ++qit;
       continue;
     }
+    SetWaitingLocked(job, "");
     qit = queue_.erase(qit);
     job.shards.clear();
     job.status.clear_ps_addresses();
@@ -766,6 +820,8 @@ void Coordinator::FinishLocked(Job& job, JobState state,
   job.status.set_state(state);
   job.status.set_reason(reason);
   job.status.set_end_time_ms(NowMs());
+  job.status.clear_waiting();
+  job.status.clear_waiting_since_ms();
   EventLocked(job, reason.empty() ? JobState_Name(state)
                                   : absl::StrCat(JobState_Name(state), ": ",
                                                  reason));

@@ -165,6 +165,12 @@ class Coordinator {
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets JobStatus.waiting ("" : nothing); a change is an event.
+  void SetWaitingLocked(Job& job, const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a RUNNING train job waits for: free shard indices or worker slots.
+  std::string RunningWaitLocked(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillSlotsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives free shard indices of a running job to idle shard members.

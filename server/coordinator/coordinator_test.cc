@@ -123,6 +123,44 @@ TEST_F(CoordinatorTest, JobsDoNotShareOutputPaths) {
   EXPECT_TRUE(coord_.Submit(b).ok());
 }
 
+// A job says what it waits for, and since when: members to start, then a
+// train worker for the slot of one that died (no spare), until one comes.
+TEST_F(CoordinatorTest, StatusSaysWhatTheJobWaitsFor) {
+  std::string p0 = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN);
+  auto id = coord_.Submit(Spec(1, 2, 15));
+  ASSERT_TRUE(id.ok()) << id.status();
+  JobStatus st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), PENDING);
+  EXPECT_EQ(st.waiting(),
+            "members: 1/1 idle parameter-server daemons, 1/2 idle train "
+            "workers");
+  EXPECT_EQ(st.waiting_since_ms(), absl::ToUnixMillis(now_));
+  now_ += absl::Seconds(3);
+  std::string w1 = Join(TRAIN);
+  st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.waiting(), "");
+  Beat(p0), Beat(p0, *id);
+  Beat(w0, *id), Beat(w1, *id);
+  // Worker 1 dies; nobody takes its slot.
+  now_ += absl::Seconds(6);
+  Beat(p0, *id), Beat(w0, *id);
+  now_ += absl::Seconds(6);
+  Beat(p0, *id), Beat(w0, *id);
+  coord_.Tick();
+  st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.waiting(),
+            "an idle train worker for slot 1 (the other workers wait at the "
+            "next step)");
+  EXPECT_EQ(st.waiting_since_ms(), absl::ToUnixMillis(now_));
+  // A new train worker takes the slot: nothing to wait for.
+  Join(TRAIN);
+  coord_.Tick();
+  EXPECT_EQ(coord_.Get(*id)->waiting(), "");
+}
+
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);

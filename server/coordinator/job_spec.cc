@@ -307,6 +307,12 @@ absl::Status ValidateJobSpec(const JobSpec& s) {
   }
   absl::StatusOr<BertConfig> config = JobModelConfig(s);
   if (!config.ok()) return Bad("model", config.status().message());
+  if (pl.stages() > config->num_hidden_layers) {
+    return Bad("pipeline.stages",
+               absl::StrCat("is ", pl.stages(), " but the model has ",
+                            config->num_hidden_layers,
+                            " encoder layers (one at least per stage)"));
+  }
   absl::StatusOr<optim::OptimizerConfig> opt = JobOptimizerConfig(s);
   if (!opt.ok()) return Bad("optimizer", opt.status().message());
   return absl::OkStatus();

@@ -143,5 +143,16 @@ TEST(JobSpec, PretrainingTextRefusesStopwordRemovalAndAugmentation) {
   EXPECT_TRUE(cls.ok()) << cls.status();
 }
 
+TEST(JobSpec, MoreStagesThanLayersCanNeverRun) {
+  auto s = ParseJobSpec(R"pb(
+    task: PRETRAIN data: "d/*.tfrecord" steps: 5 model: "tiny"
+    batch_size: 64 pipeline { stages: 64 micro_batches: 4 }
+  )pb");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "job spec: pipeline.stages is 64 but the model has 2 encoder "
+            "layers (one at least per stage)");
+}
+
 }  // namespace
 }  // namespace bertps
