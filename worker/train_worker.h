@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "common/io/bert_example.h"
 #include "common/kernels/matmul.h"
+#include "common/memory_limit.h"
 #include "common/model/bert.h"
 #include "common/optim/optimizer_config.h"
 #include "worker/ps_client.h"
@@ -67,6 +68,9 @@ struct TrainWorkerOptions {
   std::function<void(const struct TrainStepReport&)> on_step;
   // Run() stops with CANCELLED at the next step once this is true.
   const std::atomic<bool>* cancel = nullptr;
+  // The memory this worker may use (bytes 0: DetectMemoryLimit()). A model
+  // whose estimate does not fit is refused before anything is allocated.
+  MemoryLimit memory_limit;
 };
 
 struct TrainStepReport {

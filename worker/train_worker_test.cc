@@ -292,5 +292,24 @@ TEST_F(Distributed, ANonFiniteLossFailsTheStepAndAppliesNothing) {
   }
 }
 
+// batch 65536: the worker estimates its model and activations and refuses
+// with the figures before allocating (it used to abort with bad_alloc).
+TEST_F(Distributed, ABatchThatCannotFitIsRefusedWithTheFigures) {
+  Cluster c = StartCluster(1, ShardOpts(1));
+  TrainWorkerOptions o = WorkerOpts(c, 0, 1, 65536, data());
+  o.memory_limit = MemoryLimit{int64_t{256} << 20, "test limit"};
+  auto tw = TrainWorker::Create(o);
+  ASSERT_FALSE(tw.ok());
+  EXPECT_EQ(tw.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(tw.status().message().find("train worker 0 needs ~"),
+            std::string::npos)
+      << tw.status();
+  EXPECT_NE(tw.status().message().find("activations of batch 65536 x seq 16"),
+            std::string::npos)
+      << tw.status();
+  o.batch = 4;
+  EXPECT_TRUE(TrainWorker::Create(o).ok());
+}
+
 }  // namespace
 }  // namespace bertps

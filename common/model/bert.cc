@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
@@ -103,24 +104,14 @@ struct BertModel<T>::Buffers {
 };
 
 template <typename T>
-BertModel<T>::BertModel(const BertConfig& config, BertTask task,
-                        int64_t max_batch, int64_t max_seq, int64_t max_preds,
-                        kernels::MatmulEngine* mm)
-    : config_(config),
-      task_(task),
-      max_batch_(max_batch),
-      max_seq_(max_seq),
-      max_preds_(max_preds),
-      mm_(mm),
-      layout_(ParamLayout::ForBert(config, task)),
-      params_(layout_.total_size()),
-      grads_(layout_.total_size()),
-      buf_(std::make_unique<Buffers>()) {
+int64_t BertModel<T>::CarveBuffers(const BertConfig& config, BertTask task,
+                                   int64_t max_batch, int64_t max_seq,
+                                   int64_t max_preds, Buffers* buffers) {
   const int64_t b = max_batch, s = max_seq, h = config.hidden_size;
   const int64_t nh = config.num_attention_heads, inter = config.intermediate_size;
   const int64_t bs = b * s, bp = b * std::max<int64_t>(max_preds, 1);
   Arena<T> ar;
-  Buffers& f = *buf_;
+  Buffers& f = *buffers;
   f.emb_sum = ar.Take(bs * h);
   f.emb_mean = ar.Take(bs);
   f.emb_rstd = ar.Take(bs);
@@ -171,7 +162,50 @@ BertModel<T>::BertModel(const BertConfig& config, BertTask task,
     f.mlm_w = ar.Take(bp);
     f.nsp_logits = ar.Take(b * 2);
   }
-  f.arena.resize(ar.bytes() / sizeof(T) + 1);
+  return ar.bytes();
+}
+
+template <typename T>
+int64_t BertModel<T>::ActivationBytes(const BertConfig& config, BertTask task,
+                                      int64_t max_batch, int64_t max_seq,
+                                      int64_t max_preds) {
+  Buffers f;
+  const int64_t bp = max_batch * std::max<int64_t>(max_preds, 1);
+  return CarveBuffers(config, task, max_batch, max_seq, max_preds, &f) +
+         static_cast<int64_t>(sizeof(int32_t)) *
+             (bp + std::max(bp, max_batch));  // labels, argmax
+}
+
+template <typename T>
+int64_t BertModel<T>::MemoryBytes(const BertConfig& config, BertTask task,
+                                  int64_t max_batch, int64_t max_seq,
+                                  int64_t max_preds) {
+  const int64_t params = ParamLayout::ForBert(config, task).total_size();
+  return 2 * params * static_cast<int64_t>(sizeof(T)) +
+         ActivationBytes(config, task, max_batch, max_seq, max_preds);
+}
+
+template <typename T>
+BertModel<T>::BertModel(const BertConfig& config, BertTask task,
+                        int64_t max_batch, int64_t max_seq, int64_t max_preds,
+                        kernels::MatmulEngine* mm)
+    : config_(config),
+      task_(task),
+      max_batch_(max_batch),
+      max_seq_(max_seq),
+      max_preds_(max_preds),
+      mm_(mm),
+      layout_(ParamLayout::ForBert(config, task)),
+      params_(layout_.total_size()),
+      grads_(layout_.total_size()),
+      buf_(std::make_unique<Buffers>()) {
+  Buffers& f = *buf_;
+  const int64_t bytes =
+      CarveBuffers(config, task, max_batch, max_seq, max_preds, &f);
+  const int64_t b = max_batch;
+  const int64_t bp = b * std::max<int64_t>(max_preds, 1);
+  Arena<T> ar;
+  f.arena.resize(bytes / sizeof(T) + 1);
   ar.Rebase(f.arena.data());
   // Turn the offsets handed out above into pointers.
   T** fixed[] = {&f.emb_sum, &f.emb_mean, &f.emb_rstd, &f.x0, &f.qkv,
@@ -250,8 +284,15 @@ absl::StatusOr<std::unique_ptr<BertModel<T>>> BertModel<T>::Create(
     return absl::InvalidArgumentError(
         "pretraining needs at least one masked position per sequence");
   }
-  return std::unique_ptr<BertModel<T>>(
-      new BertModel<T>(config, task, max_batch, max_seq, max_preds, mm));
+  try {
+    return std::unique_ptr<BertModel<T>>(
+        new BertModel<T>(config, task, max_batch, max_seq, max_preds, mm));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate the model: ",
+        MemoryBytes(config, task, max_batch, max_seq, max_preds),
+        " bytes for batch ", max_batch, " x seq ", max_seq));
+  }
 }
 
 template <typename T>

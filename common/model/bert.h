@@ -134,9 +134,24 @@ class BertModel {
   // Bytes of the activation arena (for memory reports).
   int64_t activation_bytes() const;
 
+  // What Create() would allocate, without allocating: the activation arena
+  // for (max_batch, max_seq, max_preds), and that plus the parameters and
+  // their gradients. For refusing a model that cannot fit before trying.
+  static int64_t ActivationBytes(const BertConfig& config, BertTask task,
+                                 int64_t max_batch, int64_t max_seq,
+                                 int64_t max_preds);
+  static int64_t MemoryBytes(const BertConfig& config, BertTask task,
+                             int64_t max_batch, int64_t max_seq,
+                             int64_t max_preds);
+
  private:
   struct Layer;
   struct Buffers;
+  // Lays the activation buffers out in `f` as offsets from the arena's
+  // start (the constructor turns them into pointers); returns the bytes.
+  static int64_t CarveBuffers(const BertConfig& config, BertTask task,
+                              int64_t max_batch, int64_t max_seq,
+                              int64_t max_preds, Buffers* f);
   BertModel(const BertConfig& config, BertTask task, int64_t max_batch,
             int64_t max_seq, int64_t max_preds, kernels::MatmulEngine* mm);
   absl::Status ValidateBatch(const BertBatchView& b) const;

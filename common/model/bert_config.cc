@@ -13,21 +13,24 @@ absl::string_view ActivationName(Activation a) {
 }
 
 absl::Status BertConfig::Validate() const {
-  auto positive = [](const char* name, int64_t v) -> absl::Status {
-    if (v <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config: ", name, " must be positive, got ", v));
+  // Far above any BERT-family model (BERT-large: hidden 1024, 24 layers;
+  // multilingual vocabularies ~250k), far below what overflows a size.
+  auto in = [](const char* name, int64_t v, int64_t hi) -> absl::Status {
+    if (v <= 0 || v > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config: ", name, " must be in [1, ", hi, "], got ", v));
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(positive("vocab_size", vocab_size));
-  RETURN_IF_ERROR(positive("hidden_size", hidden_size));
-  RETURN_IF_ERROR(positive("num_hidden_layers", num_hidden_layers));
-  RETURN_IF_ERROR(positive("num_attention_heads", num_attention_heads));
-  RETURN_IF_ERROR(positive("intermediate_size", intermediate_size));
-  RETURN_IF_ERROR(positive("max_position_embeddings", max_position_embeddings));
-  RETURN_IF_ERROR(positive("type_vocab_size", type_vocab_size));
-  RETURN_IF_ERROR(positive("num_labels", num_labels));
+  RETURN_IF_ERROR(in("vocab_size", vocab_size, int64_t{1} << 22));
+  RETURN_IF_ERROR(in("hidden_size", hidden_size, 16384));
+  RETURN_IF_ERROR(in("num_hidden_layers", num_hidden_layers, 512));
+  RETURN_IF_ERROR(in("num_attention_heads", num_attention_heads, 512));
+  RETURN_IF_ERROR(in("intermediate_size", intermediate_size, 1 << 17));
+  RETURN_IF_ERROR(
+      in("max_position_embeddings", max_position_embeddings, 1 << 17));
+  RETURN_IF_ERROR(in("type_vocab_size", type_vocab_size, 1024));
+  RETURN_IF_ERROR(in("num_labels", num_labels, 1 << 16));
   if (hidden_size % num_attention_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config: hidden_size (", hidden_size,

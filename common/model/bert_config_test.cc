@@ -78,5 +78,16 @@ TEST(BertConfig, SpecialFilesAreRefused) {
   }
 }
 
+TEST(BertConfig, SizesAreBounded) {
+  for (const char* bad : {R"({"vocab_size": 2147483647})",
+                          R"({"num_hidden_layers": 1000000})",
+                          R"({"hidden_size": 1048576, "num_attention_heads": 1})"}) {
+    auto c = ParseBertConfig(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("must be in [1, "), std::string::npos)
+        << c.status();
+  }
+}
+
 }  // namespace
 }  // namespace bertps

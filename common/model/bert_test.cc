@@ -238,5 +238,28 @@ TEST(BertModel, ParameterAndGradientHooks) {
   }
 }
 
+// The estimate of what Create() allocates, without allocating: the arena it
+// lays out, the parameters and their gradients.
+TEST(BertMemory, EstimateMatchesWhatCreateAllocates) {
+  auto tiny = PresetBertConfig("tiny");
+  ASSERT_TRUE(tiny.ok());
+  kernels::MatmulEngine mm;
+  for (BertTask task : {BertTask::kPretrain, BertTask::kClassify}) {
+    auto model = BertModel<float>::Create(*tiny, task, 4, 16, 3, &mm);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const int64_t arena = (*model)->activation_bytes();
+    const int64_t est = BertModel<float>::ActivationBytes(*tiny, task, 4, 16, 3);
+    EXPECT_GE(est, arena - 64);
+    EXPECT_LE(est, arena + 4 * (12 + 12) + 64);
+    EXPECT_EQ(BertModel<float>::MemoryBytes(*tiny, task, 4, 16, 3),
+              est + 8 * (*model)->num_params());
+  }
+  // batch 65536 x seq 128 with 20 predictions: the MLM logits alone are
+  // 65536 * 20 * 30522 floats (160 GB); nothing is allocated to say so.
+  EXPECT_GT(BertModel<float>::MemoryBytes(*tiny, BertTask::kPretrain, 65536,
+                                          128, 20),
+            int64_t{160} << 30);
+}
+
 }  // namespace
 }  // namespace bertps

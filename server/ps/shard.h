@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/memory_limit.h"
 #include "common/aligned_vector.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
@@ -68,6 +69,9 @@ struct ShardOptions {
   int backup_workers = 0;  // BSP: a step completes with N - backup pushes
   int64_t staleness = 0;   // SSP bound
   uint64_t init_seed = 12345;
+  // The memory this shard may use (bytes 0: DetectMemoryLimit()); a slice
+  // whose estimate does not fit is refused before anything is allocated.
+  MemoryLimit memory_limit;
   // Safetensors (Hugging Face names) or a checkpoint manifest whose tensors
   // replace the seeded initial values; a missing task head keeps them.
   std::string init_weights;

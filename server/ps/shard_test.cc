@@ -92,6 +92,36 @@ std::vector<float> Params(ShardCore* core) {
   return std::vector<float>((*snap)->params.begin(), (*snap)->params.end());
 }
 
+// A slice that cannot fit in the shard's memory is refused with the figures
+// before anything is allocated; absurd configs are refused by their bounds.
+TEST(ShardCore, AModelThatCannotFitIsRefusedWithTheFigures) {
+  ShardOptions o = Opts(BSP, 2);
+  o.config.vocab_size = 1 << 22;
+  o.config.hidden_size = 4096;
+  o.config.num_attention_heads = 64;
+  o.config.intermediate_size = 16384;
+  o.memory_limit = MemoryLimit{int64_t{1} << 30, "test limit"};
+  auto core = ShardCore::Create(o, nullptr);
+  ASSERT_FALSE(core.ok());
+  EXPECT_EQ(core.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(core.status().message().find("parameter-server shard 0 needs ~"),
+            std::string::npos)
+      << core.status();
+  EXPECT_NE(core.status().message().find("of this process's limit of 1.00 "
+                                         "GiB (test limit)"),
+            std::string::npos)
+      << core.status();
+  o = Opts(BSP, 2);
+  o.config.hidden_size = 1048576;
+  core = ShardCore::Create(o, nullptr);
+  ASSERT_FALSE(core.ok());
+  EXPECT_EQ(core.status().message(),
+            "config: hidden_size must be in [1, 16384], got 1048576");
+  o = Opts(BSP, 2);
+  o.config.num_hidden_layers = 1000000;
+  EXPECT_FALSE(ShardCore::Create(o, nullptr).ok());
+}
+
 TEST(ShardCore, AspAppliesEveryPushExactlyOnce) {
   auto core = *ShardCore::Create(Opts(ASP, 2), nullptr);
   for (int step = 0; step < 5; ++step) {
