@@ -42,6 +42,7 @@ absl::Status TrainMember::RunPart(
     s.set_push_ms(r.push_ms);
     s.set_wait_ms(r.wait_ms);
     s.set_checkpoint(r.checkpoint);
+    s.set_checkpoint_version(r.checkpoint_version);
     report(s);
   };
   absl::StatusOr<std::unique_ptr<TrainWorker>> w = TrainWorker::Create(*o);

@@ -418,7 +418,10 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   rep.first_example = (step * options_.num_workers + options_.worker) *
                       static_cast<int64_t>(options_.batch);
   rep.examples = options_.batch;
-  rep.learning_rate = optim::LearningRate(options_.optimizer, step);
+  // The rate the shard applied to this update: its index is the version
+  // before it (BSP: the step; ASP/SSP: the update this push became).
+  rep.learning_rate =
+      optim::LearningRate(options_.optimizer, std::max<int64_t>(rep.version - 1, 0));
   rep.wait_ms = wait_ms;
   rep.pull_ms = Ms(t0, t1) - start_wait_ms + forward_wait_ms + pull_end_ms +
                 early_pull_ms;
@@ -429,76 +432,131 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
 
 absl::Status TrainWorker::Run() {
   kernels::UseConfiguredThreads();  // a member runs this on its own thread
+  const bool bsp = client_->description(0).mode() == BSP;
+  const int64_t n = options_.num_workers;
+  // The update ticket of this worker's step j (see TrainWorkerOptions).
+  auto ticket = [&](int64_t step) {
+    return bsp ? step : step * n + options_.worker;
+  };
   // A restarted worker joins at the shards' current step.
   int64_t start = 0;
   {
     ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
     start = stats[0].version();
-    if (client_->description(0).mode() != BSP) {
-      start = stats[0].worker_clock(options_.worker);
-    }
+    if (!bsp) start = stats[0].worker_clock(options_.worker);
   }
+  const bool checkpoints = options_.worker == 0 &&
+                           !options_.checkpoint_dir.empty();
+  const int64_t every = options_.checkpoint_every;
+  // ASP/SSP: the shards hold the tickets at or past each multiple k of
+  // `every` until the checkpoint of version k is written (ShardOptions::
+  // checkpoint_every); worker 0 writes it before pushing such a ticket.
+  int64_t cut = 0;
+  if (!bsp && every > 0) {
+    ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
+    cut = (stats[0].version() / every + 1) * every;
+  }
+  std::string pending_checkpoint;
+  int64_t pending_version = 0;
+  bool final_written = false;
+  auto write_checkpoint = [&](int64_t version) -> absl::Status {
+    ASSIGN_OR_RETURN(pending_checkpoint,
+                     client_->Checkpoint(options_.checkpoint_dir, version));
+    pending_version = version;
+    if (options_.log) {
+      nlohmann::ordered_json j;
+      j["checkpoint"] = pending_checkpoint;
+      j["version"] = version;
+      *options_.log << j.dump() << std::endl;
+    }
+    return absl::OkStatus();
+  };
   auto begin = Clock::now();
   double loss_sum = 0;
-  int64_t n = 0;
+  int64_t count = 0;
   TrainStepReport sum;
-  for (int64_t step = start; step < options_.steps; ++step) {
+  for (int64_t step = start; ticket(step) < options_.steps; ++step) {
     if (options_.cancel != nullptr && options_.cancel->load()) {
       return absl::CancelledError("the job was stopped");
     }
+    if (checkpoints && !bsp && every > 0) {
+      for (; cut <= ticket(step) && cut < options_.steps; cut += every) {
+        RETURN_IF_ERROR(write_checkpoint(cut));
+      }
+    }
     ASSIGN_OR_RETURN(TrainStepReport rep, Step(step));
     loss_sum += rep.loss;
-    ++n;
+    ++count;
     sum.pull_ms += rep.pull_ms;
     sum.compute_ms += rep.compute_ms;
     sum.push_ms += rep.push_ms;
     sum.wait_ms += rep.wait_ms;
-    // Worker 0 checkpoints every checkpoint_every steps and after the last
-    // step (when a directory is set), before reporting the step, so the
-    // report names the manifest (the coordinator evaluates it).
-    if (options_.worker == 0 && !options_.checkpoint_dir.empty() &&
-        ((options_.checkpoint_every > 0 &&
-          (step + 1) % options_.checkpoint_every == 0) ||
+    // BSP: worker 0 checkpoints every checkpoint_every steps and after the
+    // last step, before reporting the step, so the report names the
+    // manifest (the coordinator evaluates it).
+    if (checkpoints && bsp &&
+        ((every > 0 && (step + 1) % every == 0) ||
          step + 1 == options_.steps)) {
-      ASSIGN_OR_RETURN(std::string manifest,
-                       client_->Checkpoint(options_.checkpoint_dir, step + 1));
-      rep.checkpoint = manifest;
-      if (options_.log) {
-        nlohmann::ordered_json j;
-        j["checkpoint"] = manifest;
-        j["version"] = step + 1;
-        *options_.log << j.dump() << std::endl;
+      RETURN_IF_ERROR(write_checkpoint(step + 1));
+    }
+    const bool last = ticket(step + 1) >= options_.steps;
+    if (checkpoints && !bsp && last) {
+      // The remaining cuts, then the last update (every worker's pushes),
+      // before this step's report so that it names the final checkpoint.
+      for (; every > 0 && cut < options_.steps; cut += every) {
+        RETURN_IF_ERROR(write_checkpoint(cut));
       }
+      RETURN_IF_ERROR(write_checkpoint(options_.steps));
+      final_written = true;
+    }
+    // ASP/SSP: the checkpoint of a cut reached while this step was done.
+    if (!pending_checkpoint.empty()) {
+      rep.checkpoint = std::move(pending_checkpoint);
+      rep.checkpoint_version = pending_version;
+      pending_checkpoint.clear();
     }
     if (options_.on_step) options_.on_step(rep);
-    if (options_.log && ((step + 1) % options_.log_every == 0 ||
-                         step + 1 == options_.steps)) {
+    if (options_.log && ((step + 1) % options_.log_every == 0 || last)) {
       const double secs =
           std::chrono::duration<double>(Clock::now() - begin).count();
       nlohmann::ordered_json j;
       j["worker"] = options_.worker;
       j["step"] = step + 1;
-      j["loss"] = loss_sum / n;
+      j["loss"] = loss_sum / count;
       j["examples_per_sec"] = (step + 1 - start) * options_.batch / secs;
       j["tokens_per_sec"] = (step + 1 - start) * options_.batch * seq_ / secs;
-      j["pull_ms"] = sum.pull_ms / n;
-      j["compute_ms"] = sum.compute_ms / n;
-      j["push_ms"] = sum.push_ms / n;
-      j["wait_ms"] = sum.wait_ms / n;
+      j["pull_ms"] = sum.pull_ms / count;
+      j["compute_ms"] = sum.compute_ms / count;
+      j["push_ms"] = sum.push_ms / count;
+      j["wait_ms"] = sum.wait_ms / count;
       *options_.log << j.dump() << std::endl;
       loss_sum = 0;
-      n = 0;
+      count = 0;
       sum = TrainStepReport();
     }
   }
-  if (options_.worker == 0 && !options_.export_path.empty()) {
-    if (client_->description(0).mode() == BSP) {
-      // Wait for the last step to be applied everywhere.
-      std::vector<float> scratch(model_->num_params());
-      RETURN_IF_ERROR(client_->Pull(0, options_.steps, options_.steps,
-                                    scratch.data())
-                          .status());
+  if (checkpoints && !bsp && !final_written) {
+    // Restarted after its last step: the final checkpoint all the same,
+    // reported with a repeat of that step (counted once).
+    for (; every > 0 && cut < options_.steps; cut += every) {
+      RETURN_IF_ERROR(write_checkpoint(cut));
     }
+    RETURN_IF_ERROR(write_checkpoint(options_.steps));
+    if (options_.on_step && start > 0) {
+      TrainStepReport rep;
+      rep.step = start - 1;
+      rep.checkpoint = std::move(pending_checkpoint);
+      rep.checkpoint_version = pending_version;
+      rep.version = options_.steps;
+      options_.on_step(rep);
+    }
+  }
+  if (options_.worker == 0 && !options_.export_path.empty()) {
+    // Wait for the last update to be applied everywhere (every mode).
+    std::vector<float> scratch(model_->num_params());
+    RETURN_IF_ERROR(
+        client_->Pull(0, options_.steps, options_.steps, scratch.data())
+            .status());
     RETURN_IF_ERROR(client_->Export(options_.export_path));
   }
   return absl::OkStatus();

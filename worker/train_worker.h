@@ -53,7 +53,11 @@ struct TrainWorkerOptions {
   int num_workers = 1;
   std::vector<std::string> data;  // TFRecord globs
   int batch = 32;                 // examples per worker per step
-  int64_t steps = 100;            // total steps of the job
+  // Updates the shards apply in all (the job plan's step counter): BSP one
+  // per global batch; ASP/SSP one per push, so with N workers worker i
+  // pushes its steps j while the update ticket j * N + i < steps, and
+  // trains step j on global batch j * N + i (each batch once).
+  int64_t steps = 100;
   uint64_t seed = 12345;          // dropout
   bool dropout = true;
   bool overlap_push = true;       // push layers during backward (BSP)
@@ -83,6 +87,7 @@ struct TrainStepReport {
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
   std::string checkpoint;  // manifest written after this step, if any
+  int64_t checkpoint_version = 0;  // its version
 };
 
 class TrainWorker {

@@ -4,10 +4,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/io/bert_example.h"
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
@@ -224,29 +226,80 @@ TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
   EXPECT_EQ((*c3->Stats())[0].version(), 5);
 }
 
-TEST_F(Distributed, AspAndSspRunToCompletion) {
+// ASP and SSP with 2 and 3 workers: `steps` counts updates in all (the
+// plan's one step counter), so the shards apply exactly `steps` updates,
+// each worker its share of the tickets, and the learning rate of the last
+// update is the schedule's at index steps - 1 (warmup and decay end where
+// the plan says; the schedule once reached 0 halfway, at N x steps pushes).
+// With checkpoints every 2 updates, each is a consistent cut: version k on
+// every shard, holding the same k pushes.
+TEST_F(Distributed, AspAndSspCountUpdatesAndCheckpointConsistentCuts) {
   for (ConsistencyMode mode : {ASP, SSP}) {
-    ps::ShardOptions so = ShardOpts(2, mode);
-    so.staleness = 1;
-    Cluster c = StartCluster(2, so);
-    std::vector<std::thread> threads;
-    for (int w = 0; w < 2; ++w) {
-      threads.emplace_back([&, w] {
-        TrainWorkerOptions o = WorkerOpts(c, w, 2, 4, data());
-        o.steps = 6;
-        auto tw = TrainWorker::Create(o);
-        ASSERT_TRUE(tw.ok()) << tw.status();
-        absl::Status st = (*tw)->Run();
-        ASSERT_TRUE(st.ok()) << st;
-      });
-    }
-    for (auto& t : threads) t.join();
-    PsClientOptions po;
-    po.addresses = c.addresses;
-    auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
-    for (const auto& s : *client->Stats()) {
-      EXPECT_EQ(s.version(), 12);  // every push applied exactly once
-      EXPECT_EQ(s.pushes_applied(), 12);
+    for (int workers : {2, 3}) {
+      const std::string name =
+          absl::StrCat(ConsistencyMode_Name(mode), " x ", workers);
+      const std::string dir =
+          absl::StrCat(TempDir(), "/cuts-", ConsistencyMode_Name(mode), "-",
+                       workers);
+      constexpr int64_t kSteps = 7;
+      ps::ShardOptions so = ShardOpts(workers, mode);
+      so.staleness = 1;
+      so.optimizer.warmup_steps = 2;
+      so.optimizer.total_steps = kSteps;
+      so.checkpoint_every = 2;
+      Cluster c = StartCluster(2, so);
+      std::vector<std::thread> threads;
+      std::vector<int64_t> pushed(workers, 0);
+      for (int w = 0; w < workers; ++w) {
+        threads.emplace_back([&, w] {
+          TrainWorkerOptions o = WorkerOpts(c, w, workers, 4, data());
+          o.steps = kSteps;
+          o.optimizer = so.optimizer;
+          o.checkpoint_dir = dir;
+          o.checkpoint_every = 2;
+          o.on_step = [&pushed, w](const TrainStepReport&) { ++pushed[w]; };
+          auto tw = TrainWorker::Create(o);
+          ASSERT_TRUE(tw.ok()) << tw.status();
+          absl::Status st = (*tw)->Run();
+          ASSERT_TRUE(st.ok()) << name << " worker " << w << ": " << st;
+        });
+      }
+      for (auto& t : threads) t.join();
+      PsClientOptions po;
+      po.addresses = c.addresses;
+      auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+      auto stats = client->Stats();
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      for (const auto& s : *stats) {
+        EXPECT_EQ(s.version(), kSteps) << name;
+        EXPECT_EQ(s.pushes_applied(), kSteps) << name;
+        EXPECT_DOUBLE_EQ(s.last_learning_rate(),
+                         optim::LearningRate(so.optimizer, kSteps - 1))
+            << name;
+        EXPECT_GT(s.last_learning_rate(), 0) << name;
+      }
+      // Worker w pushed the tickets j * workers + w below kSteps.
+      for (int w = 0; w < workers; ++w) {
+        EXPECT_EQ(pushed[w], (kSteps - w + workers - 1) / workers) << name;
+      }
+      for (int64_t k : {2, 4, 6, 7}) {
+        const std::string m = absl::StrCat(dir, "/ckpt-", k, "/manifest.json");
+        EXPECT_TRUE(std::ifstream(m).good()) << name << ": no " << m;
+        // Restored anywhere, a cut gives every shard version k.
+        Cluster r = StartCluster(2, so);
+        PsClientOptions ro;
+        ro.addresses = r.addresses;
+        auto rc = *PsClient::Connect(ro, Small(), BertTask::kPretrain);
+        ASSERT_TRUE(rc->Restore(m).ok()) << name << " " << m;
+        auto restored = rc->Stats();
+        ASSERT_TRUE(restored.ok()) << restored.status();
+        for (const auto& s : *restored) {
+          EXPECT_EQ(s.version(), k) << name;
+          int64_t clocks = 0;
+          for (int64_t cl : s.worker_clock()) clocks += cl;
+          EXPECT_EQ(clocks, k) << name;
+        }
+      }
     }
   }
 }
@@ -285,7 +338,9 @@ TEST_F(Distributed, ANonFiniteLossFailsTheStepAndAppliesNothing) {
     PsClientOptions po;
     po.addresses = c.addresses;
     auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
-    for (const auto& s : *client->Stats()) {
+    auto stats = client->Stats();
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    for (const auto& s : *stats) {
       EXPECT_EQ(s.version(), 1) << ConsistencyMode_Name(mode);
       EXPECT_EQ(s.pushes_applied(), 1) << ConsistencyMode_Name(mode);
     }

@@ -54,6 +54,13 @@ void MergeCounts(const nlohmann::ordered_json& from,
 }
 
 int StagesOf(const JobSpec& s) { return std::max(1, s.pipeline().stages()); }
+
+// Examples one update of the shards consumes: BSP a global batch (every
+// worker's batch); ASP/SSP one worker's push.
+int64_t ExamplesPerUpdate(const JobSpec& s) {
+  const int64_t b = s.batch_size();
+  return s.consistency().mode() == BSP ? b * s.num_workers() : b;
+}
 bool IsTrainer(Role r) { return r == TRAIN || r == STAGE_ROLE; }
 
 bool IsPool(Role r) { return r == PREPROCESS_ROLE || r == EVAL_ROLE; }
@@ -250,11 +257,10 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
           absl::StrCat("job spec: eval.data: ", w.status().message()));
     }
   }
-  const int64_t global_batch =
-      static_cast<int64_t>(spec.batch_size()) * spec.num_workers();
+  const int64_t per_update = ExamplesPerUpdate(spec);
   int64_t total = spec.steps();
   if (total == 0 && spec.epochs() > 0) {
-    total = (spec.epochs() * examples + global_batch - 1) / global_batch;
+    total = (spec.epochs() * examples + per_update - 1) / per_update;
     spec.set_steps(total);  // what the workers and the LR schedule run to
     spec.set_epochs(0);     // steps now say it (a valid spec, as stored)
   }
@@ -835,6 +841,20 @@ void Coordinator::FinishLocked(Job& job, JobState state,
 }
 
 void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
+  // A checkpoint counts even on a repeated report (ASP/SSP: a restarted
+  // worker 0 writes the final one after its last step).
+  const int64_t ckpt_version =
+      r.checkpoint_version() > 0 ? r.checkpoint_version() : r.step() + 1;
+  if (!r.checkpoint().empty() && ckpt_version > job.last_checkpoint_version) {
+    job.last_checkpoint = r.checkpoint();
+    job.last_checkpoint_version = ckpt_version;
+    const JobSpec& spec = job.status.spec();
+    const int64_t every = spec.eval().every_steps();
+    if (HasEval(spec) && every > 0 && ckpt_version % every == 0) {
+      AddRoundLocked(job, absl::StrCat("step-", ckpt_version), ckpt_version,
+                     r.checkpoint());
+    }
+  }
   if (r.step() < job.counted_floor) return;  // a repeat of an old step
   if (!job.counted.insert({r.step(), slot}).second) return;  // a repeat
   // Bounded memory: steps far behind the newest report are forgotten.
@@ -843,16 +863,6 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     job.counted_floor = r.step() - kWindow;
     job.counted.erase(job.counted.begin(),
                       job.counted.lower_bound({job.counted_floor, -1}));
-  }
-  if (!r.checkpoint().empty() && r.step() + 1 > job.last_checkpoint_version) {
-    job.last_checkpoint = r.checkpoint();
-    job.last_checkpoint_version = r.step() + 1;
-    const JobSpec& spec = job.status.spec();
-    const int64_t every = spec.eval().every_steps();
-    if (HasEval(spec) && every > 0 && (r.step() + 1) % every == 0) {
-      AddRoundLocked(job, absl::StrCat("step-", r.step() + 1), r.step() + 1,
-                     r.checkpoint());
-    }
   }
   JobProgress* p = job.status.mutable_progress();
   job.last_report[slot] = r;
@@ -865,12 +875,17 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
   // pipeline stage.
   const int S = StagesOf(job.status.spec());
   if (S > 1 && slot % S != S - 1) return;
-  auto& acc = job.step_loss[r.step()];
+  // BSP: a step's loss is the mean of its workers' (each a share of the
+  // global batch); ASP/SSP: every push is an update of its own, at the
+  // shards' version.
+  const bool bsp = job.status.spec().consistency().mode() == BSP;
+  const int64_t key = bsp ? r.step() : r.version() - 1;
+  auto& acc = job.step_loss[key];
   acc.first += r.loss();
   acc.second += 1;
-  if (acc.second == static_cast<int>(job.slots.size()) / S) {
+  if (!bsp || acc.second == static_cast<int>(job.slots.size()) / S) {
     const double loss = acc.first / acc.second;
-    job.step_loss.erase(r.step());
+    job.step_loss.erase(key);
     p->set_loss(loss);
     p->set_learning_rate(r.learning_rate());
     double pull = 0, compute = 0, push = 0, wait = 0;
@@ -888,11 +903,11 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     if (r.examples() > 0) job.tokens_per_example = double(r.tokens()) / r.examples();
     if (static_cast<size_t>(job.status.history_size()) < options_.max_history) {
       LossPoint* lp = job.status.add_history();
-      lp->set_step(r.step() + 1);
+      lp->set_step(key + 1);
       lp->set_loss(loss);
       lp->set_learning_rate(r.learning_rate());
     }
-    EventLocked(job, absl::StrCat("step ", r.step() + 1));
+    EventLocked(job, absl::StrCat("step ", key + 1));
   }
 }
 
@@ -901,9 +916,7 @@ void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
   applied = std::min(applied, p->total_steps());
   if (applied <= p->step()) return;
   p->set_step(applied);
-  const JobSpec& spec = job.status.spec();
-  const int64_t consumed =
-      applied * static_cast<int64_t>(spec.batch_size()) * spec.num_workers();
+  const int64_t consumed = applied * ExamplesPerUpdate(job.status.spec());
   p->set_examples(consumed);
   p->clear_examples_per_epoch();
   const int64_t e = job.examples_per_epoch;

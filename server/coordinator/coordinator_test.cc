@@ -161,6 +161,21 @@ TEST_F(CoordinatorTest, StatusSaysWhatTheJobWaitsFor) {
   EXPECT_EQ(coord_.Get(*id)->waiting(), "");
 }
 
+// One step counter: the updates the shards apply. BSP: a global batch each
+// (2 workers x 10 = 20 of the 100 examples); ASP/SSP: one push each (10).
+TEST_F(CoordinatorTest, EpochsBecomeUpdatesOfThePlan) {
+  for (ConsistencyMode mode : {BSP, ASP, SSP}) {
+    JobSpec s = Spec(1, 2, 0);
+    s.set_epochs(2);
+    s.mutable_consistency()->set_mode(mode);
+    auto id = coord_.Submit(s);
+    ASSERT_TRUE(id.ok()) << id.status();
+    EXPECT_EQ(coord_.Get(*id)->progress().total_steps(), mode == BSP ? 10 : 20)
+        << ConsistencyMode_Name(mode);
+    ASSERT_TRUE(coord_.Cancel(*id).ok());
+  }
+}
+
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);

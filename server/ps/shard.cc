@@ -231,6 +231,9 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   }
   c.last_step_.assign(o.num_workers, -1);
   c.clock_.assign(o.num_workers, 0);
+  if (o.mode != BSP && o.checkpoint_every > 0) {
+    c.next_cut_ = o.checkpoint_every;
+  }
   c.PublishLocked();
   return core;
 }
@@ -321,10 +324,10 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
       case SSP: {
         const int64_t slowest =
             *std::min_element(clock_.begin(), clock_.end());
-        return slowest >= step - options_.staleness;
+        return slowest >= step - options_.staleness && version_ >= min_version;
       }
-      default:
-        return true;
+      default:  // ASP: a pull that names a version (an export) waits for it
+        return version_ >= min_version;
     }
   };
   auto cond = absl::Condition(&ready);
@@ -686,7 +689,8 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     resp.set_version(version_);
     return resp;
   }
-  // ASP / SSP: apply this push now.
+  // ASP / SSP: apply this push now (after a checkpoint cut it must wait
+  // for, see ShardOptions::checkpoint_every).
   {
     absl::MutexLock l(&mu_);
     bytes_in_ += s->bytes;
@@ -696,6 +700,22 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
       resp.set_version(version_);
       free_buffers_.push_back(std::move(s->grad));
       return resp;
+    }
+    const int64_t ticket = step * options_.num_workers + w;
+    auto below_cut = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return !broken_.ok() || next_cut_ == 0 || ticket < next_cut_;
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&below_cut), deadline)) {
+      free_buffers_.push_back(std::move(s->grad));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "shard ", options_.shard, ": the push of update ticket ", ticket,
+          " (worker ", w, ", step ", step, ") waited for the checkpoint of "
+          "version ", next_cut_, ", which nobody wrote (at version ", version_,
+          ")"));
+    }
+    if (!broken_.ok()) {
+      free_buffers_.push_back(std::move(s->grad));
+      return broken_;
     }
     last_step_[w] = step;
   }
@@ -1226,6 +1246,12 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   snap.state = slot_major.data();
   snap.state_slots = state_slots_;
   ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap));
+  {
+    absl::MutexLock l(&mu_);
+    if (next_cut_ > 0 && v == next_cut_) {
+      next_cut_ += options_.checkpoint_every;  // held pushes go on
+    }
+  }
   CheckpointResponse r;
   r.set_file(f.file);
   r.set_version(v);
@@ -1253,8 +1279,20 @@ absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
                 state_.data());
   version_ = v;
   broken_ = absl::OkStatus();
-  std::fill(clock_.begin(), clock_.end(), v);
-  std::fill(last_step_.begin(), last_step_.end(), v - 1);
+  if (options_.mode == BSP) {
+    std::fill(clock_.begin(), clock_.end(), v);
+  } else {
+    // Update tickets j * N + w below v were applied: worker w's steps
+    // j < ceil((v - w) / N).
+    const int64_t n = options_.num_workers;
+    for (int64_t w = 0; w < n; ++w) {
+      clock_[w] = v > w ? (v - w + n - 1) / n : 0;
+    }
+    if (options_.checkpoint_every > 0) {
+      next_cut_ = (v / options_.checkpoint_every + 1) * options_.checkpoint_every;
+    }
+  }
+  for (size_t w = 0; w < clock_.size(); ++w) last_step_[w] = clock_[w] - 1;
   announces_.clear();
   hint_tensor_ = -1;
   hint_rows_.clear();

@@ -69,6 +69,13 @@ struct ShardOptions {
   int backup_workers = 0;  // BSP: a step completes with N - backup pushes
   int64_t staleness = 0;   // SSP bound
   uint64_t init_seed = 12345;
+  // ASP/SSP with checkpoints: every this many updates a consistent cut.
+  // Worker w's push of its step j is update ticket j * num_workers + w
+  // (the data it trained on is global batch ticket); the shard applies the
+  // tickets below the next multiple k of checkpoint_every, holds later ones
+  // until the checkpoint of version k is written, then goes on. So every
+  // shard's version k holds the same k pushes. 0: no cuts.
+  int64_t checkpoint_every = 0;
   // The memory this shard may use (bytes 0: DetectMemoryLimit()); a slice
   // whose estimate does not fit is refused before anything is allocated.
   MemoryLimit memory_limit;
@@ -180,9 +187,10 @@ class ShardCore {
   int64_t version() const;
   DescribeResponse Describe() const;
 
-  // Waits (until `deadline`) for the parameters a pull may read: BSP
-  // version >= min_version; SSP every worker's clock >= step - staleness;
-  // ASP the latest. Fails fast if the shard is broken.
+  // Waits (until `deadline`) for the parameters a pull may read: version
+  // >= min_version (every mode; BSP also a snapshot being made), and under
+  // SSP every worker's clock >= step - staleness; then the latest. Fails
+  // fast if the shard is broken.
   absl::StatusOr<std::shared_ptr<const Snapshot>> AcquireSnapshot(
       int worker, int64_t min_version, int64_t step, absl::Time deadline);
 
@@ -315,6 +323,8 @@ class ShardCore {
   std::vector<std::shared_ptr<Snapshot>> snapshot_pool_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);  // per worker
   std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);      // pushes applied
+  // ASP/SSP: the update index of the next checkpoint cut (0: none).
+  int64_t next_cut_ ABSL_GUARDED_BY(mu_) = 0;
   // BSP: staged gradients of the current step, by worker.
   std::map<int, AlignedVector<float>> staged_ ABSL_GUARDED_BY(mu_);
   std::vector<AlignedVector<float>> free_buffers_ ABSL_GUARDED_BY(mu_);

@@ -24,6 +24,9 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
   o.staleness = spec.consistency().staleness();
   o.init_seed = spec.seed();
   o.init_weights = spec.init_weights();
+  if (o.mode != BSP && !spec.checkpoint().dir().empty()) {
+    o.checkpoint_every = spec.checkpoint().every_steps();
+  }
   return o;
 }
 
