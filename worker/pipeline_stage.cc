@@ -641,6 +641,8 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
   header.set_worker(ps_worker());
   header.set_step(step);
   header.set_examples(spec_.first() ? o.batch : 0);
+  header.set_first_example(
+      (step * o.num_replicas + o.replica) * static_cast<int64_t>(o.batch));
   {
     ASSIGN_OR_RETURN(std::unique_ptr<PsClient::PushStream> push,
                      client_->BeginPush(header));

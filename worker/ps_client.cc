@@ -703,6 +703,7 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
     m.files.push_back(f);
   }
   m.state_slots = described_[0].state_slots();
+  m.example_ledger = resp[0].example_ledger();
   return ps::WriteManifest(dir, m);
 }
 

@@ -129,6 +129,7 @@ absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
   b = io::BertBatch();
   b.seq = seq_;
   b.preds = preds_;
+  b.first_position = stream_pos_;  // what the push will say it trained on
   for (int i = 0; i < options_.batch; ++i) {
     RETURN_IF_ERROR(next());
     auto check = [&](size_t s, size_t p) -> absl::Status {
@@ -228,6 +229,10 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   header.set_worker(options_.worker);
   header.set_step(step);
   header.set_examples(options_.batch);
+  // The examples this step's batch was read from (ReadBatch): global batch
+  // step * N + worker's share (BSP: worker i's B of global batch `step`;
+  // ASP/SSP: update ticket step * N + i). Shard 0 counts them.
+  header.set_first_example(batch_.first_position);
   std::unique_ptr<PsClient::PushStream> stream;
   absl::Status stream_error;
   const bool overlap = bsp && options_.overlap_push;
@@ -415,8 +420,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
     ASSIGN_OR_RETURN(rep.version, client_->Push(header, model_->grads()));
   }
   const auto t4 = Clock::now();
-  rep.first_example = (step * options_.num_workers + options_.worker) *
-                      static_cast<int64_t>(options_.batch);
+  rep.first_example = header.first_example();
   rep.examples = options_.batch;
   // The rate the shard applied to this update: its index is the version
   // before it (BSP: the step; ASP/SSP: the update this push became).

@@ -81,6 +81,9 @@ struct BertBatch {
   std::vector<float> masked_lm_weights;       // (B, P)
   std::vector<int32_t> next_sentence_labels;  // (B), pretraining; else empty
   std::vector<int32_t> label_ids;             // (B), classification; else empty
+  // Read from a stream of the job's data: the stream position (examples
+  // before it, epochs included) of the first example; -1 otherwise.
+  int64_t first_position = -1;
 
   // Checks sizes and values: B, S > 0, S <= max_positions; ids in
   // [0, vocab_size); mask 0/1; segment ids in [0, type_vocab); masked

@@ -55,6 +55,10 @@ void MergeCounts(const nlohmann::ordered_json& from,
 
 int StagesOf(const JobSpec& s) { return std::max(1, s.pipeline().stages()); }
 
+// What a trained job waits for before it can succeed.
+constexpr char kLedgerWait[] =
+    "shard 0's count of the examples of the last update";
+
 // Examples one update of the shards consumes: BSP a global batch (every
 // worker's batch); ASP/SSP one worker's push.
 int64_t ExamplesPerUpdate(const JobSpec& s) {
@@ -469,6 +473,9 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
       if (IsTrainer(m.role)) {
         for (const StepReport& s : r.steps()) RecordLocked(job, m.index, s);
       }
+      if (m.role == PS && m.index == 0 && !r.example_ledger().empty()) {
+        TakeLedgerLocked(job, r);
+      }
       if (!r.error().empty()) {
         FinishLocked(job, FAILED,
                      absl::StrCat(m.role == PS ? "parameter-server shard "
@@ -556,7 +563,11 @@ void Coordinator::TickLocked() {
 }
 
 std::string Coordinator::RunningWaitLocked(const Job& job) const {
-  if (job.training_done) return "";
+  if (job.training_done) {
+    return job.ledger_version < job.status.progress().total_steps()
+               ? kLedgerWait
+               : "";
+  }
   std::vector<std::string> shards, slots;
   for (size_t i = 0; i < job.shards.size(); ++i) {
     if (job.shards[i].empty()) shards.push_back(absl::StrCat(i));
@@ -657,6 +668,7 @@ int64_t Coordinator::RewindLocked(Job& job) {
     history->RemoveLast();
   }
   job.status.mutable_progress()->set_step(0);
+  job.ledger_version = -1;  // the restored shards report theirs
   AdvanceLocked(job, from);
   return from;
 }
@@ -916,15 +928,39 @@ void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
   applied = std::min(applied, p->total_steps());
   if (applied <= p->step()) return;
   p->set_step(applied);
-  const int64_t consumed = applied * ExamplesPerUpdate(job.status.spec());
+  // The epoch the plan is in; the counts come from shard 0's ledger.
+  const int64_t e = job.examples_per_epoch;
+  const int64_t planned = applied * ExamplesPerUpdate(job.status.spec());
+  if (e > 0 && planned > 0) p->set_epoch((planned - 1) / e);
+}
+
+void Coordinator::TakeLedgerLocked(Job& job, const HeartbeatRequest& r) {
+  if (r.applied_version() < job.ledger_version) return;  // an older report
+  absl::StatusOr<ps::ExampleLedger> l =
+      ps::ExampleLedger::Parse(r.example_ledger());
+  if (!l.ok()) {
+    LOG(WARNING) << job.status.id() << ": shard 0's example ledger: "
+                 << l.status();
+    return;
+  }
+  job.ledger = std::move(*l);
+  job.ledger_version = r.applied_version();
+  CountExamplesLocked(job);
+  MaybeSucceedLocked(job);
+}
+
+void Coordinator::CountExamplesLocked(Job& job) {
+  JobProgress* p = job.status.mutable_progress();
+  const int64_t consumed = job.ledger.applied();
   p->set_examples(consumed);
+  p->set_examples_applied_twice(job.ledger.twice());
   p->clear_examples_per_epoch();
   const int64_t e = job.examples_per_epoch;
-  if (e > 0) {
-    for (int64_t start = 0; start < consumed; start += e) {
-      p->add_examples_per_epoch(std::min(e, consumed - start));
+  const auto ranges = job.ledger.ranges();
+  if (e > 0 && !ranges.empty()) {
+    for (int64_t epoch = 0; epoch * e < ranges.back().second; ++epoch) {
+      p->add_examples_per_epoch(job.ledger.Covered(epoch * e, (epoch + 1) * e));
     }
-    p->set_epoch((consumed - 1) / e);
   }
   const double secs = absl::ToDoubleSeconds(
       options_.now() - absl::FromUnixMillis(job.status.start_time_ms()));
@@ -1235,6 +1271,38 @@ void Coordinator::MaybeSucceedLocked(Job& job) {
   if ((task == PRETRAIN || task == CLASSIFY) && !job.training_done) return;
   for (const Item& item : job.work) {
     if (!item.done) return;
+  }
+  if (task == PRETRAIN || task == CLASSIFY) {
+    const int64_t total = job.status.progress().total_steps();
+    if (job.ledger_version < total) {
+      SetWaitingLocked(job, kLedgerWait);
+      return;
+    }
+    SetWaitingLocked(job, "");
+    // Each example of the plan's updates exactly once: one range from the
+    // start of the stream, nothing twice (backup workers drop the pushes
+    // that come late: gaps, but still nothing twice).
+    const JobSpec& spec = job.status.spec();
+    const int64_t want = total * ExamplesPerUpdate(spec);
+    const auto ranges = job.ledger.ranges();
+    const bool exact = ranges.size() == 1 && ranges[0].first == 0 &&
+                       ranges[0].second == want;
+    if (job.ledger.twice() > 0 ||
+        (!exact && spec.consistency().backup_workers() == 0)) {
+      std::string got;
+      for (size_t i = 0; i < ranges.size() && i < 4; ++i) {
+        absl::StrAppend(&got, i ? ", " : "", "[", ranges[i].first, ", ",
+                        ranges[i].second, ")");
+      }
+      if (ranges.size() > 4) absl::StrAppend(&got, ", ...");
+      FinishLocked(job, FAILED,
+                   absl::StrCat("data accounting: the ", total,
+                                " updates should consume stream positions [0, ",
+                                want, ") once each; shard 0 applied ",
+                                got.empty() ? "none" : got, " with ",
+                                job.ledger.twice(), " applied twice"));
+      return;
+    }
   }
   if (task == PREPROCESS) {
     // The cleaning reports of the items, merged in item order.

@@ -60,6 +60,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
+#include "server/ps/example_ledger.h"
 
 namespace bertps {
 
@@ -162,9 +163,18 @@ class Coordinator {
     bool training_done = false;        // all slots done (eval may remain)
     std::string last_checkpoint;       // newest manifest worker 0 reported
     int64_t last_checkpoint_version = 0;
+    // The examples the applied updates consumed, from shard 0's heartbeats,
+    // at shard 0's version ledger_version (-1: none heard yet).
+    ps::ExampleLedger ledger;
+    int64_t ledger_version = -1;
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Shard 0's ledger: the counts of progress, and the check that a finished
+  // job consumed each example of its plan exactly once.
+  void TakeLedgerLocked(Job& job, const HeartbeatRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountExamplesLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets JobStatus.waiting ("" : nothing); a change is an event.
   void SetWaitingLocked(Job& job, const std::string& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

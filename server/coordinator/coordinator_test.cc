@@ -58,6 +58,17 @@ class CoordinatorTest : public ::testing::Test {
     }
     return coord_.Heartbeat(r)->assignment();
   }
+  // Shard `member` (index 0) reports the examples its updates consumed.
+  void Ledger(const std::string& member, const std::string& job,
+              const std::string& ledger, int64_t version) {
+    HeartbeatRequest r;
+    r.set_member_id(member);
+    r.set_job_id(job);
+    r.set_incarnation(coord_.Get(job)->incarnation());
+    r.set_example_ledger(ledger);
+    r.set_applied_version(version);
+    ASSERT_TRUE(coord_.Heartbeat(r).ok());
+  }
   StepReport Report(int64_t step, int worker, int workers, int batch,
                     double loss) {
     StepReport s;
@@ -202,14 +213,26 @@ TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   JobStatus st = *coord_.Get(*id);
   EXPECT_EQ(st.progress().step(), 15);
   EXPECT_DOUBLE_EQ(st.progress().loss(), 3.0);
-  EXPECT_EQ(st.progress().examples(), 300);
-  ASSERT_EQ(st.progress().examples_per_epoch_size(), 3);
-  for (int64_t e : st.progress().examples_per_epoch()) EXPECT_EQ(e, 100);
+  EXPECT_EQ(st.progress().examples(), 0);  // counted by shard 0, not computed
   EXPECT_EQ(st.history_size(), 15);
+  Ledger(p0, *id, "0;0-280", 14);
+  st = *coord_.Get(*id);
+  EXPECT_EQ(st.progress().examples(), 280);
+  ASSERT_EQ(st.progress().examples_per_epoch_size(), 3);
+  EXPECT_EQ(st.progress().examples_per_epoch(2), 80);
   Beat(w0, *id, {}, /*done=*/true);
   EXPECT_EQ(coord_.Get(*id)->state(), RUNNING);
   Beat(w1, *id, {}, /*done=*/true);
-  EXPECT_EQ(coord_.Get(*id)->state(), SUCCEEDED);
+  // Trained, but shard 0 has not counted the last update yet: the job waits.
+  EXPECT_EQ(coord_.Get(*id)->state(), RUNNING);
+  EXPECT_EQ(coord_.Get(*id)->waiting(),
+            "shard 0's count of the examples of the last update");
+  Ledger(p0, *id, "0;0-300", 15);
+  st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), SUCCEEDED) << st.reason();
+  EXPECT_EQ(st.progress().examples(), 300);
+  ASSERT_EQ(st.progress().examples_per_epoch_size(), 3);
+  for (int64_t e : st.progress().examples_per_epoch()) EXPECT_EQ(e, 100);
   EXPECT_TRUE(Beat(p0, *id).stop());
   // Events: submitted, slots, running, 15 steps, succeeded.
   int64_t seq = 0;
@@ -243,7 +266,33 @@ TEST_F(CoordinatorTest, DeadWorkersSlotGoesToAnotherWorker) {
   // The replacement redoes step 1 from the same data; counted once.
   Beat(spare, id, {Report(1, as.index(), 2, 10, 1.0)});
   Beat(w0, id, {Report(1, a0.index(), 2, 10, 1.0)});
+  Ledger(p, id, "0;0-40", 2);
   EXPECT_EQ(coord_.Get(id)->progress().examples(), 40);
+}
+
+// A finished job whose shard 0 applied an example twice, or missed one, has
+// consumed something else than its plan: it fails and says what it got.
+TEST_F(CoordinatorTest, DataAccountingCatchesDuplicatesAndGaps) {
+  for (const char* ledger : {"20;0-100", "0;0-40,60-120"}) {
+    std::string p = Join(PS, "127.0.0.1:1");
+    std::string w = Join(TRAIN);
+    auto id = *coord_.Submit(Spec(1, 1, 10));  // 10 updates x 10 examples
+    Beat(p), Beat(p, id);
+    Assignment a = Beat(w);
+    for (int64_t step = 0; step < 10; ++step) {
+      Beat(w, id, {Report(step, a.index(), 1, 10, 1.0)});
+    }
+    Ledger(p, id, ledger, 10);
+    Beat(w, id, {}, /*done=*/true);
+    JobStatus st = *coord_.Get(id);
+    EXPECT_EQ(st.state(), FAILED) << ledger;
+    EXPECT_NE(st.reason().find("data accounting: the 10 updates should "
+                               "consume stream positions [0, 100) once each"),
+              std::string::npos)
+        << st.reason();
+    now_ += absl::Seconds(60);  // the members go; the next round starts clean
+    coord_.Tick();
+  }
 }
 
 TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {

@@ -286,6 +286,7 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
                           {"bytes", f.bytes}});
   }
   j["files"] = std::move(files);
+  if (!m.example_ledger.empty()) j["example_ledger"] = m.example_ledger;
   return j;
 }
 
@@ -354,6 +355,9 @@ absl::StatusOr<Manifest> ManifestFromJson(const Json& j) {
   RETURN_IF_ERROR(GetString(j, "task", &m.task));
   RETURN_IF_ERROR(GetString(j, "optimizer", &m.optimizer));
   RETURN_IF_ERROR(GetInt(j, "state_slots", &m.state_slots));
+  if (j.contains("example_ledger")) {
+    RETURN_IF_ERROR(GetString(j, "example_ledger", &m.example_ledger));
+  }
   auto config = j.find("config");
   if (config == j.end() || !config->is_object()) {
     return absl::InvalidArgumentError("'config' must be a JSON object");

@@ -80,6 +80,9 @@ struct Manifest {
   // WriteShardCheckpoint returns (dir/ckpt-<version>/...) and stores them
   // relative.
   std::vector<ShardFile> files;
+  // The examples the updates up to `version` consumed (ExampleLedger text;
+  // empty in checkpoints written before it was recorded).
+  std::string example_ledger;
 };
 
 // Validates `manifest` (every field, the plan against num_shards, and that

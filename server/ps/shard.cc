@@ -672,6 +672,7 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     }
     last_step_[w] = step;
     staged_[w] = std::move(s->grad);
+    staged_examples_[w] = {s->header.first_example(), s->header.examples()};
     if (s->next_first_tensor >= 0 &&
         (hint_tensor_ < 0 || hint_tensor_ == s->next_first_tensor)) {
       hint_tensor_ = s->next_first_tensor;
@@ -733,6 +734,7 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
       ++version_;
       ++clock_[w];
       ++pushes_applied_;
+      ledger_.Add(s->header.first_example(), s->header.examples());
       PublishLocked();
     } else {
       broken_ = st;
@@ -750,6 +752,8 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   updating_ = true;
   std::map<int, AlignedVector<float>> staged = std::move(staged_);
   staged_.clear();
+  applying_examples_ = std::move(staged_examples_);
+  staged_examples_.clear();
   const int64_t v = version_;
   const int contributors = static_cast<int>(staged.size());
   // With the workers' next rows known (and an element-wise optimizer), the
@@ -826,6 +830,9 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     if (st.ok()) {
       ++version_;
       for (auto& [worker, g] : staged) ++clock_[worker];
+      for (const auto& [worker, ex] : applying_examples_) {
+        ledger_.Add(ex.first, ex.second);
+      }
       if (next != nullptr) {
         published_ = next;  // already filled, piece by piece
         params_behind_ = true;
@@ -1246,13 +1253,14 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   snap.state = slot_major.data();
   snap.state_slots = state_slots_;
   ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap));
+  CheckpointResponse r;
   {
     absl::MutexLock l(&mu_);
+    r.set_example_ledger(ledger_.Serialize());  // of version v (no step ran)
     if (next_cut_ > 0 && v == next_cut_) {
       next_cut_ += options_.checkpoint_every;  // held pushes go on
     }
   }
-  CheckpointResponse r;
   r.set_file(f.file);
   r.set_version(v);
   r.set_crc32c(f.crc32c);
@@ -1267,6 +1275,16 @@ absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
   ASSIGN_OR_RETURN(int64_t v, RestoreShard(manifest, layout_, plan_,
                                            options_.shard, state_slots_,
                                            params.data(), slot_major.data()));
+  ExampleLedger ledger;
+  {
+    ASSIGN_OR_RETURN(Manifest m, ReadManifest(manifest));
+    if (!m.example_ledger.empty()) {
+      absl::StatusOr<ExampleLedger> parsed =
+          ExampleLedger::Parse(m.example_ledger);
+      if (!parsed.ok()) return Annotate(parsed.status(), manifest);
+      ledger = std::move(*parsed);
+    }
+  }
   absl::MutexLock ul(&update_mu_);
   absl::MutexLock l(&mu_);
   if (updating_ || !staged_.empty()) {
@@ -1279,6 +1297,8 @@ absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
                 state_.data());
   version_ = v;
   broken_ = absl::OkStatus();
+  ledger_ = std::move(ledger);
+  staged_examples_.clear();
   if (options_.mode == BSP) {
     std::fill(clock_.begin(), clock_.end(), v);
   } else {
@@ -1309,6 +1329,7 @@ StatsResponse ShardCore::Stats() const {
   r.set_pushes_rejected(pushes_rejected_);
   r.set_bytes_in(bytes_in_);
   for (int64_t c : clock_) r.add_worker_clock(c);
+  r.set_example_ledger(ledger_.Serialize());
   r.set_last_grad_norm(last_grad_norm_);
   r.set_last_learning_rate(last_lr_);
   (void)ModeName;

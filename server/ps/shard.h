@@ -45,13 +45,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/memory_limit.h"
 #include "common/aligned_vector.h"
+#include "common/memory_limit.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
 #include "common/optim/optimizer.h"
 #include "proto/ps.pb.h"
 #include "server/ps/chunk_ref.h"
+#include "server/ps/example_ledger.h"
 #include "server/ps/partition.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -325,8 +326,15 @@ class ShardCore {
   std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);      // pushes applied
   // ASP/SSP: the update index of the next checkpoint cut (0: none).
   int64_t next_cut_ ABSL_GUARDED_BY(mu_) = 0;
-  // BSP: staged gradients of the current step, by worker.
+  // BSP: staged gradients of the current step, by worker, and the examples
+  // each trained on; those of the step being applied.
   std::map<int, AlignedVector<float>> staged_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<int64_t, int64_t>> staged_examples_
+      ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<int64_t, int64_t>> applying_examples_
+      ABSL_GUARDED_BY(mu_);
+  // The examples the applied updates consumed (example_ledger.h).
+  ExampleLedger ledger_ ABSL_GUARDED_BY(mu_);
   std::vector<AlignedVector<float>> free_buffers_ ABSL_GUARDED_BY(mu_);
   struct AnnounceEntry {
     std::map<int, std::pair<double, int64_t>> by_worker;

@@ -42,6 +42,13 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
     req.set_job_id(job_);
     req.set_incarnation(incarnation_);
     req.set_error(error);
+    if (!job_.empty()) {
+      if (ShardCore* core = server_->core()) {
+        const StatsResponse s = core->Stats();
+        req.set_example_ledger(s.example_ledger());
+        req.set_applied_version(s.version());
+      }
+    }
     absl::StatusOr<Assignment> a = member_.Heartbeat(req);
     if (!a.ok()) {
       if (absl::Now() - last_ok > give_up) return a.status();
