@@ -140,17 +140,30 @@ absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
       }
       return absl::OkStatus();
     };
+    // Each example checked alone (ids in the vocabulary, labels, mask), so
+    // that an error names its file and offset, not a row of a batch.
+    io::BertBatch one;
+    one.seq = seq_;
+    one.preds = preds_;
     if (options_.task == BertTask::kPretrain) {
       absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
       if (!e.ok()) return Annotate(e.status(), stream_->last_position());
       RETURN_IF_ERROR(check(e->input_ids.size(), e->masked_lm_ids.size()));
+      io::AppendExample(*e, &one);
       io::AppendExample(*e, &b);
     } else {
       absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
       if (!e.ok()) return Annotate(e.status(), stream_->last_position());
       RETURN_IF_ERROR(check(e->input_ids.size(), 0));
+      io::AppendExample(*e, &one);
       io::AppendExample(*e, &b);
     }
+    const BertConfig& c = options_.config;
+    absl::Status valid = one.Validate(
+        static_cast<int>(c.vocab_size), static_cast<int>(c.max_position_embeddings),
+        static_cast<int>(c.type_vocab_size),
+        options_.task == BertTask::kClassify ? static_cast<int>(c.num_labels) : 0);
+    if (!valid.ok()) return Annotate(valid, stream_->last_position());
   }
   return absl::OkStatus();
 }

@@ -366,5 +366,35 @@ TEST_F(Distributed, ABatchThatCannotFitIsRefusedWithTheFigures) {
   EXPECT_TRUE(TrainWorker::Create(o).ok());
 }
 
+// A token id outside the vocabulary names the file and offset of its example.
+TEST_F(Distributed, ABadExampleIsNamedByFileAndOffset) {
+  const std::string path = TempDir() + "/bad-0.tfrecord";
+  {
+    auto w = *io::TFRecordWriter::Open(path);
+    for (int i = 0; i < 8; ++i) {
+      io::PretrainExample e;
+      for (int j = 0; j < 16; ++j) {
+        e.input_ids.push_back(i == 5 && j == 3 ? 40000 : 5);
+        e.input_mask.push_back(1);
+        e.segment_ids.push_back(0);
+      }
+      e.masked_lm_positions = {1, 2, 3};
+      e.masked_lm_ids = {5, 5, 5};
+      e.masked_lm_weights = {1, 1, 1};
+      ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
+    }
+    ASSERT_TRUE(w->Close().ok());
+  }
+  Cluster c = StartCluster(1, ShardOpts(1));
+  TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, path);
+  auto tw = TrainWorker::Create(o);
+  ASSERT_TRUE(tw.ok()) << tw.status();
+  absl::Status st = (*tw)->Run();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("bad-0.tfrecord@"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("40000"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace bertps

@@ -1140,9 +1140,16 @@ absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
   // Bounded so that the totals over all workers cannot overflow.
   constexpr int64_t kMaxAnnouncedExamples = int64_t{1} << 40;
   if (!std::isfinite(r.mlm_weight()) || r.mlm_weight() < 0 ||
-      r.mlm_weight() > 1e18 || r.examples() < 0 ||
-      r.examples() > kMaxAnnouncedExamples) {
-    return absl::InvalidArgumentError("announce with invalid batch totals");
+      r.mlm_weight() > 1e18) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "announce from worker ", r.worker(), " for step ", r.step(),
+        ": mlm_weight ", r.mlm_weight(), " must be finite and in [0, 1e18]"));
+  }
+  if (r.examples() < 0 || r.examples() > kMaxAnnouncedExamples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "announce from worker ", r.worker(), " for step ", r.step(),
+        ": examples ", r.examples(), " must be in [0, ",
+        kMaxAnnouncedExamples, "]"));
   }
   if (r.step() < 0) {
     return absl::InvalidArgumentError("announce with a negative step");
