@@ -2,15 +2,32 @@
 
 #include <malloc.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
+#include "common/version.h"
 #include "glog/logging.h"
 
 namespace bertps {
 
 std::vector<std::string> InitProcess(int argc, char** argv,
                                      const char* usage) {
+  // --version: ours (release, commit, build), not Abseil's, which is built
+  // into the system library and reports that library's assertions.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a == "--version" || a == "-version") {
+      std::string program = argv[0];
+      program = program.substr(program.rfind('/') + 1);
+      std::printf("%s\n", VersionLine(program).c_str());
+      std::exit(0);
+    }
+  }
   absl::SetProgramUsageMessage(usage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   google::InitGoogleLogging(argv[0]);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every daemon refuses a flag out of its range at start: exit status 2 and a
-# message naming the flag, at once (no wrapped port, no hang, no crash).
+# message naming the flag, at once (no wrapped port, no hang, no crash); and
+# answers --version with the release and the commit it was built from.
 #
 #   flags_test.sh BERT_LOCAL COORDINATOR SERVER WORKER BERTPSCTL PROBE
 set -uo pipefail
@@ -56,6 +57,19 @@ expect_refused timeout_s "$PROBE" --addr 127.0.0.1:1 --timeout_s -1
 expect_refused threads "$BERT_LOCAL" train --threads 0
 expect_refused masked_lm_prob "$BERT_LOCAL" create-pretraining-data --masked_lm_prob 1.5
 expect_refused max_predictions_per_seq "$BERT_LOCAL" create-pretraining-data --max_seq_length 16 --max_predictions_per_seq 17
+
+# --version: the release and the commit, exit 0, never Abseil's "Debug build".
+for bin in "$COORDINATOR" "$SERVER" "$WORKER" "$PROBE" "$BERT_LOCAL" "$5"; do
+  out=$("$bin" --version 2>&1); rc=$?
+  checks=$((checks + 1))
+  if [ "$rc" -ne 0 ] || ! grep -qE "^$(basename "$bin") [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{12}(-dirty)?|unknown" <<<"$out" ||
+     grep -q "Debug build" <<<"$out"; then
+    echo "FAIL: $(basename "$bin") --version: exit $rc: $out"
+    failures=$((failures + 1))
+  else
+    echo "ok: $out"
+  fi
+done
 
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ] && [ "$checks" -ge 30 ] && echo PASS

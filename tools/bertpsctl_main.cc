@@ -11,10 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "tools/bertpsctl.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a == "--version") {
+      std::cout << bertps::VersionLine("bertpsctl") << "\n";
+      return 0;
+    }
+  }
   return bertps::ctl::Main(args, std::getenv("BERTPS_COORDINATOR"),
                            isatty(STDOUT_FILENO) != 0, std::cout, std::cerr);
 }
