@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/io/file_util.h"
 #include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
 #include "common/optim/optimizer.h"
@@ -40,6 +41,20 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     return absl::InvalidArgumentError("batch must be > 0 and steps >= 0");
   }
   if (o.data.empty()) return absl::InvalidArgumentError("no training data");
+  if (o.worker == 0) {
+    // Worker 0 writes these at the end of the run: found unwritable now,
+    // not after all the training.
+    if (!o.export_path.empty()) {
+      const size_t slash = o.export_path.rfind('/');
+      RETURN_IF_ERROR(io::CheckWritableDir(
+          slash == std::string::npos ? "." : o.export_path.substr(0, slash),
+          absl::StrCat("export_path ", o.export_path)));
+    }
+    if (!o.checkpoint_dir.empty()) {
+      RETURN_IF_ERROR(io::CheckWritableDir(
+          o.checkpoint_dir, absl::StrCat("checkpoint dir ", o.checkpoint_dir)));
+    }
+  }
   std::unique_ptr<TrainWorker> w(new TrainWorker(o));
   ASSIGN_OR_RETURN(w->client_, PsClient::Connect(o.ps, o.config, o.task));
   if (w->client_->description(0).num_workers() != o.num_workers) {

@@ -396,5 +396,29 @@ TEST_F(Distributed, ABadExampleIsNamedByFileAndOffset) {
   EXPECT_NE(st.message().find("40000"), std::string::npos) << st;
 }
 
+// An export path or checkpoint directory that cannot be written is found
+// when worker 0 starts, not after the training.
+TEST_F(Distributed, UnwritableOutputsAreFoundAtTheStart) {
+  const std::string file = TempDir() + "/a-regular-file";
+  { std::ofstream(file) << "x"; }
+  Cluster c = StartCluster(1, ShardOpts(1));
+  TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
+  o.export_path = file + "/sub/final.safetensors";
+  auto tw = TrainWorker::Create(o);
+  ASSERT_FALSE(tw.ok());
+  EXPECT_NE(tw.status().message().find("export_path " + o.export_path),
+            std::string::npos)
+      << tw.status();
+  o.export_path = TempDir() + "/ok/final.safetensors";
+  o.checkpoint_dir = file + "/ckpt";
+  tw = TrainWorker::Create(o);
+  ASSERT_FALSE(tw.ok());
+  EXPECT_NE(tw.status().message().find("checkpoint dir " + o.checkpoint_dir),
+            std::string::npos)
+      << tw.status();
+  o.checkpoint_dir = TempDir() + "/ok-ckpt";
+  EXPECT_TRUE(TrainWorker::Create(o).ok());
+}
+
 }  // namespace
 }  // namespace bertps

@@ -162,5 +162,21 @@ absl::Status MakeDirs(const std::string& dir) {
   return SyncParentDir(dir);
 }
 
+absl::Status CheckWritableDir(const std::string& dir,
+                              absl::string_view what) {
+  absl::Status made = MakeDirs(dir);
+  if (!made.ok()) return Annotate(made, what);
+  const std::string probe =
+      absl::StrCat(dir.empty() ? "." : dir, "/.bertps-write-check-", getpid());
+  const int fd =
+      open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Annotate(ErrnoStatus(errno, "cannot write in", dir), what);
+  }
+  close(fd);
+  unlink(probe.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace io
 }  // namespace bertps

@@ -59,6 +59,11 @@ absl::Status WriteFileAtomically(const std::string& path,
 // mkdir -p, fsyncing the parent of every directory it creates.
 absl::Status MakeDirs(const std::string& dir);
 
+// Whether files can be written in `dir` (created if missing): creates and
+// removes a small file there. For outputs written at the end of a long run
+// (an export, a checkpoint), checked at its start. The error names `what`.
+absl::Status CheckWritableDir(const std::string& dir, absl::string_view what);
+
 }  // namespace io
 }  // namespace bertps
 
