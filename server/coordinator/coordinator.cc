@@ -221,6 +221,8 @@ int64_t Coordinator::NowMs() const {
 
 absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
   ApplyJobDefaults(&spec);
+  // Paths first: validation reads a config.json model, counting reads data.
+  RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   int64_t examples = 0;
   if (spec.task() == PRETRAIN || spec.task() == CLASSIFY) {

@@ -60,6 +60,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
+#include "server/coordinator/path_policy.h"
 #include "server/ps/example_ledger.h"
 
 namespace bertps {
@@ -76,6 +77,8 @@ struct CoordinatorOptions {
   // Ticks (Tick(), heartbeats, requests) further apart than this mean the
   // coordinator stalled (see above). The daemon ticks every 500 ms.
   absl::Duration stall_threshold = absl::Seconds(2);
+  // Where submitted jobs may read and write (path_policy.h; empty: anywhere).
+  PathRoots roots;
   // Where jobs are kept across restarts (not owned; null: memory only).
   class JobStore* store = nullptr;
 };

@@ -24,6 +24,12 @@ ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 7400, "gRPC port (0: any free port).");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port).");
 ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
+ABSL_FLAG(std::string, data_root, "",
+          "When set, jobs may read only under this directory or --output_root "
+          "(docs/security.md); every path of a spec must then be absolute.");
+ABSL_FLAG(std::string, output_root, "",
+          "When set, jobs may write (checkpoints, exports, records) only "
+          "under this directory.");
 ABSL_FLAG(std::string, state_db, "",
           "SQLite database of the jobs (created if absent): a restarted "
           "coordinator resumes them. Empty: memory only.");
@@ -36,6 +42,13 @@ int main(int argc, char** argv) {
       .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port))
       .Range("member_timeout_s", absl::GetFlag(FLAGS_member_timeout_s), 1,
              86400);
+  const std::string data_root = absl::GetFlag(FLAGS_data_root);
+  const std::string output_root = absl::GetFlag(FLAGS_output_root);
+  checks
+      .Require(data_root.empty() || data_root[0] == '/', "data_root",
+               "must be an absolute directory")
+      .Require(output_root.empty() || output_root[0] == '/', "output_root",
+               "must be an absolute directory");
   if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_coordinator: %s\n", tcp.ToString().c_str());
@@ -52,6 +65,8 @@ int main(int argc, char** argv) {
   }
   bertps::CoordinatorOptions options;
   options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  options.roots.data_root = data_root;
+  options.roots.output_root = output_root;
   std::unique_ptr<bertps::JobStore> store;
   if (!absl::GetFlag(FLAGS_state_db).empty()) {
     auto st = bertps::JobStore::Open(absl::GetFlag(FLAGS_state_db));

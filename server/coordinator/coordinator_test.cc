@@ -187,6 +187,32 @@ TEST_F(CoordinatorTest, EpochsBecomeUpdatesOfThePlan) {
   }
 }
 
+// With --data_root/--output_root a job naming a path outside them is
+// refused at submit, before anything reads it.
+TEST(CoordinatorRoots, PathsOutsideTheRootsAreRefused) {
+  CoordinatorOptions o;
+  o.roots = {"/srv/data", "/srv/out"};
+  bool counted = false;
+  o.count_examples = [&](const JobSpec&) -> absl::StatusOr<int64_t> {
+    counted = true;
+    return 100;
+  };
+  Coordinator c(o);
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("/srv/data/../../etc/*");
+  s.set_steps(10);
+  auto id = c.Submit(s);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().message(),
+            "job spec: data[0] \"/srv/data/../../etc/*\" (/etc/*) is outside "
+            "--data_root /srv/data or --output_root /srv/out");
+  EXPECT_FALSE(counted);
+  s.set_data(0, "/srv/data/x/*.tfrecord");
+  s.set_export_path("/srv/out/final.safetensors");
+  EXPECT_TRUE(c.Submit(s).ok());
+}
+
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
