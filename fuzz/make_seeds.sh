@@ -14,7 +14,7 @@ corpus=fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for t in tfrecord_fuzz bert_example_fuzz safetensors_fuzz job_spec_fuzz chunk_codec_fuzz \
-         tokenizer_fuzz ps_shard_fuzz coordinator_fuzz text_markup_fuzz; do
+         tokenizer_fuzz ps_shard_fuzz coordinator_fuzz text_markup_fuzz weights_fuzz; do
   mkdir -p "$corpus/$t"
   find "$corpus/$t" -type f ! -name 'regress-*' -delete
 done
@@ -98,6 +98,27 @@ for i, line in enumerate(open('data/corpus/slices/gcide.jsonl', encoding='utf-8'
 PY
 }
 text_seeds
+
+# Weights of weights_fuzz's small model: a real file (PyTorch reference,
+# mode byte 0), and raw values (mode byte 1): finite, one NaN, one +Inf.
+weights_seeds() {
+  local out="$corpus/weights_fuzz"
+  echo '{"vocab_size": 11, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 8, "max_position_embeddings": 6}' > "$tmp/w.json"
+  /usr/bin/python3 tools/torch_ref/bert_torch.py init --config "$tmp/w.json" \
+      --out "$tmp/w.safetensors" --seed 1 >/dev/null
+  { printf '\000'; cat "$tmp/w.safetensors"; } > "$out/file-0"
+  /usr/bin/python3 - "$out" <<'PY'
+import struct, sys
+out = sys.argv[1]
+vals = [0.01 * (i % 17) for i in range(64)]
+open(f"{out}/values-finite", "wb").write(b"\x01" + struct.pack("<64f", *vals))
+nan = list(vals); nan[7] = float("nan")
+open(f"{out}/values-nan", "wb").write(b"\x01" + struct.pack("<64f", *nan))
+inf = list(vals); inf[30] = float("inf")
+open(f"{out}/values-inf", "wb").write(b"\x03" + struct.pack("<64f", *inf))
+PY
+}
+weights_seeds
 
 "$bin/fuzz/make_seeds" "$corpus" "$corpus"/job_spec_fuzz/docs-jobs \
   "$corpus"/job_spec_fuzz/quickstart "$corpus"/job_spec_fuzz/cluster-test \

@@ -39,6 +39,12 @@ absl::StatusOr<WeightsReport> LoadBertWeights(const std::string& path,
                                               float* params) {
   ASSIGN_OR_RETURN(io::SafetensorsReader reader,
                    io::SafetensorsReader::Open(path));
+  return LoadBertWeights(reader, path, layout, allow, params);
+}
+
+absl::StatusOr<WeightsReport> LoadBertWeights(
+    const io::SafetensorsReader& reader, const std::string& path,
+    const ParamLayout& layout, AllowMissing allow, float* params) {
   WeightsReport report;
   // Plan every copy first: nothing is written unless all of it is valid.
   std::map<std::string, std::string> source;  // layout name -> file name

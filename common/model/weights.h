@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/bert_config.h"
+#include "common/io/safetensors.h"
 #include "common/model/params.h"
 
 namespace bertps {
@@ -43,6 +44,10 @@ absl::StatusOr<WeightsReport> LoadBertWeights(const std::string& path,
                                               const ParamLayout& layout,
                                               AllowMissing allow,
                                               float* params);
+// The same from a reader already open (errors name `path`).
+absl::StatusOr<WeightsReport> LoadBertWeights(
+    const io::SafetensorsReader& reader, const std::string& path,
+    const ParamLayout& layout, AllowMissing allow, float* params);
 
 absl::Status SaveBertWeights(const std::string& path,
                              const ParamLayout& layout, const float* values,
