@@ -178,6 +178,9 @@ class Coordinator {
   void TakeLedgerLocked(Job& job, const HeartbeatRequest& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountExamplesLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A trained job consumed exactly its plan's examples (FAILs it, naming
+  // what was applied, and returns false otherwise).
+  bool CheckAccountingLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets JobStatus.waiting ("" : nothing); a change is an event.
   void SetWaitingLocked(Job& job, const std::string& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,0 +1,52 @@
+// Helpers shared by the files of the Coordinator class (coordinator.cc and
+// coordinator_{schedule,progress,items,store}.cc): facts derived from a job
+// spec, and the roles. Private to the coordinator target.
+#ifndef BERTPS_SERVER_COORDINATOR_COORDINATOR_INTERNAL_H_
+#define BERTPS_SERVER_COORDINATOR_COORDINATOR_INTERNAL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/coordinator.pb.h"
+
+namespace bertps {
+namespace coordinator_internal {
+
+// Pipeline stages per replica (1 without a pipeline).
+inline int StagesOf(const JobSpec& s) {
+  return std::max(1, s.pipeline().stages());
+}
+
+// What a trained job waits for before it can succeed.
+inline constexpr char kLedgerWait[] =
+    "shard 0's count of the examples of the last update";
+
+// Examples one update of the shards consumes: BSP a global batch (every
+// worker's batch); ASP/SSP one worker's push.
+inline int64_t ExamplesPerUpdate(const JobSpec& s) {
+  const int64_t b = s.batch_size();
+  return s.consistency().mode() == BSP ? b * s.num_workers() : b;
+}
+
+inline bool IsTrainer(Role r) { return r == TRAIN || r == STAGE_ROLE; }
+
+inline bool IsPool(Role r) { return r == PREPROCESS_ROLE || r == EVAL_ROLE; }
+
+inline bool HasEval(const JobSpec& s) {
+  return (s.task() == PRETRAIN || s.task() == CLASSIFY) &&
+         s.eval().data_size() > 0;
+}
+
+inline std::vector<std::string> EvalGlobs(const JobSpec& s) {
+  if (s.task() == EVAL && s.eval().data_size() == 0) {
+    return {s.data().begin(), s.data().end()};
+  }
+  return {s.eval().data().begin(), s.eval().data().end()};
+}
+
+}  // namespace coordinator_internal
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_COORDINATOR_COORDINATOR_INTERNAL_H_

@@ -1,0 +1,166 @@
+// The Coordinator's Progress: step reports, the loss history, and the examples counted by
+// shard 0 (its example ledger).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "server/coordinator/coordinator.h"
+#include "server/coordinator/coordinator_internal.h"
+
+namespace bertps {
+
+using coordinator_internal::StagesOf;
+using coordinator_internal::ExamplesPerUpdate;
+using coordinator_internal::HasEval;
+
+void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
+  // A checkpoint counts even on a repeated report (ASP/SSP: a restarted
+  // worker 0 writes the final one after its last step).
+  const int64_t ckpt_version =
+      r.checkpoint_version() > 0 ? r.checkpoint_version() : r.step() + 1;
+  if (!r.checkpoint().empty() && ckpt_version > job.last_checkpoint_version) {
+    job.last_checkpoint = r.checkpoint();
+    job.last_checkpoint_version = ckpt_version;
+    const JobSpec& spec = job.status.spec();
+    const int64_t every = spec.eval().every_steps();
+    if (HasEval(spec) && every > 0 && ckpt_version % every == 0) {
+      AddRoundLocked(job, absl::StrCat("step-", ckpt_version), ckpt_version,
+                     r.checkpoint());
+    }
+  }
+  if (r.step() < job.counted_floor) return;  // a repeat of an old step
+  if (!job.counted.insert({r.step(), slot}).second) return;  // a repeat
+  // Bounded memory: steps far behind the newest report are forgotten.
+  constexpr int64_t kWindow = 1000;
+  if (r.step() - kWindow > job.counted_floor) {
+    job.counted_floor = r.step() - kWindow;
+    job.counted.erase(job.counted.begin(),
+                      job.counted.lower_bound({job.counted_floor, -1}));
+  }
+  JobProgress* p = job.status.mutable_progress();
+  job.last_report[slot] = r;
+  // Examples: global batch t is a fixed range of the data, consumed once
+  // step t is applied, whichever worker (or replacement) computed it. So the
+  // count follows the shards' version, not the reports, which a dying
+  // worker may never send.
+  AdvanceLocked(job, std::max(r.version(), r.step() + 1));
+  // The loss comes from the train workers, or from each replica's last
+  // pipeline stage.
+  const int S = StagesOf(job.status.spec());
+  if (S > 1 && slot % S != S - 1) return;
+  // BSP: a step's loss is the mean of its workers' (each a share of the
+  // global batch); ASP/SSP: every push is an update of its own, at the
+  // shards' version.
+  const bool bsp = job.status.spec().consistency().mode() == BSP;
+  const int64_t key = bsp ? r.step() : r.version() - 1;
+  auto& acc = job.step_loss[key];
+  acc.first += r.loss();
+  acc.second += 1;
+  if (!bsp || acc.second == static_cast<int>(job.slots.size()) / S) {
+    const double loss = acc.first / acc.second;
+    job.step_loss.erase(key);
+    p->set_loss(loss);
+    p->set_learning_rate(r.learning_rate());
+    double pull = 0, compute = 0, push = 0, wait = 0;
+    for (const auto& [s, rep] : job.last_report) {
+      pull += rep.pull_ms();
+      compute += rep.compute_ms();
+      push += rep.push_ms();
+      wait += rep.wait_ms();
+    }
+    const double n = std::max<size_t>(1, job.last_report.size());
+    p->set_pull_ms(pull / n);
+    p->set_compute_ms(compute / n);
+    p->set_push_ms(push / n);
+    p->set_wait_ms(wait / n);
+    if (r.examples() > 0) job.tokens_per_example = double(r.tokens()) / r.examples();
+    if (static_cast<size_t>(job.status.history_size()) < options_.max_history) {
+      LossPoint* lp = job.status.add_history();
+      lp->set_step(key + 1);
+      lp->set_loss(loss);
+      lp->set_learning_rate(r.learning_rate());
+    }
+    EventLocked(job, absl::StrCat("step ", key + 1));
+  }
+}
+
+void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
+  JobProgress* p = job.status.mutable_progress();
+  applied = std::min(applied, p->total_steps());
+  if (applied <= p->step()) return;
+  p->set_step(applied);
+  // The epoch the plan is in; the counts come from shard 0's ledger.
+  const int64_t e = job.examples_per_epoch;
+  const int64_t planned = applied * ExamplesPerUpdate(job.status.spec());
+  if (e > 0 && planned > 0) p->set_epoch((planned - 1) / e);
+}
+
+void Coordinator::TakeLedgerLocked(Job& job, const HeartbeatRequest& r) {
+  if (r.applied_version() < job.ledger_version) return;  // an older report
+  absl::StatusOr<ps::ExampleLedger> l =
+      ps::ExampleLedger::Parse(r.example_ledger());
+  if (!l.ok()) {
+    LOG(WARNING) << job.status.id() << ": shard 0's example ledger: "
+                 << l.status();
+    return;
+  }
+  job.ledger = std::move(*l);
+  job.ledger_version = r.applied_version();
+  CountExamplesLocked(job);
+  MaybeSucceedLocked(job);
+}
+
+void Coordinator::CountExamplesLocked(Job& job) {
+  JobProgress* p = job.status.mutable_progress();
+  const int64_t consumed = job.ledger.applied();
+  p->set_examples(consumed);
+  p->set_examples_applied_twice(job.ledger.twice());
+  p->clear_examples_per_epoch();
+  const int64_t e = job.examples_per_epoch;
+  const auto ranges = job.ledger.ranges();
+  if (e > 0 && !ranges.empty()) {
+    for (int64_t epoch = 0; epoch * e < ranges.back().second; ++epoch) {
+      p->add_examples_per_epoch(job.ledger.Covered(epoch * e, (epoch + 1) * e));
+    }
+  }
+  const double secs = absl::ToDoubleSeconds(
+      options_.now() - absl::FromUnixMillis(job.status.start_time_ms()));
+  if (secs > 0) {
+    p->set_examples_per_sec(consumed / secs);
+    p->set_tokens_per_sec(p->examples_per_sec() * job.tokens_per_example);
+  }
+}
+
+bool Coordinator::CheckAccountingLocked(Job& job) {
+  // Each example of the plan's updates exactly once: one range from the
+  // start of the stream, nothing twice (backup workers drop the pushes
+  // that come late: gaps, but still nothing twice).
+  const int64_t total = job.status.progress().total_steps();
+  const JobSpec& spec = job.status.spec();
+  const int64_t want = total * ExamplesPerUpdate(spec);
+  const auto ranges = job.ledger.ranges();
+  const bool exact = ranges.size() == 1 && ranges[0].first == 0 &&
+                     ranges[0].second == want;
+  if (job.ledger.twice() > 0 ||
+      (!exact && spec.consistency().backup_workers() == 0)) {
+    std::string got;
+    for (size_t i = 0; i < ranges.size() && i < 4; ++i) {
+      absl::StrAppend(&got, i ? ", " : "", "[", ranges[i].first, ", ",
+                      ranges[i].second, ")");
+    }
+    if (ranges.size() > 4) absl::StrAppend(&got, ", ...");
+    FinishLocked(job, FAILED,
+                 absl::StrCat("data accounting: the ", total,
+                              " updates should consume stream positions [0, ",
+                              want, ") once each; shard 0 applied ",
+                              got.empty() ? "none" : got, " with ",
+                              job.ledger.twice(), " applied twice"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace bertps

@@ -1,0 +1,195 @@
+// The Coordinator's Scheduling: starting queued jobs on idle members, refilling a running
+// job's shard indices and worker slots, and what a job waits for.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "server/coordinator/coordinator.h"
+#include "server/coordinator/coordinator_internal.h"
+
+namespace bertps {
+
+using coordinator_internal::StagesOf;
+using coordinator_internal::kLedgerWait;
+using coordinator_internal::HasEval;
+
+std::string Coordinator::RunningWaitLocked(const Job& job) const {
+  if (job.training_done) {
+    return job.ledger_version < job.status.progress().total_steps()
+               ? kLedgerWait
+               : "";
+  }
+  std::vector<std::string> shards, slots;
+  for (size_t i = 0; i < job.shards.size(); ++i) {
+    if (job.shards[i].empty()) shards.push_back(absl::StrCat(i));
+  }
+  for (size_t i = 0; i < job.slots.size(); ++i) {
+    if (job.slots[i].empty() && !job.slot_done[i]) {
+      slots.push_back(absl::StrCat(i));
+    }
+  }
+  const bool stages = StagesOf(job.status.spec()) > 1;
+  std::string what;
+  if (!shards.empty()) {
+    what = absl::StrCat("an idle parameter-server daemon for shard",
+                        shards.size() > 1 ? "s " : " ",
+                        absl::StrJoin(shards, ", "));
+  }
+  if (!slots.empty()) {
+    absl::StrAppend(&what, what.empty() ? "" : "; ", "an idle ",
+                    stages ? "stage daemon for slot" : "train worker for slot",
+                    slots.size() > 1 ? "s " : " ", absl::StrJoin(slots, ", "),
+                    " (the other workers wait at the next step)");
+  }
+  return what;
+}
+
+void Coordinator::SetWaitingLocked(Job& job, const std::string& what) {
+  if (job.status.waiting() == what) return;
+  if (what.empty()) {
+    EventLocked(job, absl::StrCat("no longer waiting for ",
+                                  job.status.waiting()));
+    job.status.clear_waiting();
+    job.status.clear_waiting_since_ms();
+    return;
+  }
+  if (job.status.waiting().empty()) job.status.set_waiting_since_ms(NowMs());
+  job.status.set_waiting(what);
+  EventLocked(job, absl::StrCat("waiting for ", what));
+}
+
+void Coordinator::FillShardsLocked(Job& job) {
+  for (size_t i = 0; i < job.shards.size(); ++i) {
+    if (!job.shards[i].empty()) continue;
+    for (auto& [id, m] : members_) {
+      if (m.alive && m.job.empty() && m.role == PS) {
+        m.job = job.status.id();
+        m.index = static_cast<int>(i);
+        m.told = false;
+        job.shards[i] = m.id;
+        job.status.set_ps_addresses(static_cast<int>(i), m.address);
+        EventLocked(job, absl::StrCat("shard ", i, " is member ", m.id, " at ",
+                                      m.address));
+        break;
+      }
+    }
+  }
+}
+
+void Coordinator::StartJobsLocked() {
+  // Train jobs start in FIFO order (a later one waits for an earlier one's
+  // members); PREPROCESS and EVAL jobs, which use the pools, start as soon
+  // as their pool has a live member.
+  bool train_blocked = false;
+  for (auto qit = queue_.begin(); qit != queue_.end();) {
+    Job& job = jobs_[*qit];
+    if (job.status.state() != PENDING) {
+      qit = queue_.erase(qit);
+      continue;
+    }
+    const JobSpec& spec = job.status.spec();
+    int pool[2] = {0, 0};  // live preprocess, eval members
+    for (const auto& [id, m] : members_) {
+      if (!m.alive) continue;
+      if (m.role == PREPROCESS_ROLE) ++pool[0];
+      if (m.role == EVAL_ROLE) ++pool[1];
+    }
+    if (spec.task() == PREPROCESS || spec.task() == EVAL) {
+      if (pool[spec.task() == PREPROCESS ? 0 : 1] == 0) {
+        SetWaitingLocked(job, spec.task() == PREPROCESS
+                                  ? "a preprocess worker to register"
+                                  : "an eval worker to register");
+        ++qit;
+        continue;
+      }
+      SetWaitingLocked(job, "");
+      qit = queue_.erase(qit);
+      job.status.set_state(RUNNING);
+      job.status.set_start_time_ms(NowMs());
+      if (spec.task() == EVAL) {
+        AddRoundLocked(job, "final", 0, spec.eval_checkpoint());
+      }
+      EventLocked(job, absl::StrCat("running: ", job.work.size(), " item(s)"));
+      continue;
+    }
+    if (train_blocked) {
+      SetWaitingLocked(job, "the train jobs submitted before it to start");
+      ++qit;
+      continue;
+    }
+    // Pipeline jobs take num_workers replicas x stages stage members.
+    const int S = StagesOf(spec);
+    const Role trainer = S > 1 ? STAGE_ROLE : TRAIN;
+    std::vector<Member*> ps, train;
+    for (auto& [id, m] : members_) {
+      if (!m.alive || !m.job.empty()) continue;
+      if (m.role == PS) ps.push_back(&m);
+      if (m.role == trainer) train.push_back(&m);
+    }
+    if (static_cast<int>(ps.size()) < spec.num_ps_shards() ||
+        static_cast<int>(train.size()) < spec.num_workers() * S ||
+        (HasEval(spec) && pool[1] == 0)) {
+      train_blocked = true;  // FIFO: later train jobs wait for this one
+      std::string members = absl::StrCat(
+          ps.size(), "/", spec.num_ps_shards(), " idle parameter-server "
+          "daemons, ", train.size(), "/", spec.num_workers() * S, " idle ",
+          S > 1 ? "stage daemons" : "train workers");
+      if (HasEval(spec) && pool[1] == 0) {
+        absl::StrAppend(&members, ", an eval worker");
+      }
+      SetWaitingLocked(job, absl::StrCat("members: ", members));
+      const std::string why = absl::StrCat("job ", *qit, " waits for ",
+                                           members);
+      if (why != last_wait_) {
+        LOG(INFO) << why;
+        last_wait_ = why;
+      }
+      ++qit;
+      continue;
+    }
+    SetWaitingLocked(job, "");
+    qit = queue_.erase(qit);
+    job.shards.clear();
+    job.status.clear_ps_addresses();
+    job.ready_shards.clear();
+    for (int i = 0; i < spec.num_ps_shards(); ++i) {
+      ps[i]->job = job.status.id();
+      ps[i]->index = i;
+      ps[i]->told = false;
+      job.shards.push_back(ps[i]->id);
+      job.status.add_ps_addresses(ps[i]->address);
+    }
+    job.slots.assign(spec.num_workers() * S, "");
+    job.slot_done.assign(spec.num_workers() * S, false);
+    job.status.set_incarnation(job.status.incarnation() + 1);
+    job.status.set_state(RUNNING);
+    if (job.status.start_time_ms() == 0) job.status.set_start_time_ms(NowMs());
+    FillSlotsLocked(job);
+    EventLocked(job, absl::StrCat("running on ", spec.num_ps_shards(),
+                                  " shard(s) and ", spec.num_workers(),
+                                  " worker(s)"));
+  }
+}
+
+void Coordinator::FillSlotsLocked(Job& job) {
+  for (size_t i = 0; i < job.slots.size(); ++i) {
+    if (!job.slots[i].empty() || job.slot_done[i]) continue;
+    const Role trainer = StagesOf(job.status.spec()) > 1 ? STAGE_ROLE : TRAIN;
+    for (auto& [id, m] : members_) {
+      if (m.alive && m.job.empty() && m.role == trainer) {
+        m.job = job.status.id();
+        m.told = false;
+        m.index = static_cast<int>(i);
+        job.slots[i] = m.id;
+        EventLocked(job, absl::StrCat("worker ", i, " is member ", m.id));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace bertps

@@ -1,0 +1,114 @@
+// The Coordinator's Persistence: the job records in the JobStore, and recovery after a
+// restart of the coordinator.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "glog/logging.h"
+#include "server/coordinator/job_store.h"
+#include "server/coordinator/coordinator.h"
+#include "server/coordinator/coordinator_internal.h"
+
+namespace bertps {
+
+
+void Coordinator::PersistLocked(const Job& job) {
+  if (options_.store == nullptr) return;
+  JobRecord r;
+  *r.mutable_status() = job.status;
+  r.set_examples_per_epoch(job.examples_per_epoch);
+  for (const Item& it : job.work) {
+    JobRecord::ItemState* s = r.add_items();
+    *s->mutable_item() = it.item;
+    s->set_done(it.done);
+    if (it.done) *s->mutable_result() = it.result;
+  }
+  for (const Round& rd : job.rounds) {
+    JobRecord::RoundState* s = r.add_rounds();
+    s->set_name(rd.name);
+    s->set_version(rd.version);
+    s->set_checkpoint(rd.checkpoint);
+    s->set_first(rd.first);
+    s->set_count(rd.count);
+    s->set_done(rd.done);
+    s->set_finished(rd.finished);
+  }
+  r.set_training_done(job.training_done);
+  r.set_last_checkpoint(job.last_checkpoint);
+  r.set_last_checkpoint_version(job.last_checkpoint_version);
+  r.set_tokens_per_example(job.tokens_per_example);
+  absl::Status st = options_.store->Put(job.status.id(), r);
+  if (!st.ok()) LOG(ERROR) << st;
+}
+
+absl::Status Coordinator::Recover() {
+  if (options_.store == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<JobRecord> records, options_.store->LoadAll());
+  absl::MutexLock l(&mu_);
+  for (JobRecord& r : records) {
+    const std::string id = r.status().id();
+    int64_t n = 0;
+    if (absl::StartsWith(id, "job-") && absl::SimpleAtoi(id.substr(4), &n)) {
+      next_job_ = std::max(next_job_, n + 1);
+    }
+    Job& job = jobs_[id];
+    job.status = std::move(*r.mutable_status());
+    job.examples_per_epoch = r.examples_per_epoch();
+    for (JobRecord::ItemState& s : *r.mutable_items()) {
+      Item it;
+      it.item = std::move(*s.mutable_item());
+      it.done = s.done();
+      it.result = std::move(*s.mutable_result());
+      job.work.push_back(std::move(it));
+    }
+    for (const JobRecord::RoundState& s : r.rounds()) {
+      Round rd;
+      rd.name = s.name();
+      rd.version = s.version();
+      rd.checkpoint = s.checkpoint();
+      rd.first = s.first();
+      rd.count = s.count();
+      // Items of the round done, recounted (their results were kept).
+      for (int i = rd.first; i < rd.first + rd.count &&
+                             i < static_cast<int>(job.work.size());
+           ++i) {
+        rd.done += job.work[i].done;
+      }
+      rd.finished = s.finished();
+      job.rounds.push_back(rd);
+    }
+    job.training_done = r.training_done();
+    job.last_checkpoint = r.last_checkpoint();
+    job.last_checkpoint_version = r.last_checkpoint_version();
+    job.tokens_per_example = r.tokens_per_example();
+    const JobState state = job.status.state();
+    const Task task = job.status.spec().task();
+    if (state == PENDING) {
+      queue_.push_back(id);
+      EventLocked(job, "coordinator restarted: queued");
+    } else if (IsFinal(state)) {
+      EventLocked(job, absl::StrCat("restored: ", JobState_Name(state)));
+    } else if (state == RUNNING && (task == PRETRAIN || task == CLASSIFY) &&
+               !job.training_done) {
+      // Members re-register without their assignments: start the job again
+      // from its newest checkpoint.
+      const int64_t from = RewindLocked(job);
+      job.status.set_state(PENDING);
+      job.status.clear_ps_addresses();
+      queue_.push_back(id);
+      EventLocked(job, job.last_checkpoint.empty()
+                           ? "coordinator restarted: the job starts again"
+                           : absl::StrCat("coordinator restarted: resuming from "
+                                          "the checkpoint of step ", from));
+    } else if (state == RUNNING) {
+      EventLocked(job, "coordinator restarted: items not done are leased again");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bertps
