@@ -23,29 +23,18 @@
 #include "gtest/gtest.h"
 #include "server/ps/server.h"
 #include "tools/bert_local.h"
+#include "worker/test_util.h"
 #include "worker/train_worker.h"
 
 namespace bertps {
 namespace {
 
+using testing_util::SmallConfig;
+using testing_util::TempDir;
+using testing_util::WriteVaryingPretrainData;
+
 constexpr int kSteps = 10;
 constexpr uint64_t kSeed = 7;
-
-std::string TempDir() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return d ? d : "/tmp";
-}
-
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 40;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 32;
-  return c;
-}
 
 optim::OptimizerConfig Sgd() {
   optim::OptimizerConfig o;
@@ -59,39 +48,12 @@ optim::OptimizerConfig Sgd() {
   return o;
 }
 
-// Examples with a varying number of real masked positions and of padding, so
-// that the loss denominators of a worker's batch differ from the global
-// batch's: a worker that divided by its own would be off by a factor.
-void WriteData(const std::string& path, int n, uint64_t seed) {
-  std::mt19937 rng(seed);
-  auto w = *io::TFRecordWriter::Open(path);
-  for (int i = 0; i < n; ++i) {
-    io::PretrainExample e;
-    const int tok = 5 + rng() % 30;
-    const int len = 10 + rng() % 7;
-    for (int j = 0; j < 16; ++j) {
-      e.input_ids.push_back(j >= len ? 0 : j == 0 ? 1 : tok);
-      e.input_mask.push_back(j < len);
-      e.segment_ids.push_back(j < len / 2 ? 0 : 1);
-    }
-    const int preds = 1 + rng() % 3;
-    for (int k = 0; k < 3; ++k) {
-      e.masked_lm_positions.push_back(k < preds ? 1 + k * 3 : 0);
-      e.masked_lm_ids.push_back(k < preds ? tok : 0);
-      e.masked_lm_weights.push_back(k < preds ? 1.0f : 0.0f);
-    }
-    e.next_sentence_label = tok % 2;
-    ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
-  }
-  ASSERT_TRUE(w->Close().ok());
-}
-
 std::string Data() { return TempDir() + "/eq-*.tfrecord"; }
 
 // Final parameters of `workers` x `batch` on `shards` parameter-server shards.
 std::vector<float> TrainOnShards(int shards, int workers, int batch) {
   ps::ShardOptions so;
-  so.config = Small();
+  so.config = SmallConfig();
   so.num_workers = workers;
   so.mode = BSP;
   so.optimizer = Sgd();
@@ -115,7 +77,7 @@ std::vector<float> TrainOnShards(int shards, int workers, int batch) {
       TrainWorkerOptions o;
       o.ps.addresses = addresses;
       o.ps.rpc_timeout = absl::Seconds(30);
-      o.config = Small();
+      o.config = SmallConfig();
       o.worker = w;
       o.num_workers = workers;
       o.data = {Data()};
@@ -132,7 +94,7 @@ std::vector<float> TrainOnShards(int shards, int workers, int batch) {
   for (auto& t : threads) t.join();
   PsClientOptions po;
   po.addresses = addresses;
-  auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
   std::vector<float> params(client->layout().total_size());
   auto v = client->Pull(0, kSteps, kSteps, params.data());
   EXPECT_TRUE(v.ok()) << v.status();
@@ -142,7 +104,7 @@ std::vector<float> TrainOnShards(int shards, int workers, int batch) {
 // Final parameters of bert_local train, one process, batch 8.
 std::vector<float> TrainLocally() {
   LocalOptions o;
-  o.config = Small();
+  o.config = SmallConfig();
   o.data = {Data()};
   o.batch_size = 8;
   o.steps = kSteps;
@@ -154,7 +116,7 @@ std::vector<float> TrainLocally() {
   std::ostringstream log;
   absl::Status st = RunTrain(o, log);
   EXPECT_TRUE(st.ok()) << st;
-  const ParamLayout layout = ParamLayout::ForBert(Small(), BertTask::kPretrain);
+  const ParamLayout layout = ParamLayout::ForBert(SmallConfig(), BertTask::kPretrain);
   std::vector<float> params(layout.total_size());
   auto r = LoadBertWeights(o.out, layout, AllowMissing::kNone, params.data());
   EXPECT_TRUE(r.ok()) << r.status();
@@ -171,11 +133,11 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(TrainEquivalence, SgdTwoWorkersOneWorkerAndOneProcessAgree) {
-  WriteData(TempDir() + "/eq-0.tfrecord", 40, 1);
-  WriteData(TempDir() + "/eq-1.tfrecord", 40, 2);
-  const ParamLayout layout = ParamLayout::ForBert(Small(), BertTask::kPretrain);
+  WriteVaryingPretrainData(TempDir() + "/eq-0.tfrecord", 40, 1);
+  WriteVaryingPretrainData(TempDir() + "/eq-1.tfrecord", 40, 2);
+  const ParamLayout layout = ParamLayout::ForBert(SmallConfig(), BertTask::kPretrain);
   std::vector<float> init(layout.total_size());
-  InitBertParams(layout, Small(), kSeed, init.data());
+  InitBertParams(layout, SmallConfig(), kSeed, init.data());
   const std::vector<float> local = TrainLocally();
   const double moved = MaxAbsDiff(local, init);
   constexpr double kTol = 2e-5;

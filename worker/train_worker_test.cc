@@ -16,49 +16,14 @@
 #include "gtest/gtest.h"
 #include "server/ps/checkpoint.h"
 #include "server/ps/server.h"
+#include "worker/test_util.h"
 
 namespace bertps {
 namespace {
 
-std::string TempDir() {
-  const char* d = std::getenv("TEST_TMPDIR");
-  return d ? d : "/tmp";
-}
-
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 40;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 32;
-  return c;
-}
-
-void WriteData(const std::string& path, int n, uint64_t seed) {
-  std::mt19937 rng(seed);
-  auto w = *io::TFRecordWriter::Open(path);
-  for (int i = 0; i < n; ++i) {
-    io::PretrainExample e;
-    const int tok = 5 + rng() % 30;
-    const int len = 10 + rng() % 7;  // padding varies
-    for (int j = 0; j < 16; ++j) {
-      e.input_ids.push_back(j >= len ? 0 : j == 0 ? 1 : tok);
-      e.input_mask.push_back(j < len);
-      e.segment_ids.push_back(j < len / 2 ? 0 : 1);
-    }
-    const int preds = 1 + rng() % 3;  // varying real predictions
-    for (int k = 0; k < 3; ++k) {
-      e.masked_lm_positions.push_back(k < preds ? 1 + k * 3 : 0);
-      e.masked_lm_ids.push_back(k < preds ? tok : 0);
-      e.masked_lm_weights.push_back(k < preds ? 1.0f : 0.0f);
-    }
-    e.next_sentence_label = tok % 2;
-    ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
-  }
-  ASSERT_TRUE(w->Close().ok());
-}
+using testing_util::SmallConfig;
+using testing_util::TempDir;
+using testing_util::WriteVaryingPretrainData;
 
 struct Cluster {
   std::vector<std::unique_ptr<ps::ShardServer>> shards;
@@ -81,7 +46,7 @@ Cluster StartCluster(int num_shards, ps::ShardOptions o) {
 
 ps::ShardOptions ShardOpts(int workers, ConsistencyMode mode = BSP) {
   ps::ShardOptions o;
-  o.config = Small();
+  o.config = SmallConfig();
   o.num_workers = workers;
   o.mode = mode;
   o.optimizer.learning_rate = 1e-3;
@@ -97,7 +62,7 @@ TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
   TrainWorkerOptions o;
   o.ps.addresses = c.addresses;
   o.ps.rpc_timeout = absl::Seconds(30);
-  o.config = Small();
+  o.config = SmallConfig();
   o.worker = worker;
   o.num_workers = workers;
   o.data = {data};
@@ -128,7 +93,7 @@ std::vector<float> Train(int shards, int workers, int batch,
   for (auto& t : threads) t.join();
   PsClientOptions po;
   po.addresses = c.addresses;
-  auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
   std::vector<float> params(client->layout().total_size());
   auto v = client->Pull(0, 10, 10, params.data());
   EXPECT_TRUE(v.ok()) << v.status();
@@ -149,8 +114,8 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b,
 class Distributed : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    WriteData(TempDir() + "/train-0.tfrecord", 40, 1);
-    WriteData(TempDir() + "/train-1.tfrecord", 40, 2);
+    WriteVaryingPretrainData(TempDir() + "/train-0.tfrecord", 40, 1);
+    WriteVaryingPretrainData(TempDir() + "/train-1.tfrecord", 40, 2);
   }
   std::string data() const { return TempDir() + "/train-*.tfrecord"; }
 };
@@ -196,14 +161,14 @@ TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
   }
   PsClientOptions po;
   po.addresses = two.addresses;
-  auto c2 = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  auto c2 = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
   auto manifest = c2->Checkpoint(TempDir() + "/ckpt", 3);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   ASSERT_TRUE(c2->Export(TempDir() + "/from2.safetensors").ok());
 
   Cluster three = StartCluster(3, ShardOpts(1));
   po.addresses = three.addresses;
-  auto c3 = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+  auto c3 = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
   ASSERT_TRUE(c3->Restore(*manifest).ok());
   ASSERT_TRUE(c3->Export(TempDir() + "/from3.safetensors").ok());
   ASSERT_TRUE(ps::ExportCheckpoint(*manifest, TempDir() + "/fromckpt.safetensors").ok());
@@ -267,7 +232,7 @@ TEST_F(Distributed, AspAndSspCountUpdatesAndCheckpointConsistentCuts) {
       for (auto& t : threads) t.join();
       PsClientOptions po;
       po.addresses = c.addresses;
-      auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+      auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
       auto stats = client->Stats();
       ASSERT_TRUE(stats.ok()) << stats.status();
       for (const auto& s : *stats) {
@@ -289,7 +254,7 @@ TEST_F(Distributed, AspAndSspCountUpdatesAndCheckpointConsistentCuts) {
         Cluster r = StartCluster(2, so);
         PsClientOptions ro;
         ro.addresses = r.addresses;
-        auto rc = *PsClient::Connect(ro, Small(), BertTask::kPretrain);
+        auto rc = *PsClient::Connect(ro, SmallConfig(), BertTask::kPretrain);
         ASSERT_TRUE(rc->Restore(m).ok()) << name << " " << m;
         auto restored = rc->Stats();
         ASSERT_TRUE(restored.ok()) << restored.status();
@@ -337,7 +302,7 @@ TEST_F(Distributed, ANonFiniteLossFailsTheStepAndAppliesNothing) {
         << st;
     PsClientOptions po;
     po.addresses = c.addresses;
-    auto client = *PsClient::Connect(po, Small(), BertTask::kPretrain);
+    auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
     auto stats = client->Stats();
     ASSERT_TRUE(stats.ok()) << stats.status();
     for (const auto& s : *stats) {
