@@ -549,6 +549,12 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                  : absl::StrCat(s.id(), " (", spec.name(), ")"));
   row("state", JobState_Name(s.state()));
   if (!s.reason().empty()) row("reason", s.reason());
+  if (!s.store_error().empty()) {
+    row("store", absl::StrCat("the coordinator cannot write its job store (",
+                              s.store_error(),
+                              "): a restart of it would lose what happened "
+                              "since the last good write"));
+  }
   if (!s.waiting().empty()) {
     const int64_t for_ms = std::max<int64_t>(
         0, absl::ToUnixMillis(absl::Now()) - s.waiting_since_ms());

@@ -102,6 +102,13 @@ int64_t Coordinator::NowMs() const {
 }
 
 absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
+  absl::StatusOr<std::string> id = AddJob(std::move(spec));
+  // Stored before the client hears of it (outside the lock).
+  if (id.ok()) FlushStore(/*force=*/true);
+  return id;
+}
+
+absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   ApplyJobDefaults(&spec);
   // Paths first: validation reads a config.json model, counting reads data.
   RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
@@ -191,7 +198,9 @@ absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id) const {
   absl::MutexLock l(&mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  return it->second.status;
+  JobStatus s = it->second.status;
+  if (!store_error_.empty()) s.set_store_error(store_error_);
+  return s;
 }
 
 std::vector<JobStatus> Coordinator::List() const {
@@ -415,8 +424,11 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
 }
 
 void Coordinator::Tick() {
-  absl::MutexLock l(&mu_);
-  TickLocked();
+  {
+    absl::MutexLock l(&mu_);
+    TickLocked();
+  }
+  FlushStore();
 }
 
 void Coordinator::TickLocked() {
@@ -580,7 +592,7 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
     job.events.pop_front();
     ++job.events_dropped;
   }
-  PersistLocked(job);
+  MarkDirtyLocked(job);
 }
 
 Assignment Coordinator::AssignmentLocked(const Member& m) const {

@@ -117,6 +117,14 @@ class Coordinator {
   // start if it had none), since its members re-register and the shards
   // reinstall; preprocess and eval items not done are leased again.
   absl::Status Recover();
+  // Writes the jobs changed since the last write to the store, outside the
+  // coordinator's lock: state changes (submitted, started, restarted,
+  // finished) at the next call, progress at most once a second (or at once
+  // with `force`). Submit calls it before it answers; Tick() every time. A
+  // failed write is retried, and shown (store_error, JobStatus.store_error).
+  void FlushStore(bool force = false) ABSL_LOCKS_EXCLUDED(store_mu_, mu_);
+  // The store's last error ("" while writes succeed).
+  std::string store_error() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Member {
@@ -170,6 +178,9 @@ class Coordinator {
     // at shard 0's version ledger_version (-1: none heard yet).
     ps::ExampleLedger ledger;
     int64_t ledger_version = -1;
+    // What the store last got of the job (a change of either is urgent).
+    JobState stored_state = JOB_STATE_UNSPECIFIED;
+    int64_t stored_incarnation = -1;
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -207,7 +218,12 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EventLocked(Job& job, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's record for the store.
+  JobRecord RecordLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job changed: written at the next FlushStore (a state change makes it
+  // urgent).
+  void MarkDirtyLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::string> AddJob(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
   void RecordLocked(Job& job, int slot, const StepReport& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Steps [0, applied) are applied: progress and exact example counts.
@@ -232,6 +248,9 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   const std::string instance_;  // random, in member ids
+  // One flush at a time, so that a job's records reach the store in order;
+  // taken before mu_, never under it.
+  absl::Mutex store_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   int64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_member_ ABSL_GUARDED_BY(mu_) = 1;
@@ -243,6 +262,11 @@ class Coordinator {
   // (silence before it does not count).
   absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time resumed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Jobs to write to the store; whether one changed state; the last write.
+  std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  bool urgent_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_flush_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string store_error_ ABSL_GUARDED_BY(mu_);
 };
 
 bool IsFinal(JobState s);

@@ -140,6 +140,10 @@ int main(int argc, char** argv) {
   std::thread ticker([&] {
     while (!done.load()) {
       coordinator.Tick();
+      // Not serving while the job store cannot be written: a restart now
+      // would lose what happened since the last good write.
+      server->GetHealthCheckService()->SetServingStatus(
+          coordinator.store_error().empty());
       std::map<std::string, int> by_state;
       for (const bertps::JobStatus& j : coordinator.List()) {
         ++by_state[bertps::JobState_Name(j.state())];

@@ -16,8 +16,7 @@
 namespace bertps {
 
 
-void Coordinator::PersistLocked(const Job& job) {
-  if (options_.store == nullptr) return;
+JobRecord Coordinator::RecordLocked(const Job& job) const {
   JobRecord r;
   *r.mutable_status() = job.status;
   r.set_examples_per_epoch(job.examples_per_epoch);
@@ -41,8 +40,67 @@ void Coordinator::PersistLocked(const Job& job) {
   r.set_last_checkpoint(job.last_checkpoint);
   r.set_last_checkpoint_version(job.last_checkpoint_version);
   r.set_tokens_per_example(job.tokens_per_example);
-  absl::Status st = options_.store->Put(job.status.id(), r);
-  if (!st.ok()) LOG(ERROR) << st;
+  return r;
+}
+
+void Coordinator::MarkDirtyLocked(Job& job) {
+  if (options_.store == nullptr) return;
+  dirty_.insert(job.status.id());
+  if (job.status.state() != job.stored_state ||
+      job.status.incarnation() != job.stored_incarnation) {
+    urgent_ = true;
+  }
+}
+
+void Coordinator::FlushStore(bool force) {
+  if (options_.store == nullptr) return;
+  absl::MutexLock sl(&store_mu_);
+  std::vector<std::pair<std::string, JobRecord>> batch;
+  {
+    absl::MutexLock l(&mu_);
+    const absl::Time now = options_.now();
+    if (dirty_.empty()) return;
+    if (!force && !urgent_ && now - last_flush_ < absl::Seconds(1)) return;
+    for (const std::string& id : dirty_) {
+      Job& job = jobs_[id];
+      batch.emplace_back(id, RecordLocked(job));
+      job.stored_state = job.status.state();
+      job.stored_incarnation = job.status.incarnation();
+    }
+    dirty_.clear();
+    urgent_ = false;
+    last_flush_ = now;
+  }
+  // The writes (fsync'ed by SQLite) run without the coordinator's lock:
+  // heartbeats and requests go on meanwhile.
+  absl::Status first;
+  std::vector<std::string> failed;
+  for (const auto& [id, record] : batch) {
+    absl::Status st = options_.store->Put(id, record);
+    if (!st.ok()) {
+      failed.push_back(id);
+      if (first.ok()) first = st;
+    }
+  }
+  absl::MutexLock l(&mu_);
+  for (const std::string& id : failed) {
+    dirty_.insert(id);  // written again at the next flush
+    urgent_ = true;
+  }
+  const std::string error = first.ok() ? "" : first.ToString();
+  if (error != store_error_) {
+    if (error.empty()) {
+      LOG(INFO) << "the job store writes again";
+    } else {
+      LOG(ERROR) << "the job store cannot write: " << error;
+    }
+    store_error_ = error;
+  }
+}
+
+std::string Coordinator::store_error() const {
+  absl::MutexLock l(&mu_);
+  return store_error_;
 }
 
 absl::Status Coordinator::Recover() {
@@ -57,6 +115,8 @@ absl::Status Coordinator::Recover() {
     }
     Job& job = jobs_[id];
     job.status = std::move(*r.mutable_status());
+    job.stored_state = job.status.state();  // as the store has it
+    job.stored_incarnation = job.status.incarnation();
     job.examples_per_epoch = r.examples_per_epoch();
     for (JobRecord::ItemState& s : *r.mutable_items()) {
       Item it;

@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <thread>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/coordinator/job_store.h"
 
 namespace bertps {
 namespace {
@@ -211,6 +215,116 @@ TEST(CoordinatorRoots, PathsOutsideTheRootsAreRefused) {
   s.set_data(0, "/srv/data/x/*.tfrecord");
   s.set_export_path("/srv/out/final.safetensors");
   EXPECT_TRUE(c.Submit(s).ok());
+}
+
+// The store is written outside the coordinator's lock. This store's Put asks
+// the coordinator for its jobs from another thread and waits up to 2 s for
+// the answer, which cannot come while Put runs under the lock: then it
+// records the fact and lets the asking thread finish later (JoinProbes), so
+// the check fails rather than hangs, and cannot pass vacuously.
+class LockProbingStore : public MemoryJobStore {
+ public:
+  absl::Status Put(const std::string& id, const JobRecord& r) override {
+    if (coordinator != nullptr) {
+      auto answered = std::make_shared<std::atomic<bool>>(false);
+      std::thread t([c = coordinator, answered] {
+        c->List();
+        *answered = true;
+      });
+      for (int i = 0; i < 200 && !*answered; ++i) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      if (*answered) {
+        t.join();
+      } else {
+        under_lock = true;
+        probes_.push_back(std::move(t));
+      }
+    }
+    return MemoryJobStore::Put(id, r);
+  }
+  void JoinProbes() {
+    for (std::thread& t : probes_) t.join();
+    probes_.clear();
+  }
+  Coordinator* coordinator = nullptr;
+  bool under_lock = false;
+
+ private:
+  std::vector<std::thread> probes_;
+};
+
+TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  LockProbingStore store;
+  CoordinatorOptions o;
+  o.store = &store;
+  o.now = [&now] { return now; };
+  o.stall_threshold = absl::InfiniteDuration();
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+    return 100;
+  };
+  Coordinator c(o);
+  store.coordinator = &c;
+  RegisterRequest rr;
+  rr.set_role(PS);
+  rr.set_address("127.0.0.1:1");
+  const std::string ps = c.Register(rr)->member_id();
+  rr.set_role(TRAIN);
+  rr.clear_address();
+  const std::string w = c.Register(rr)->member_id();
+  JobSpec spec;
+  spec.set_task(PRETRAIN);
+  spec.add_data("d/*.tfrecord");
+  spec.set_batch_size(10);
+  spec.set_steps(100);
+  auto id = c.Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_GE(store.puts(), 1);  // stored before Submit answered
+  auto beat = [&](const std::string& m, std::vector<StepReport> steps) {
+    HeartbeatRequest r;
+    r.set_member_id(m);
+    r.set_job_id(*id);
+    r.set_incarnation(c.Get(*id)->incarnation());
+    for (auto& s : steps) *r.add_steps() = s;
+    c.Heartbeat(r);
+  };
+  beat(ps, {});
+  beat(ps, {});
+  beat(w, {});
+  c.Tick();
+  const int64_t before = store.puts();
+  // 20 steps in 2 s of ticks every 100 ms: progress is written about twice.
+  for (int step = 0; step < 20; ++step) {
+    StepReport s;
+    s.set_step(step);
+    s.set_version(step + 1);
+    s.set_examples(10);
+    s.set_loss(1.0);
+    beat(w, {s});
+    now += absl::Milliseconds(100);
+    c.Tick();
+  }
+  const int64_t progress_puts = store.puts() - before;
+  EXPECT_GE(progress_puts, 1);
+  EXPECT_LE(progress_puts, 3);
+  // A store that fails is retried and visible in every job's status.
+  store.set_fail_puts(true);
+  ASSERT_TRUE(c.Cancel(*id).ok());
+  c.Tick();
+  EXPECT_NE(c.Get(*id)->store_error().find("the disk is full"),
+            std::string::npos);
+  EXPECT_NE(c.store_error(), "");
+  store.set_fail_puts(false);
+  c.Tick();
+  EXPECT_EQ(c.store_error(), "");
+  EXPECT_EQ(c.Get(*id)->store_error(), "");
+  auto stored = store.LoadAll();
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].status().state(), CANCELLED);  // the retry landed
+  store.JoinProbes();
+  EXPECT_FALSE(store.under_lock);
 }
 
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {

@@ -2,9 +2,33 @@
 
 #include <sqlite3.h>
 
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace bertps {
+namespace {
+
+// One row per job in a SQLite database (see job_store.h). sqlite3 is opened
+// in serialized (FULLMUTEX) mode: calls from any thread.
+class SqliteJobStore : public JobStore {
+ public:
+  SqliteJobStore(std::string path, sqlite3* db)
+      : path_(std::move(path)), db_(db) {}
+  ~SqliteJobStore() override { sqlite3_close(db_); }
+  absl::Status Exec(const char* sql);
+  absl::Status Put(const std::string& id, const JobRecord& record) override;
+  absl::StatusOr<std::vector<JobRecord>> LoadAll() override;
+
+ private:
+  const std::string path_;
+  sqlite3* db_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(
     const std::string& path) {
@@ -18,7 +42,7 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(
     return absl::UnavailableError(
         absl::StrCat("state database ", path, ": ", msg));
   }
-  std::unique_ptr<JobStore> s(new JobStore(path, db));
+  auto s = std::make_unique<SqliteJobStore>(path, db);
   sqlite3_busy_timeout(db, 5000);
   absl::Status st = s->Exec("PRAGMA journal_mode=WAL");
   if (st.ok()) st = s->Exec("PRAGMA synchronous=FULL");
@@ -28,12 +52,10 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(
         "NOT NULL)");
   }
   if (!st.ok()) return st;
-  return s;
+  return std::unique_ptr<JobStore>(std::move(s));
 }
 
-JobStore::~JobStore() { sqlite3_close(db_); }
-
-absl::Status JobStore::Exec(const char* sql) {
+absl::Status SqliteJobStore::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : "unknown error";
@@ -44,7 +66,7 @@ absl::Status JobStore::Exec(const char* sql) {
   return absl::OkStatus();
 }
 
-absl::Status JobStore::Put(const std::string& id, const JobRecord& record) {
+absl::Status SqliteJobStore::Put(const std::string& id, const JobRecord& record) {
   std::string bytes;
   if (!record.SerializeToString(&bytes)) {
     return absl::InternalError(absl::StrCat("job ", id, ": cannot serialize"));
@@ -69,7 +91,7 @@ absl::Status JobStore::Put(const std::string& id, const JobRecord& record) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<JobRecord>> JobStore::LoadAll() {
+absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadAll() {
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, "SELECT id, record FROM jobs ORDER BY id", -1,
                          &stmt, nullptr) != SQLITE_OK) {
@@ -97,6 +119,41 @@ absl::StatusOr<std::vector<JobRecord>> JobStore::LoadAll() {
         absl::StrCat("state database ", path_, ": ", sqlite3_errmsg(db_)));
   }
   return out;
+}
+
+absl::Status MemoryJobStore::Put(const std::string& id,
+                                 const JobRecord& record) {
+  absl::MutexLock l(&mu_);
+  ++puts_;
+  if (fail_puts_) {
+    return absl::UnavailableError(
+        absl::StrCat("memory store: writing job ", id, ": the disk is full"));
+  }
+  record.SerializeToString(&records_[id]);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadAll() {
+  absl::MutexLock l(&mu_);
+  std::vector<JobRecord> out;
+  for (const auto& [id, bytes] : records_) {
+    JobRecord r;
+    if (!r.ParseFromString(bytes)) {
+      return absl::DataLossError(absl::StrCat("job ", id, " does not parse"));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void MemoryJobStore::set_fail_puts(bool fail) {
+  absl::MutexLock l(&mu_);
+  fail_puts_ = fail;
+}
+
+int64_t MemoryJobStore::puts() const {
+  absl::MutexLock l(&mu_);
+  return puts_;
 }
 
 }  // namespace bertps
