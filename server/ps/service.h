@@ -35,7 +35,7 @@ constexpr size_t kBatchBytes = 1 << 20;
 // decays toward the size of recent reads; a floor of 1 MiB lets every read
 // take what the socket holds in one call. It costs no latency: a read
 // returns whatever has arrived. 1-shard pushes and pulls of BERT-base moved
-// about 7% more (docs/benchmarks.md).
+// about 7% more (the A/B runs: docs/benchmarks.md as of commit b4cd61a).
 constexpr int kMinReadChunkBytes = 1 << 20;
 
 // Serves the shard core installed in it; without one (a shard daemon waiting
