@@ -47,11 +47,44 @@ what="${1:-model}"
 out_dir="${BENCH_OUT:-out/bench}"
 mkdir -p "$out_dir"
 
-# The PyTorch peer: Debian's python3-torch with OpenBLAS at full speed (the
-# environment's OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE halve it; unset here only).
+# The machine, printed first and written to $out_dir/machine.json: figures
+# compare only within one run on one machine.
+flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+isa=()
+for f in avx2 fma avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16; do
+  grep -qw "$f" <<<"$flags" && isa+=("$f")
+done
+cpu_model=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/^[^:]*: //')
+
+# The PyTorch peer: Debian's python3-torch with OpenBLAS at full speed. The
+# environment's OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE halve it, so they are
+# unset for the peer only; and where OpenBLAS 0.3.21 does not know the CPU
+# (Intel Emerald Rapids: it picks a generic "Prescott" core at a fifth of the
+# speed) the fastest core the CPU can run is chosen: Cooperlake with
+# AVX512-BF16, SkylakeX with AVX-512, Haswell with AVX2.
+openblas_auto=$(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_VERBOSE=2 \
+    /usr/bin/python3 -c 'import numpy' 2>&1 | sed -n 's/^Core: //p' | head -1)
+openblas_core="$openblas_auto"
+case "$openblas_auto" in
+  Prescott|Core2|Penryn|Dunnington|Nehalem|Atom|"")
+    if [[ " ${isa[*]} " == *" avx512_bf16 "* ]]; then openblas_core=Cooperlake
+    elif [[ " ${isa[*]} " == *" avx512f "* ]]; then openblas_core=SkylakeX
+    elif [[ " ${isa[*]} " == *" avx2 "* ]]; then openblas_core=Haswell
+    fi ;;
+esac
+machine=$(printf '{"machine": {"cpu": "%s", "cores": %s, "isa": "%s", "openblas_core_auto": "%s", "openblas_core_peer": "%s"}}' \
+  "$cpu_model" "$(nproc)" "${isa[*]}" "${openblas_auto:-unknown}" "${openblas_core:-unknown}")
+echo "$machine"
+echo "$machine" > "$out_dir/machine.json"
+
 peer() {
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$1" \
-      OPENBLAS_NUM_THREADS="$1" MKL_NUM_THREADS="$1" /usr/bin/python3 "${@:2}"
+  if [ -n "$openblas_core" ] && [ "$openblas_core" != "$openblas_auto" ]; then
+    env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE="$openblas_core" OMP_NUM_THREADS="$1" \
+        OPENBLAS_NUM_THREADS="$1" MKL_NUM_THREADS="$1" /usr/bin/python3 "${@:2}"
+  else
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS="$1" \
+        OPENBLAS_NUM_THREADS="$1" MKL_NUM_THREADS="$1" /usr/bin/python3 "${@:2}"
+  fi
 }
 
 preset_json() {  # name -> HF config.json matching common/model presets
