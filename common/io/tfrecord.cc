@@ -206,5 +206,52 @@ absl::StatusOr<bool> TFRecordReader::Next(std::string* record) {
   return true;
 }
 
+absl::StatusOr<int64_t> CountTFRecords(const std::string& path) {
+  int64_t size = 0;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
+  auto corrupt = [&](int64_t at, absl::string_view what) {
+    close(fd);
+    return absl::DataLossError(
+        absl::StrCat(path, " at offset ", at, ": ", what));
+  };
+  int64_t offset = 0, count = 0;
+  while (offset < size) {
+    char header[kHeaderSize];
+    size_t done = 0;
+    while (done < kHeaderSize) {
+      const ssize_t n = pread(fd, header + done, kHeaderSize - done,
+                              offset + static_cast<int64_t>(done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        const int err = errno;
+        close(fd);
+        return ErrnoStatus(err, "read", path);
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    if (done < kHeaderSize) {
+      return corrupt(offset, absl::StrCat("truncated header (", done, " of ",
+                                          kHeaderSize, " bytes)"));
+    }
+    const uint64_t length = GetLe64(header);
+    if (UnmaskCrc(GetLe32(header + 8)) != Crc32c(header, 8)) {
+      return corrupt(offset, "length CRC mismatch");
+    }
+    if (length > kMaxTFRecordLength) {
+      return corrupt(offset, absl::StrCat("length ", length,
+                                          " exceeds the limit of ",
+                                          kMaxTFRecordLength));
+    }
+    const int64_t next =
+        offset + kHeaderSize + static_cast<int64_t>(length) + kFooterSize;
+    if (next > size) return corrupt(offset, "record cut short");
+    offset = next;
+    ++count;
+  }
+  close(fd);
+  return count;
+}
+
 }  // namespace io
 }  // namespace bertps

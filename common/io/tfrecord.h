@@ -100,6 +100,14 @@ class TFRecordReader {
   absl::Status error_;
 };
 
+// The number of records of a TFRecord file, read from their framing alone:
+// each record's 12-byte header (its length CRC checked), then a seek past
+// its data, so a file costs one small read per record, not its size (data
+// CRCs are checked by the readers that read the data). DataLoss naming the
+// file and offset for a bad length CRC or a record cut short; only regular
+// files (OpenRegularFile).
+absl::StatusOr<int64_t> CountTFRecords(const std::string& path);
+
 }  // namespace io
 }  // namespace bertps
 

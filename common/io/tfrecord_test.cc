@@ -133,6 +133,43 @@ TEST(TFRecordTest, WriterWithoutCloseLeavesNothing) {
   EXPECT_NE(access((path + ".tmp").c_str(), F_OK), 0);
 }
 
+// Counting reads the framing only; a bad length CRC or a record cut short is
+// DataLoss naming the file and the offset; only regular files.
+TEST(TFRecordTest, CountFromTheFraming) {
+  const std::string path = TempPath("count.tfrecord");
+  std::vector<std::string> records;
+  for (int i = 0; i < 50; ++i) records.push_back(std::string(i * 7, 'x'));
+  WriteRecords(path, records);
+  auto n = CountTFRecords(path);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 50);
+  WriteRecords(TempPath("empty.tfrecord"), {});
+  EXPECT_EQ(*CountTFRecords(TempPath("empty.tfrecord")), 0);
+  // Cut inside the last record's data.
+  ASSERT_EQ(truncate(path.c_str(), 16 * 50 + 7 * 49 * 50 / 2 - 3), 0);
+  auto cut = CountTFRecords(path);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_TRUE(absl::IsDataLoss(cut.status())) << cut.status();
+  EXPECT_NE(cut.status().message().find(path + " at offset "),
+            std::string::npos)
+      << cut.status();
+  EXPECT_NE(cut.status().message().find("cut short"), std::string::npos);
+  // A flipped length CRC.
+  WriteRecords(path, {"abc", "defg"});
+  {
+    FILE* f = fopen(path.c_str(), "r+b");
+    fseek(f, 16 + 3 + 9, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+  }
+  auto bad = CountTFRecords(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("at offset 19: length CRC mismatch"),
+            std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(CountTFRecords("/dev/zero").ok());
+}
+
 TEST(TFRecordTest, OpenErrors) {
   EXPECT_TRUE(
       absl::IsNotFound(TFRecordReader::Open(TempPath("missing")).status()));
