@@ -53,7 +53,11 @@ for i in $(seq 1 600); do
 done
 [ "$step" -ge 25 ] || fail "no progress"
 kill -9 "$coord_pid"
-echo "killed the coordinator at step $step"
+# The newest complete checkpoint at the kill: the resume starts there or later
+# (the job store may lag the checkpoint directory; the directory is the truth).
+newest=$(ls "$work/ckpt" | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | while read -r v; do
+  [ -f "$work/ckpt/ckpt-$v/manifest.json" ] && echo "$v"; done | tail -1)
+echo "killed the coordinator at step $step, newest checkpoint ${newest:-none}"
 sleep 1
 restart_coordinator 2
 "$CTL" watch "$long" > "$work/watch-long.out" 2>&1 || fail "long job after the restart: $(tail -3 "$work/watch-long.out")"
@@ -63,6 +67,7 @@ from=$(grep -o "resuming from the checkpoint of step [0-9]*" "$work/watch-long.o
   || fail "no resume event: $(cat "$work/watch-long.out")"
 echo "resumed from the checkpoint of step $from"
 [ "$from" -ge 10 ] || fail "resumed from step $from"
+[ "$from" -ge "${newest:-0}" ] || fail "resumed from step $from, older than the checkpoint of step $newest"
 
 # The same job started from that checkpoint, no kill.
 cp -r "$work/ckpt/ckpt-$from" "$work/ckpt-from"

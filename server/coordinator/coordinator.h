@@ -210,6 +210,9 @@ class Coordinator {
   // Sets the job back to its newest checkpoint (checkpoint.restore, the
   // progress, the reports and loss history after it); returns its step.
   int64_t RewindLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a restart: the newest complete checkpoint in the job's directory,
+  // where it is newer than the stored one (the store may lag it).
+  void AdoptNewerCheckpointLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a running train job again from its newest checkpoint under a
   // new incarnation (FAILED once checkpoint.max_restarts are used).
   void RestartLocked(Job& job, const std::string& why)

@@ -12,6 +12,7 @@
 #include "server/coordinator/job_store.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
+#include "server/ps/checkpoint.h"
 
 namespace bertps {
 
@@ -103,6 +104,26 @@ std::string Coordinator::store_error() const {
   return store_error_;
 }
 
+void Coordinator::AdoptNewerCheckpointLocked(Job& job) {
+  const std::string& dir = job.status.spec().checkpoint().dir();
+  if (dir.empty()) return;
+  absl::StatusOr<std::string> latest = ps::LatestManifest(dir);
+  if (!latest.ok()) return;  // none, or not readable from here
+  if (*latest == job.last_checkpoint) return;
+  absl::StatusOr<ps::Manifest> m = ps::ReadManifest(*latest);
+  if (!m.ok()) {
+    LOG(WARNING) << "job " << job.status.id() << ": " << m.status();
+    return;
+  }
+  if (m->version <= job.last_checkpoint_version) return;
+  LOG(INFO) << "job " << job.status.id() << ": the checkpoint of step "
+            << m->version << " (" << *latest
+            << ") is newer than the stored one (step "
+            << job.last_checkpoint_version << ")";
+  job.last_checkpoint = *latest;
+  job.last_checkpoint_version = m->version;
+}
+
 absl::Status Coordinator::Recover() {
   if (options_.store == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<JobRecord> records, options_.store->LoadAll());
@@ -155,7 +176,10 @@ absl::Status Coordinator::Recover() {
     } else if (state == RUNNING && (task == PRETRAIN || task == CLASSIFY) &&
                !job.training_done) {
       // Members re-register without their assignments: start the job again
-      // from its newest checkpoint.
+      // from its newest checkpoint. The store may lag the checkpoint
+      // directory (it is written at most once a second, off the hot path):
+      // a newer complete checkpoint there is the one to resume from.
+      AdoptNewerCheckpointLocked(job);
       const int64_t from = RewindLocked(job);
       job.status.set_state(PENDING);
       job.status.clear_ps_addresses();
