@@ -1,5 +1,5 @@
 // Fuzzes the parameter server's copy-free parsers of streamed messages
-// (server/ps/chunk_codec.h: ParsePushRequest, ParsePullResponse), which read
+// (common/ps/chunk_codec.h: ParsePushRequest, ParsePullResponse), which read
 // every Push request a shard receives, on arbitrary bytes cut into several
 // gRPC slices. Differential: whenever protobuf itself parses the bytes as a
 // PushRequest / PullResponse, the copy-free parser must accept them too and
@@ -25,7 +25,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "proto/ps.pb.h"
-#include "server/ps/chunk_codec.h"
+#include "common/ps/chunk_codec.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include "fuzz/fuzz_input.h"
 #include "fuzz/libfuzzer.h"
 #include "server/coordinator/coordinator.h"
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 
 namespace bertps {
 namespace fuzz {

@@ -1,4 +1,4 @@
-// Fuzzes the JobSpec parser (server/coordinator/job_spec.h) on arbitrary
+// Fuzzes the JobSpec parser (common/cluster/job_spec.h) on arbitrary
 // text (protobuf text format or JSON). Invariants: no crash; errors are
 // InvalidArgument; an accepted spec is valid, re-validates after a text
 // format round trip, and its model/optimizer pieces resolve or fail cleanly.
@@ -10,7 +10,7 @@
 #include "fuzz/proto_mutator.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 
 [[maybe_unused]] static const bool kQuiet = bertps::fuzz::QuietProtobuf();
 

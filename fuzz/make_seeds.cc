@@ -19,8 +19,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.pb.h"
 #include "proto/ps.pb.h"
-#include "server/coordinator/job_spec.h"
-#include "server/ps/chunk_codec.h"
+#include "common/cluster/job_spec.h"
+#include "common/ps/chunk_codec.h"
 #include "server/ps/shard.h"
 
 namespace bertps {

@@ -29,7 +29,7 @@
 #include "fuzz/libfuzzer.h"
 #include "fuzz/ps_shard_fuzz.h"
 #include "proto/ps.pb.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 #include "server/ps/shard.h"
 
 namespace bertps {

@@ -19,11 +19,11 @@
 #include "common/security.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/coordinator/member.h"
+#include "common/cluster/member.h"
 #include "server/coordinator/service.h"
 #include "server/ps/server.h"
 #include "worker/pipeline_stage.h"
-#include "worker/ps_client.h"
+#include "common/ps/ps_client.h"
 
 namespace bertps {
 namespace {

@@ -16,7 +16,7 @@
 #include "common/model/weights.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 #include "nlohmann/json.hpp"
 
 namespace bertps {

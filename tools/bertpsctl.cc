@@ -18,7 +18,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 #include "tools/printable.h"
 #include "tools/svg_plot.h"
 

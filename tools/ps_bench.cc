@@ -66,7 +66,7 @@
 #include "nlohmann/json.hpp"
 #include "server/ps/server.h"
 #include "tools/tcp_peer.h"
-#include "worker/ps_client.h"
+#include "common/ps/ps_client.h"
 
 ABSL_FLAG(std::string, config, "base", "Model preset or config.json.");
 ABSL_FLAG(std::string, ps, "",

@@ -10,7 +10,7 @@
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
 #include "common/status.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 
 namespace bertps {
 namespace {

@@ -27,7 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/security.h"
-#include "server/coordinator/member.h"
+#include "common/cluster/member.h"
 
 namespace bertps {
 

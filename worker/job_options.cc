@@ -1,7 +1,7 @@
 #include "worker/job_options.h"
 
 #include "common/status.h"
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 
 namespace bertps {
 namespace {

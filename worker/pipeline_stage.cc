@@ -14,7 +14,7 @@
 #include "common/tcp_tuning.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
-#include "server/ps/service.h"
+#include "common/ps/wire.h"
 
 namespace bertps {
 namespace {

@@ -52,7 +52,7 @@
 #include "common/model/stage.h"
 #include "grpcpp/server.h"
 #include "proto/pipeline.grpc.pb.h"
-#include "worker/ps_client.h"
+#include "common/ps/ps_client.h"
 
 namespace bertps {
 

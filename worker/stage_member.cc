@@ -9,7 +9,7 @@
 #include "common/model/params.h"
 #include "common/status.h"
 #include "glog/logging.h"
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 #include "worker/pipeline_stage.h"
 
 namespace bertps {

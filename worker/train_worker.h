@@ -41,7 +41,7 @@
 #include "common/memory_limit.h"
 #include "common/model/bert.h"
 #include "common/optim/optimizer_config.h"
-#include "worker/ps_client.h"
+#include "common/ps/ps_client.h"
 
 namespace bertps {
 

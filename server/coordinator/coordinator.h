@@ -61,7 +61,7 @@
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
 #include "server/coordinator/path_policy.h"
-#include "server/ps/example_ledger.h"
+#include "common/ps/example_ledger.h"
 
 namespace bertps {
 

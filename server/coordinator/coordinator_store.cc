@@ -12,7 +12,7 @@
 #include "server/coordinator/job_store.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 
 namespace bertps {
 

@@ -15,7 +15,7 @@
 #include "common/signals.h"
 #include "common/tcp_tuning.h"
 #include "glog/logging.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
 #include "server/ps/shard_member.h"
 #include "common/metrics.h"

@@ -12,7 +12,7 @@
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/method_handler.h"
-#include "server/ps/chunk_codec.h"
+#include "common/ps/chunk_codec.h"
 
 namespace bertps {
 namespace ps {
@@ -23,14 +23,6 @@ absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
 }
 
 }  // namespace
-
-grpc::ChannelArguments ClientChannelArguments() {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetInt(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, kMinReadChunkBytes);
-  return args;
-}
 
 ShardService::ShardService(std::shared_ptr<ShardCore> core)
     : core_(std::move(core)) {

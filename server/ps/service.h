@@ -13,36 +13,18 @@
 #include "common/security.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "common/ps/wire.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
 namespace ps {
 
-// Largest gRPC message either side accepts (chunks are ~2 MB).
-constexpr int kMaxMessageBytes = 16 << 20;
-// Call metadata naming the job incarnation a request belongs to (optional;
-// ShardOptions.incarnation).
-constexpr char kIncarnationMetadata[] = "bertps-incarnation";
-// Elements per TensorChunk on the wire (2 MB of F32).
-constexpr int64_t kChunkElements = 512 * 1024;
-// Chunks of small tensors ready together travel as one message (ChunkBatch)
-// up to about this many payload bytes.
-constexpr size_t kBatchBytes = 1 << 20;
-// Smallest buffer gRPC offers a socket read on the shards' connections
-// (GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, both ends; gRPC's default is 256
-// bytes). gRPC sizes its reads from an estimate that starts at 8 KiB and
-// decays toward the size of recent reads; a floor of 1 MiB lets every read
-// take what the socket holds in one call. It costs no latency: a read
-// returns whatever has arrived. 1-shard pushes and pulls of BERT-base moved
-// about 7% more (the A/B runs: docs/benchmarks.md as of commit b4cd61a).
-constexpr int kMinReadChunkBytes = 1 << 20;
-
 // Serves the shard core installed in it; without one (a shard daemon waiting
 // for the coordinator to assign it a job) every call is UNAVAILABLE.
 class ShardService final : public ParameterServer::Service {
  public:
-  // Pull and Push are served on raw byte buffers (server/ps/chunk_codec.h):
+  // Pull and Push are served on raw byte buffers (common/ps/chunk_codec.h):
   // the same wire format, without copies of the tensor payloads.
   explicit ShardService(std::shared_ptr<ShardCore> core = nullptr);
   // Serves `core` (null: none); the previous one is aborted.
@@ -101,10 +83,6 @@ class GrpcPeerLink : public PeerLink {
   std::vector<std::shared_ptr<ParameterServer::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
-
-// Channel arguments of every client of the shards (message size limits,
-// kMinReadChunkBytes).
-grpc::ChannelArguments ClientChannelArguments();
 
 }  // namespace ps
 }  // namespace bertps

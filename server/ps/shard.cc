@@ -17,7 +17,7 @@
 #include "glog/logging.h"
 #include "common/io/half.h"
 #include "common/status.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 
 namespace bertps {
 namespace ps {

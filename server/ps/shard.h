@@ -51,9 +51,9 @@
 #include "common/model/params.h"
 #include "common/optim/optimizer.h"
 #include "proto/ps.pb.h"
-#include "server/ps/chunk_ref.h"
-#include "server/ps/example_ledger.h"
-#include "server/ps/partition.h"
+#include "common/ps/chunk_ref.h"
+#include "common/ps/example_ledger.h"
+#include "common/ps/partition.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace bertps {

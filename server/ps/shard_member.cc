@@ -4,7 +4,7 @@
 
 #include "common/status.h"
 #include "glog/logging.h"
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 
 namespace bertps {
 namespace ps {

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
-#include "server/coordinator/member.h"
+#include "common/cluster/member.h"
 #include "server/ps/server.h"
 
 namespace bertps {

@@ -1,4 +1,4 @@
-#include "server/ps/example_ledger.h"
+#include "common/ps/example_ledger.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "server/ps/chunk_ref.h"
+#include "common/ps/chunk_ref.h"
 
 #include <algorithm>
 #include <cmath>

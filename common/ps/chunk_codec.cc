@@ -1,4 +1,4 @@
-#include "server/ps/chunk_codec.h"
+#include "common/ps/chunk_codec.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 
 #include <cstdio>
 #include <cstdlib>

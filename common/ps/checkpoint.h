@@ -28,8 +28,8 @@
 // Memory: WriteShardCheckpoint holds two copies of the shard's file;
 // RestoreShard holds one staging copy of the restored shard plus one old
 // shard file at a time; ExportCheckpoint holds the parameters plus one file.
-#ifndef BERTPS_SERVER_PS_CHECKPOINT_H_
-#define BERTPS_SERVER_PS_CHECKPOINT_H_
+#ifndef BERTPS_COMMON_PS_CHECKPOINT_H_
+#define BERTPS_COMMON_PS_CHECKPOINT_H_
 
 #include <cstdint>
 #include <string>
@@ -38,7 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/params.h"
-#include "server/ps/partition.h"
+#include "common/ps/partition.h"
 
 namespace bertps {
 namespace ps {
@@ -131,4 +131,4 @@ absl::StatusOr<int64_t> LoadCheckpointParams(const std::string& manifest_path,
 }  // namespace ps
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_PS_CHECKPOINT_H_
+#endif  // BERTPS_COMMON_PS_CHECKPOINT_H_

@@ -13,8 +13,8 @@
 //
 // Thread-safety: one step at a time (Pull/Push are not called concurrently
 // with each other); internally multi-threaded.
-#ifndef BERTPS_WORKER_PS_CLIENT_H_
-#define BERTPS_WORKER_PS_CLIENT_H_
+#ifndef BERTPS_COMMON_PS_PS_CLIENT_H_
+#define BERTPS_COMMON_PS_PS_CLIENT_H_
 
 #include <atomic>
 #include <future>
@@ -33,7 +33,7 @@
 #include "common/model/params.h"
 #include "common/security.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/ps/partition.h"
+#include "common/ps/partition.h"
 
 namespace bertps {
 
@@ -136,7 +136,7 @@ class PsClient {
   bool pull_copy_thread_ = false;  // options_.pull_copy_thread, resolved
   int pull_window_bytes_ = 0;      // options_.pull_window_bytes, resolved
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
-  // Pull and Push run on raw byte buffers over these (server/ps/chunk_codec.h).
+  // Pull and Push run on raw byte buffers over these (common/ps/chunk_codec.h).
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<DescribeResponse> described_;
   std::vector<float> residual_;  // bf16 error feedback (layout order)
@@ -208,4 +208,4 @@ class PsClient::PushStream {
 
 }  // namespace bertps
 
-#endif  // BERTPS_WORKER_PS_CLIENT_H_
+#endif  // BERTPS_COMMON_PS_PS_CLIENT_H_

@@ -12,8 +12,8 @@
 //
 // Thread-safety: pure functions. Ownership: a parsed message holds references
 // to the received slices; its ChunkRef is valid while the message lives.
-#ifndef BERTPS_SERVER_PS_CHUNK_CODEC_H_
-#define BERTPS_SERVER_PS_CHUNK_CODEC_H_
+#ifndef BERTPS_COMMON_PS_CHUNK_CODEC_H_
+#define BERTPS_COMMON_PS_CHUNK_CODEC_H_
 
 #include <cstdint>
 #include <string>
@@ -25,7 +25,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "proto/ps.pb.h"
-#include "server/ps/chunk_ref.h"
+#include "common/ps/chunk_ref.h"
 
 namespace bertps {
 namespace ps {
@@ -135,4 +135,4 @@ absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
 }  // namespace ps
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_PS_CHUNK_CODEC_H_
+#endif  // BERTPS_COMMON_PS_CHUNK_CODEC_H_

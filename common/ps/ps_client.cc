@@ -1,4 +1,4 @@
-#include "worker/ps_client.h"
+#include "common/ps/ps_client.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -15,9 +15,9 @@
 #include "common/model/weights.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
-#include "server/ps/checkpoint.h"
-#include "server/ps/chunk_codec.h"
-#include "server/ps/service.h"
+#include "common/ps/checkpoint.h"
+#include "common/ps/chunk_codec.h"
+#include "common/ps/wire.h"
 
 namespace bertps {
 

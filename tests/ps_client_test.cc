@@ -3,7 +3,7 @@
 // chunk is a DataLoss error naming the problem, with and without the pull's
 // copy thread (PsClientOptions::pull_copy_thread), and a good pull delivers
 // every element exactly.
-#include "worker/ps_client.h"
+#include "common/ps/ps_client.h"
 
 #include <algorithm>
 #include <cstring>
@@ -15,7 +15,7 @@
 #include "common/model/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/ps/partition.h"
+#include "common/ps/partition.h"
 #include "server/ps/shard.h"
 
 namespace bertps {

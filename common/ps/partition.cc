@@ -1,4 +1,4 @@
-#include "server/ps/partition.h"
+#include "common/ps/partition.h"
 
 #include <algorithm>
 #include <numeric>

@@ -8,8 +8,8 @@
 // checks that each epoch covered every example exactly once (an XOR or a
 // plain count would hide a duplicate pair).
 // Thread-safety: none (the shard guards it); a plain value.
-#ifndef BERTPS_SERVER_PS_EXAMPLE_LEDGER_H_
-#define BERTPS_SERVER_PS_EXAMPLE_LEDGER_H_
+#ifndef BERTPS_COMMON_PS_EXAMPLE_LEDGER_H_
+#define BERTPS_COMMON_PS_EXAMPLE_LEDGER_H_
 
 #include <cstdint>
 #include <map>
@@ -52,4 +52,4 @@ class ExampleLedger {
 }  // namespace ps
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_PS_EXAMPLE_LEDGER_H_
+#endif  // BERTPS_COMMON_PS_EXAMPLE_LEDGER_H_

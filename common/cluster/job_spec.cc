@@ -1,4 +1,4 @@
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 
 #include <algorithm>
 

@@ -11,8 +11,8 @@
 //
 // Each shard keeps its slices in one flat buffer, in plan order.
 // Thread-safety: immutable after Make().
-#ifndef BERTPS_SERVER_PS_PARTITION_H_
-#define BERTPS_SERVER_PS_PARTITION_H_
+#ifndef BERTPS_COMMON_PS_PARTITION_H_
+#define BERTPS_COMMON_PS_PARTITION_H_
 
 #include <cstdint>
 #include <string>
@@ -75,4 +75,4 @@ class PartitionPlan {
 }  // namespace ps
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_PS_PARTITION_H_
+#endif  // BERTPS_COMMON_PS_PARTITION_H_

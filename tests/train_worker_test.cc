@@ -14,7 +14,7 @@
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
 #include "gtest/gtest.h"
-#include "server/ps/checkpoint.h"
+#include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
 #include "worker/test_util.h"
 

@@ -1,8 +1,8 @@
 // JobSpec files: parsing (protobuf text format or JSON, with protobuf's own
 // parsers), defaults, and validation whose errors name the offending field.
 // Thread-safety: pure functions.
-#ifndef BERTPS_SERVER_COORDINATOR_JOB_SPEC_H_
-#define BERTPS_SERVER_COORDINATOR_JOB_SPEC_H_
+#ifndef BERTPS_COMMON_CLUSTER_JOB_SPEC_H_
+#define BERTPS_COMMON_CLUSTER_JOB_SPEC_H_
 
 #include <string>
 
@@ -40,4 +40,4 @@ absl::StatusOr<optim::OptimizerConfig> JobOptimizerConfig(const JobSpec& spec);
 
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_COORDINATOR_JOB_SPEC_H_
+#endif  // BERTPS_COMMON_CLUSTER_JOB_SPEC_H_

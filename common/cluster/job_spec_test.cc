@@ -1,4 +1,4 @@
-#include "server/coordinator/job_spec.h"
+#include "common/cluster/job_spec.h"
 
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"

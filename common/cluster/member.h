@@ -3,8 +3,8 @@
 // assignment. Re-registers when the coordinator no longer knows it (e.g. it
 // restarted). Every call has a deadline.
 // Thread-safety: thread-compatible (one heartbeat loop per daemon).
-#ifndef BERTPS_SERVER_COORDINATOR_MEMBER_H_
-#define BERTPS_SERVER_COORDINATOR_MEMBER_H_
+#ifndef BERTPS_COMMON_CLUSTER_MEMBER_H_
+#define BERTPS_COMMON_CLUSTER_MEMBER_H_
 
 #include <memory>
 #include <string>
@@ -53,4 +53,4 @@ class MemberClient {
 
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_COORDINATOR_MEMBER_H_
+#endif  // BERTPS_COMMON_CLUSTER_MEMBER_H_

@@ -4,8 +4,8 @@
 // into their destination, without first copying them into a std::string.
 //
 // Thread-safety: a plain value; the pieces must outlive every use.
-#ifndef BERTPS_SERVER_PS_CHUNK_REF_H_
-#define BERTPS_SERVER_PS_CHUNK_REF_H_
+#ifndef BERTPS_COMMON_PS_CHUNK_REF_H_
+#define BERTPS_COMMON_PS_CHUNK_REF_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -60,4 +60,4 @@ struct ChunkRef {
 }  // namespace ps
 }  // namespace bertps
 
-#endif  // BERTPS_SERVER_PS_CHUNK_REF_H_
+#endif  // BERTPS_COMMON_PS_CHUNK_REF_H_

@@ -1,4 +1,4 @@
-#include "server/coordinator/member.h"
+#include "common/cluster/member.h"
 
 #include <algorithm>
 

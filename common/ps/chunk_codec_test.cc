@@ -1,7 +1,7 @@
 // The hand-written chunk codec against protobuf itself: what EncodeChunk
 // writes parses as the same protobuf message, and whatever protobuf writes
 // (any split into transport slices) parses to the same fields.
-#include "server/ps/chunk_codec.h"
+#include "common/ps/chunk_codec.h"
 
 #include <cstring>
 #include <string>

@@ -1,0 +1,41 @@
+// What both ends of the parameter-server protocol (proto/ps.proto) agree on
+// besides the messages: message size limits, the incarnation metadata, chunk
+// sizes, and the channel arguments of every client of the shards.
+#ifndef BERTPS_COMMON_PS_WIRE_H_
+#define BERTPS_COMMON_PS_WIRE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "grpcpp/support/channel_arguments.h"
+
+namespace bertps {
+namespace ps {
+
+// Largest gRPC message either side accepts (chunks are ~2 MB).
+constexpr int kMaxMessageBytes = 16 << 20;
+// Call metadata naming the job incarnation a request belongs to (optional;
+// ShardOptions.incarnation).
+constexpr char kIncarnationMetadata[] = "bertps-incarnation";
+// Elements per TensorChunk on the wire (2 MB of F32).
+constexpr int64_t kChunkElements = 512 * 1024;
+// Chunks of small tensors ready together travel as one message (ChunkBatch)
+// up to about this many payload bytes.
+constexpr size_t kBatchBytes = 1 << 20;
+// Smallest buffer gRPC offers a socket read on the shards' connections
+// (GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, both ends; gRPC's default is 256
+// bytes). gRPC sizes its reads from an estimate that starts at 8 KiB and
+// decays toward the size of recent reads; a floor of 1 MiB lets every read
+// take what the socket holds in one call. It costs no latency: a read
+// returns whatever has arrived. 1-shard pushes and pulls of BERT-base moved
+// about 7% more (the A/B runs: docs/benchmarks.md as of commit b4cd61a).
+constexpr int kMinReadChunkBytes = 1 << 20;
+
+// Channel arguments of every client of the shards (message size limits,
+// kMinReadChunkBytes).
+grpc::ChannelArguments ClientChannelArguments();
+
+}  // namespace ps
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_PS_WIRE_H_
