@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/serial_thread.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -289,6 +290,13 @@ class ShardCore {
   // Threads of groups 1.. of RunGroups, kept for the shard's life (null
   // with one group). Set in Create(), then only used.
   std::unique_ptr<Eigen::ThreadPool> group_pool_;
+  // Long-lived (set in Create(), then only used): the update of a BSP step
+  // whose pushes were answered already runs on update_thread_; once its
+  // first rows are done, the rest runs on background_thread_, which runs at
+  // update_nice levels lower priority (a lowered thread cannot raise itself
+  // again, so the two are kept apart).
+  std::unique_ptr<SerialThread> update_thread_;
+  std::unique_ptr<SerialThread> background_thread_;
   // Tensors split across several slices: index into the LAMB exchange.
   std::vector<int> split_tensors_;  // tensor indices
   std::vector<int> update_order_;   // see update_order()
@@ -314,8 +322,6 @@ class ShardCore {
   // holder of update_mu_ may read its parameters without mu_); its params
   // are never written once it is shared.
   std::shared_ptr<Snapshot> published_ ABSL_GUARDED_BY(mu_);
-  // Runs the update of a step whose pushes were answered already.
-  std::thread apply_thread_ ABSL_GUARDED_BY(mu_);
   // The version being made, while pulls may read its final pieces.
   std::shared_ptr<Snapshot> pending_ ABSL_GUARDED_BY(mu_);
   // BSP: the union of the current step's pushes' next_first rows.

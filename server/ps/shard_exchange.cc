@@ -1,0 +1,154 @@
+// ShardCore: what the shards exchange -- partial sums for all-reduces (global
+// norms, LAMB's per-tensor norms) and the loss denominators a BSP step's
+// workers announce.
+#include "server/ps/shard.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "glog/logging.h"
+
+namespace bertps {
+namespace ps {
+
+absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
+    int64_t version, int phase, std::vector<double> local,
+    absl::Time deadline) {
+  const int S = options_.num_shards;
+  if (S == 1) return local;
+  ExchangeRequest req;
+  req.set_from_shard(options_.shard);
+  req.set_version(version);
+  req.set_phase(phase);
+  req.set_incarnation(options_.incarnation);
+  for (double x : local) req.add_values(x);
+  RETURN_IF_ERROR(ReceiveExchange(req));
+  for (int peer = 0; peer < S; ++peer) {
+    if (peer == options_.shard) continue;
+    absl::Status st = peers_->Send(peer, req, deadline, &stop_sending_);
+    if (!st.ok()) {
+      return Annotate(st, absl::StrCat("sending partial sums of step ",
+                                       version, " to shard ", peer));
+    }
+  }
+  const auto key = std::make_pair(version, phase);
+  absl::MutexLock l(&ex_mu_);
+  auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex_mu_) {
+    if (!aborted_.ok()) return true;
+    auto it = exchange_.find(key);
+    if (it == exchange_.end()) return false;
+    for (const auto& v : it->second) {
+      if (!v.has_value()) return false;
+    }
+    return true;
+  };
+  if (!ex_mu_.AwaitWithDeadline(absl::Condition(&complete), deadline)) {
+    std::string missing;
+    for (int s = 0; s < S; ++s) {
+      if (!exchange_[key][s].has_value()) absl::StrAppend(&missing, " ", s);
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("shard ", options_.shard, ": no partial sums of step ",
+                     version, " from shard(s)", missing));
+  }
+  RETURN_IF_ERROR(aborted_);
+  std::vector<double> total(local.size(), 0.0);
+  for (const auto& v : exchange_[key]) {  // shard order: identical everywhere
+    for (size_t i = 0; i < total.size(); ++i) total[i] += (*v)[i];
+  }
+  exchange_.erase(key);
+  return total;
+}
+
+absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r) {
+  if (r.from_shard() < 0 || r.from_shard() >= options_.num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange from unknown shard ", r.from_shard()));
+  }
+  if (r.incarnation() != options_.incarnation) {
+    return absl::AbortedError(absl::StrCat(
+        "exchange from shard ", r.from_shard(), " of job incarnation ",
+        r.incarnation(), "; this shard serves incarnation ",
+        options_.incarnation));
+  }
+  absl::MutexLock l(&ex_mu_);
+  auto& slot = exchange_[{r.version(), r.phase()}];
+  if (slot.empty()) slot.resize(options_.num_shards);
+  auto& entry = slot[r.from_shard()];
+  std::vector<double> values(r.values().begin(), r.values().end());
+  if (entry.has_value() && *entry != values) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "conflicting partial sums from shard ", r.from_shard(), " for step ",
+        r.version()));
+  }
+  entry = std::move(values);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
+                                                     absl::Time deadline) {
+  if (options_.shard != 0) {
+    return absl::FailedPreconditionError("batch totals are served by shard 0");
+  }
+  if (r.worker() < 0 || r.worker() >= options_.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("announce from worker ", r.worker(), " outside [0, ",
+                     options_.num_workers, ")"));
+  }
+  // Bounded so that the totals over all workers cannot overflow.
+  constexpr int64_t kMaxAnnouncedExamples = int64_t{1} << 40;
+  if (!std::isfinite(r.mlm_weight()) || r.mlm_weight() < 0 ||
+      r.mlm_weight() > 1e18) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "announce from worker ", r.worker(), " for step ", r.step(),
+        ": mlm_weight ", r.mlm_weight(), " must be finite and in [0, 1e18]"));
+  }
+  if (r.examples() < 0 || r.examples() > kMaxAnnouncedExamples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "announce from worker ", r.worker(), " for step ", r.step(),
+        ": examples ", r.examples(), " must be in [0, ",
+        kMaxAnnouncedExamples, "]"));
+  }
+  if (r.step() < 0) {
+    return absl::InvalidArgumentError("announce with a negative step");
+  }
+  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
+  absl::MutexLock l(&mu_);
+  // Forget steps long gone.
+  while (!announces_.empty() && announces_.begin()->first < r.step() - 16) {
+    announces_.erase(announces_.begin());
+  }
+  announces_[r.step()].by_worker[r.worker()] = {r.mlm_weight(), r.examples()};
+  const int64_t step = r.step();
+  auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    if (!broken_.ok()) return true;
+    auto it = announces_.find(step);
+    return it != announces_.end() &&
+           static_cast<int>(it->second.by_worker.size()) ==
+               options_.num_workers;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&all), deadline)) {
+    std::string missing;
+    for (int w = 0; w < options_.num_workers; ++w) {
+      if (!announces_[step].by_worker.count(w)) absl::StrAppend(&missing, " ", w);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "step ", step, ": no batch from worker(s)", missing));
+  }
+  RETURN_IF_ERROR(CheckAlive());
+  AnnounceResponse resp;
+  double wsum = 0;
+  int64_t ex = 0;
+  for (const auto& [w, v] : announces_[step].by_worker) {  // worker order
+    wsum += v.first;
+    ex += v.second;
+  }
+  resp.set_mlm_weight_total(wsum);
+  resp.set_examples_total(ex);
+  return resp;
+}
+
+}  // namespace ps
+}  // namespace bertps
