@@ -178,5 +178,25 @@ absl::Status CheckWritableDir(const std::string& dir,
   return absl::OkStatus();
 }
 
+absl::Status FileSystem::MakeDirs(const std::string& dir) {
+  return io::MakeDirs(dir);
+}
+
+absl::Status FileSystem::WriteFileAtomically(const std::string& path,
+                                             absl::string_view data) {
+  return io::WriteFileAtomically(path, data);
+}
+
+absl::StatusOr<int64_t> FileSystem::FileSize(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+  return static_cast<int64_t>(st.st_size);
+}
+
+FileSystem* DefaultFileSystem() {
+  static FileSystem* fs = new FileSystem();
+  return fs;
+}
+
 }  // namespace io
 }  // namespace bertps

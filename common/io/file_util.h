@@ -64,6 +64,23 @@ absl::Status MakeDirs(const std::string& dir);
 // (an export, a checkpoint), checked at its start. The error names `what`.
 absl::Status CheckWritableDir(const std::string& dir, absl::string_view what);
 
+// The file operations of durable outputs (checkpoints), behind a seam so that
+// tests can inject a full disk, a torn write, a failed fsync or a disk that
+// lies (common/io/fault_file_system.h). DefaultFileSystem() is the functions
+// above.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  virtual absl::Status MakeDirs(const std::string& dir);
+  virtual absl::Status WriteFileAtomically(const std::string& path,
+                                           absl::string_view data);
+  // The size of a file (NotFound naming it if there is none).
+  virtual absl::StatusOr<int64_t> FileSize(const std::string& path);
+};
+
+// The process's real file system (never null; not owned).
+FileSystem* DefaultFileSystem();
+
 }  // namespace io
 }  // namespace bertps
 

@@ -525,7 +525,9 @@ absl::Status Gather(const std::string& manifest_path, const Manifest& m,
 // ----------------------------------------------------------------- API -----
 
 absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
-                                               const ShardSnapshot& snap) {
+                                               const ShardSnapshot& snap,
+                                               io::FileSystem* fs) {
+  if (fs == nullptr) fs = io::DefaultFileSystem();
   if (snap.plan == nullptr) {
     return absl::InvalidArgumentError("shard snapshot without a plan");
   }
@@ -569,18 +571,20 @@ absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
     ASSIGN_OR_RETURN(bytes, writer.Serialize());
   }
   const std::string ckpt_dir = JoinPath(dir, CheckpointDirName(snap.version));
-  RETURN_IF_ERROR(io::MakeDirs(ckpt_dir));
+  RETURN_IF_ERROR(fs->MakeDirs(ckpt_dir));
   ShardFile out;
   out.shard = snap.shard;
   out.file = JoinPath(ckpt_dir, ShardFileName(snap.shard, snap.num_shards));
   out.crc32c = io::Crc32c(bytes.data(), bytes.size());
   out.bytes = static_cast<int64_t>(bytes.size());
-  RETURN_IF_ERROR(io::WriteFileAtomically(out.file, bytes));
+  RETURN_IF_ERROR(fs->WriteFileAtomically(out.file, bytes));
   return out;
 }
 
 absl::StatusOr<std::string> WriteManifest(const std::string& dir,
-                                          const Manifest& manifest) {
+                                          const Manifest& manifest,
+                                          io::FileSystem* fs) {
+  if (fs == nullptr) fs = io::DefaultFileSystem();
   Manifest m = manifest;
   const std::string ckpt_dir = JoinPath(dir, CheckpointDirName(m.version));
   const std::string prefix = ckpt_dir + "/";
@@ -593,21 +597,21 @@ absl::StatusOr<std::string> WriteManifest(const std::string& dir,
   }
   for (const ShardFile& f : m.files) {
     const std::string path = JoinPath(ckpt_dir, f.file);
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) {
-      return Annotate(io::ErrnoStatus(errno, "stat", path),
+    absl::StatusOr<int64_t> size = fs->FileSize(path);
+    if (!size.ok()) {
+      return Annotate(size.status(),
                       absl::StrCat("manifest: shard ", f.shard, " file"));
     }
-    if (static_cast<int64_t>(st.st_size) != f.bytes) {
+    if (*size != f.bytes) {
       return absl::FailedPreconditionError(
-          absl::StrCat("manifest: shard file ", path, " has ", st.st_size,
+          absl::StrCat("manifest: shard file ", path, " has ", *size,
                        " bytes, the manifest says ", f.bytes));
     }
   }
   const std::string path = JoinPath(ckpt_dir, kManifestName);
-  RETURN_IF_ERROR(io::WriteFileAtomically(path, ManifestToJson(m).dump(2) + "\n"));
+  RETURN_IF_ERROR(fs->WriteFileAtomically(path, ManifestToJson(m).dump(2) + "\n"));
   RETURN_IF_ERROR(
-      io::WriteFileAtomically(JoinPath(dir, kLatestName),
+      fs->WriteFileAtomically(JoinPath(dir, kLatestName),
                           absl::StrCat(CheckpointDirName(m.version), "\n")));
   return path;
 }
@@ -629,9 +633,11 @@ absl::StatusOr<Manifest> ReadManifest(const std::string& path) {
 }
 
 absl::StatusOr<std::string> LatestManifest(const std::string& dir) {
+  // A manifest counts only if it reads and validates: a torn or lost write
+  // (a disk that acknowledged it) never becomes the newest checkpoint.
   auto exists = [](const std::string& p) {
     std::error_code ec;
-    return fs::is_regular_file(p, ec);
+    return fs::is_regular_file(p, ec) && ReadManifest(p).ok();
   };
   auto version_of = [](absl::string_view name, int64_t* v) {
     return absl::ConsumePrefix(&name, "ckpt-") && !name.empty() &&
@@ -649,23 +655,28 @@ absl::StatusOr<std::string> LatestManifest(const std::string& dir) {
   } else if (!absl::IsNotFound(latest.status())) {
     return latest.status();
   }
-  // No usable LATEST: the highest version with a manifest.
+  // No usable LATEST: the highest version with a valid manifest.
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint under ", dir, ": ", ec.message()));
   }
-  int64_t best = -1;
-  std::string best_path;
+  std::vector<std::pair<int64_t, std::string>> found;
   for (const fs::directory_entry& e : it) {
     const std::string name = e.path().filename().string();
     int64_t v = 0;
-    if (!version_of(name, &v) || v <= best) continue;
+    if (version_of(name, &v)) found.emplace_back(v, name);
+  }
+  std::sort(found.rbegin(), found.rend());
+  int64_t best = -1;
+  std::string best_path;
+  for (const auto& [v, name] : found) {
     const std::string path = JoinPath(JoinPath(dir, name), kManifestName);
     if (!exists(path)) continue;
     best = v;
     best_path = path;
+    break;
   }
   if (best < 0) {
     return absl::NotFoundError(absl::StrCat("no checkpoint under ", dir,

@@ -37,6 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/io/file_util.h"
 #include "common/model/params.h"
 #include "common/ps/partition.h"
 
@@ -64,8 +65,10 @@ struct ShardFile {
 // Writes dir/ckpt-<version>/shard-<shard>-of-<num_shards>.safetensors
 // atomically, creating the directories. Returns the file's full path
 // (dir joined with the relative name), its CRC-32C and its size.
+// Writes go through `fs` (null: io::DefaultFileSystem()).
 absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
-                                               const ShardSnapshot& snapshot);
+                                               const ShardSnapshot& snapshot,
+                                               io::FileSystem* fs = nullptr);
 
 struct Manifest {
   int64_t version = 0;
@@ -89,15 +92,20 @@ struct Manifest {
 // every file exists with the recorded size), writes
 // dir/ckpt-<version>/manifest.json atomically, then points dir/LATEST at it
 // (atomically). Returns the manifest's path.
+// A failed write (a full disk, a failed fsync) leaves LATEST, and so
+// LatestManifest, at the previous checkpoint. Writes go through `fs` (null:
+// io::DefaultFileSystem()).
 absl::StatusOr<std::string> WriteManifest(const std::string& dir,
-                                          const Manifest& manifest);
+                                          const Manifest& manifest,
+                                          io::FileSystem* fs = nullptr);
 
 // Reads and validates a manifest (DataLoss naming the file and the field).
 absl::StatusOr<Manifest> ReadManifest(const std::string& path);
 
 // Path of the newest complete checkpoint's manifest under dir: the one LATEST
-// names; if LATEST is absent or names a missing manifest, the highest
-// ckpt-<version>/manifest.json present. NotFound if there is none.
+// names; if LATEST is absent or names a missing or invalid manifest (a torn
+// write), the highest ckpt-<version>/manifest.json that reads and validates.
+// NotFound if there is none.
 absl::StatusOr<std::string> LatestManifest(const std::string& dir);
 
 // Restores shard `shard` of `new_plan` (any number of shards) from the

@@ -13,6 +13,7 @@
 #include "common/io/safetensors.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
+#include "common/io/fault_file_system.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -79,14 +80,15 @@ class CheckpointTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // Writes a checkpoint of `config` with `shards` shards; returns the
-  // manifest path.
-  std::string Save(const std::string& dir, int64_t version, int shards,
-                   int slots, const BertConfig& config,
-                   BertTask task = BertTask::kPretrain) {
+  // Writes a checkpoint of `config` with `shards` shards through `fsys`;
+  // returns the manifest path, or the first error.
+  absl::StatusOr<std::string> TrySave(const std::string& dir, int64_t version,
+                                      int shards, int slots,
+                                      const BertConfig& config, BertTask task,
+                                      io::FileSystem* fsys) {
     const ParamLayout layout = ParamLayout::ForBert(config, task);
     auto plan = PartitionPlan::Make(layout, shards);
-    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (!plan.ok()) return plan.status();
     Manifest m;
     m.version = version;
     m.num_shards = shards;
@@ -105,15 +107,31 @@ class CheckpointTest : public ::testing::Test {
       snap.params = buf.data();
       snap.state = buf.data() + plan->shard_size(s);
       snap.state_slots = slots;
-      auto f = WriteShardCheckpoint(dir, snap);
-      EXPECT_TRUE(f.ok()) << f.status();
+      auto f = WriteShardCheckpoint(dir, snap, fsys);
+      if (!f.ok()) return f.status();
       EXPECT_EQ(f->file, absl::StrCat(dir, "/ckpt-", version, "/shard-", s,
                                       "-of-", shards, ".safetensors"));
-      EXPECT_EQ(static_cast<int64_t>(fs::file_size(f->file)), f->bytes);
       m.files.push_back(*f);
     }
-    auto path = WriteManifest(dir, m);
+    return WriteManifest(dir, m, fsys);
+  }
+
+  // The same through the real file system, expecting success.
+  std::string Save(const std::string& dir, int64_t version, int shards,
+                   int slots, const BertConfig& config,
+                   BertTask task = BertTask::kPretrain) {
+    auto path = TrySave(dir, version, shards, slots, config, task, nullptr);
     EXPECT_TRUE(path.ok()) << path.status();
+    if (!path.ok()) return "";
+    for (int s = 0; s < shards; ++s) {
+      const std::string f = absl::StrCat(dir, "/ckpt-", version, "/shard-", s,
+                                         "-of-", shards, ".safetensors");
+      auto m = ReadManifest(*path);
+      EXPECT_TRUE(m.ok()) << m.status();
+      if (m.ok()) {
+        EXPECT_EQ(static_cast<int64_t>(fs::file_size(f)), m->files[s].bytes);
+      }
+    }
     return *path;
   }
 
@@ -128,6 +146,10 @@ class CheckpointTest : public ::testing::Test {
 
   // Restores every shard of an S-shard plan and compares with the values.
   void ExpectRestores(const std::string& manifest, int shards, int slots) {
+    ExpectRestoresVersion(manifest, shards, slots, 42);
+  }
+  void ExpectRestoresVersion(const std::string& manifest, int shards,
+                             int slots, int64_t version) {
     auto plan = PartitionPlan::Make(layout_, shards);
     ASSERT_TRUE(plan.ok());
     for (int s = 0; s < shards; ++s) {
@@ -136,7 +158,7 @@ class CheckpointTest : public ::testing::Test {
       auto v = RestoreShard(manifest, layout_, *plan, s, slots, got.data(),
                             slots > 0 ? got.data() + n : nullptr);
       ASSERT_TRUE(v.ok()) << v.status();
-      EXPECT_EQ(*v, 42);
+      EXPECT_EQ(*v, version);
       const std::vector<float> want = ShardBuffer(layout_, *plan, s, slots);
       ASSERT_EQ(got.size(), want.size());
       int64_t bad = 0;
@@ -384,6 +406,90 @@ TEST_F(CheckpointTest, LatestManifestPicksTheNewest) {
   auto v = RestoreShard(*latest, layout_, *plan, 0, 0, params.data(), nullptr);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(*v, 7);
+}
+
+// A full disk, a failed fsync or a crash while any file of a checkpoint is
+// written (a shard file, the manifest, LATEST) leaves the previous
+// checkpoint the newest valid one, and the error names the file.
+TEST_F(CheckpointTest, AFailedWriteLeavesThePreviousCheckpointNewest) {
+  using F = io::FaultFileSystem;
+  struct Case {
+    F::Fault fault;
+    const char* match;
+    absl::StatusCode code;
+    const char* says;
+  };
+  const Case cases[] = {
+      {F::kNoSpace, "shard-1-of-2", absl::StatusCode::kResourceExhausted,
+       "No space left on device"},
+      {F::kFsyncFails, "shard-0-of-2", absl::StatusCode::kDataLoss,
+       "fsync"},
+      {F::kCrash, "shard-1-of-2", absl::StatusCode::kAborted, "died"},
+      {F::kNoSpace, "manifest.json", absl::StatusCode::kResourceExhausted,
+       "No space left on device"},
+      {F::kCrash, "manifest.json", absl::StatusCode::kAborted, "died"},
+      {F::kFsyncFails, "LATEST", absl::StatusCode::kDataLoss, "fsync"},
+      {F::kCrash, "LATEST", absl::StatusCode::kAborted, "died"},
+  };
+  int64_t version = 10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.match);
+    const std::string good = Save(version, 2, 2);
+    ASSERT_FALSE(good.empty());
+    F faulty;
+    faulty.Arm(c.fault, c.match);
+    auto bad = TrySave(dir_, version + 10, 2, 2, config_, BertTask::kPretrain,
+                       &faulty);
+    EXPECT_TRUE(faulty.hit());
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), c.code) << bad.status();
+    EXPECT_NE(bad.status().message().find(c.match), std::string::npos)
+        << bad.status();
+    EXPECT_NE(bad.status().message().find(c.says), std::string::npos)
+        << bad.status();
+    auto latest = LatestManifest(dir_);
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    EXPECT_EQ(*latest, good);
+    ExpectRestoresVersion(*latest, 2, 2, version);
+    // Also when LATEST is lost: the scan skips the incomplete one (no
+    // manifest, or a torn one) ...
+    if (std::string(c.match) != "LATEST") {
+      fs::remove(dir_ + "/LATEST");
+      latest = LatestManifest(dir_);
+      ASSERT_TRUE(latest.ok()) << latest.status();
+      EXPECT_EQ(*latest, good);
+    }
+    // ... and the next checkpoint, written whole, is the newest.
+    const std::string next = Save(version + 20, 2, 2);
+    EXPECT_EQ(*LatestManifest(dir_), next);
+    version += 30;
+  }
+}
+
+// A disk that acknowledges a write and loses half of it: a shard file that
+// no longer has the size it was written with is refused by WriteManifest; a
+// torn manifest (LATEST names it) is skipped for the previous checkpoint.
+TEST_F(CheckpointTest, ALostAcknowledgedWriteIsNeverTheNewest) {
+  using F = io::FaultFileSystem;
+  ASSERT_FALSE(Save(5, 2, 2).empty());
+  F lying;
+  lying.Arm(F::kLyingDisk, "shard-1-of-2");
+  auto path = TrySave(dir_, 6, 2, 2, config_, BertTask::kPretrain, &lying);
+  ASSERT_TRUE(lying.hit());
+  ASSERT_FALSE(path.ok());
+  EXPECT_NE(path.status().message().find("shard-1-of-2"), std::string::npos)
+      << path.status();
+  EXPECT_EQ(*LatestManifest(dir_), dir_ + "/ckpt-5/manifest.json");
+  lying.Arm(F::kLyingDisk, "manifest.json");
+  path = TrySave(dir_, 7, 2, 2, config_, BertTask::kPretrain, &lying);
+  ASSERT_TRUE(lying.hit());
+  ASSERT_TRUE(path.ok()) << path.status();  // the disk said so
+  EXPECT_EQ(ReadAll(dir_ + "/LATEST"), "ckpt-7\n");
+  EXPECT_EQ(ReadManifest(*path).status().code(), absl::StatusCode::kDataLoss);
+  auto latest = LatestManifest(dir_);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, dir_ + "/ckpt-5/manifest.json");
+  ExpectRestoresVersion(*latest, 2, 2, 5);
 }
 
 TEST_F(CheckpointTest, BadManifestsAreRejected) {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/io/file_util.h"
 #include "common/serial_thread.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -78,6 +79,9 @@ struct ShardOptions {
   // until the checkpoint of version k is written, then goes on. So every
   // shard's version k holds the same k pushes. 0: no cuts.
   int64_t checkpoint_every = 0;
+  // Checkpoint files are written through it (null: io::DefaultFileSystem();
+  // tests inject faults). Not owned.
+  io::FileSystem* fs = nullptr;
   // The memory this shard may use (bytes 0: DetectMemoryLimit()); a slice
   // whose estimate does not fit is refused before anything is allocated.
   MemoryLimit memory_limit;

@@ -82,7 +82,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   snap.params = CurrentParams();
   snap.state = slot_major.data();
   snap.state_slots = state_slots_;
-  ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap));
+  ASSIGN_OR_RETURN(ShardFile f, WriteShardCheckpoint(dir, snap, options_.fs));
   CheckpointResponse r;
   {
     absl::MutexLock l(&mu_);

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/io/half.h"
 #include "common/status.h"
+#include "common/io/fault_file_system.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -132,6 +133,40 @@ TEST(ShardCore, AspAppliesEveryPushExactlyOnce) {
   EXPECT_EQ(s.pushes_applied(), 10);
   EXPECT_EQ(s.worker_clock(0), 5);
   EXPECT_EQ(s.worker_clock(1), 5);
+}
+
+// A checkpoint that cannot be written (a full disk, a failed fsync) fails
+// with the file named and changes nothing: the shard stays at its version,
+// serves on, and the same checkpoint written again succeeds; pushes held for
+// the ASP cut then go on.
+TEST(ShardCore, AFailedCheckpointWriteChangesNothing) {
+  using F = io::FaultFileSystem;
+  for (F::Fault fault : {F::kNoSpace, F::kFsyncFails, F::kCrash}) {
+    F faulty;
+    ShardOptions o = Opts(ASP, 2);
+    o.checkpoint_every = 2;
+    o.fs = &faulty;
+    auto core = *ShardCore::Create(o, nullptr);
+    const std::string dir = ::testing::TempDir() + "/failed-ckpt-" +
+                            std::to_string(static_cast<int>(fault));
+    ASSERT_TRUE(PushConst(core.get(), 0, 0, 0.1f).ok());
+    ASSERT_TRUE(PushConst(core.get(), 1, 0, 0.1f).ok());
+    EXPECT_EQ(core->version(), 2);
+    const std::vector<float> before = Params(core.get());
+    faulty.Arm(fault, "shard-0-of-1");
+    auto c = core->Checkpoint(dir, 2, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(faulty.hit());
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find("shard-0-of-1"), std::string::npos)
+        << c.status();
+    EXPECT_EQ(core->version(), 2);
+    const std::vector<float> after = Params(core.get());
+    EXPECT_EQ(0, std::memcmp(before.data(), after.data(), 4 * before.size()));
+    c = core->Checkpoint(dir, 2, absl::Now() + absl::Seconds(5));
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(PushConst(core.get(), 0, 1, 0.1f).ok());
+    EXPECT_EQ(core->version(), 3);
+  }
 }
 
 TEST(ShardCore, UpdateThreadsDoNotChangeTheResult) {
