@@ -9,6 +9,7 @@
 #include "common/model/activations.h"
 #include "common/model/dropout.h"
 #include "common/model/embedding.h"
+#include "common/model/heads.h"
 #include "common/model/layernorm.h"
 #include "common/model/linear.h"
 #include "common/model/softmax.h"
@@ -474,123 +475,25 @@ absl::StatusOr<StepResult> BertStage<T>::Forward(int slot_index,
   return r;
 }
 
-// The pooler and heads: forward, loss, and (when o.backward) their backward
-// into sl.d_top = d(last layer output), as BertModel computes them.
+// The pooler and heads (common/model/heads.h): forward, loss, and (when
+// o.backward) their backward into sl.d_top = d(last layer output).
 template <typename T>
 void BertStage<T>::HeadsForwardBackward(Slot& sl, const BertBatchView& bt,
                                         const StepOptions& o, const T* x,
                                         StepResult* r) {
   Shared& f = *shared_;
-  const BertConfig& c = config_;
-  const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size, bs = b * s;
-  const double eps = c.layer_norm_eps;
-  const double hp = o.train ? c.hidden_dropout_prob : 0.0;
-  auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
-  const double grad = o.backward ? 1.0 : 0.0;
-
-  for (int64_t i = 0; i < b; ++i) {
-    std::memcpy(f.h0 + i * h, x + i * s * h, sizeof(T) * h);
-  }
-  LinearForward(mm_, f.h0, P("bert.pooler.dense.weight"),
-                P("bert.pooler.dense.bias"), b, h, h, f.pooled);
-  TanhForward(f.pooled, b * h, f.pooled);
-
-  if (task_ == BertTask::kClassify) {
-    const int64_t nl = c.num_labels;
-    DropoutForward(key(kDropoutSiteClassifier), hp, b, h, 1, o.example_offset,
-                   f.pooled, f.pooled_drop);
-    LinearForward(mm_, f.pooled_drop, P("classifier.weight"),
-                  P("classifier.bias"), b, h, nl, f.cls_logits);
-    r->logits.assign(f.cls_logits, f.cls_logits + b * nl);
-    const double denom =
-        o.example_denominator > 0 ? o.example_denominator : double(b);
-    r->cls = SoftmaxCrossEntropy<T>(f.cls_logits, nullptr, bt.label_ids,
-                                    nullptr, b, nl, grad / denom,
-                                    f.argmax.data());
-    r->loss = r->cls.weighted_nll / denom;
-  } else {
-    const int64_t np = b * bt.preds, v = c.vocab_size;
-    for (int64_t i = 0; i < np; ++i) {
-      const int64_t row = (i / bt.preds) * s + bt.masked_lm_positions[i];
-      std::memcpy(f.xm + i * h, x + row * h, sizeof(T) * h);
-      f.mlm_w[i] = static_cast<T>(bt.masked_lm_weights[i]);
-      f.mlm_labels[i] = bt.masked_lm_ids[i];
-    }
-    LinearForward(mm_, f.xm, P("cls.predictions.transform.dense.weight"),
-                  P("cls.predictions.transform.dense.bias"), np, h, h, f.t1);
-    GeluForward(c.hidden_act, f.t1, np * h, f.t2);
-    LayerNormForward(f.t2, P("cls.predictions.transform.LayerNorm.weight"),
-                     P("cls.predictions.transform.LayerNorm.bias"), np, h, eps,
-                     f.t3, f.t_mean, f.t_rstd);
-    // Tied decoder: this stage's copy of the word embeddings.
-    LinearForward(mm_, f.t3, P("bert.embeddings.word_embeddings.weight"),
-                  static_cast<const T*>(nullptr), np, h, v, f.logits);
-    double wsum = 0;
-    for (int64_t i = 0; i < np; ++i) wsum += bt.masked_lm_weights[i];
-    const double mlm_denom =
-        o.mlm_denominator > 0 ? o.mlm_denominator : wsum + 1e-5;
-    r->mlm = SoftmaxCrossEntropy<T>(f.logits, P("cls.predictions.bias"),
-                                    f.mlm_labels.data(), f.mlm_w, np, v,
-                                    grad / mlm_denom,
-                                    o.backward ? nullptr : f.argmax.data());
-    r->mlm_loss = r->mlm.weighted_nll / mlm_denom;
-    LinearForward(mm_, f.pooled, P("cls.seq_relationship.weight"),
-                  P("cls.seq_relationship.bias"), b, h, 2, f.nsp_logits);
-    const double nsp_denom =
-        o.example_denominator > 0 ? o.example_denominator : double(b);
-    r->nsp = SoftmaxCrossEntropy<T>(f.nsp_logits, nullptr,
-                                    bt.next_sentence_labels, nullptr, b, 2,
-                                    grad / nsp_denom, f.argmax.data());
-    r->nsp_loss = r->nsp.weighted_nll / nsp_denom;
-    r->loss = r->mlm_loss + r->nsp_loss;
-  }
+  const std::function<const T*(const std::string&)> lookup =
+      [this](const std::string& n) { return P(n); };
+  const HeadTensors<const T> w = HeadTensorsOf<const T>(task_, lookup);
+  const HeadBuffers<T> buffers = HeadBuffersOf<T>(f);
+  HeadsForward<T>(mm_, config_, task_, bt, o, w, buffers, x, r);
   if (!o.backward) return;
-
   T* dout = sl.d_top;  // (B*S, H)
-  std::fill(dout, dout + bs * h, T(0));
-  if (task_ == BertTask::kClassify) {
-    const int64_t nl = c.num_labels;
-    LinearBackward(mm_, f.cls_logits, f.pooled_drop, P("classifier.weight"), b,
-                   h, nl, f.d_pooled, false, G("classifier.weight"),
-                   G("classifier.bias"));
-    DropoutBackward(key(kDropoutSiteClassifier), hp, b, h, 1, o.example_offset,
-                    f.d_pooled, f.d_pooled);
-  } else {
-    const int64_t np = b * bt.preds, v = c.vocab_size;
-    // f.logits holds dlogits (B*P, V).
-    Vec<T>(G("cls.predictions.bias"), v) +=
-        RowMat<T>(f.logits, np, v).colwise().sum().transpose();
-    kernels::Gemm(mm_, kernels::GemmDims{1, v, h, np, true, false}, f.logits,
-                  f.t3, G("bert.embeddings.word_embeddings.weight"), T(1),
-                  /*accumulate=*/true);
-    kernels::Gemm(mm_, kernels::GemmDims{1, np, h, v, false, false}, f.logits,
-                  P("bert.embeddings.word_embeddings.weight"), f.d_t);
-    LayerNormBackward(f.d_t, f.t2,
-                      P("cls.predictions.transform.LayerNorm.weight"),
-                      f.t_mean, f.t_rstd, np, h, f.d_t,
-                      G("cls.predictions.transform.LayerNorm.weight"),
-                      G("cls.predictions.transform.LayerNorm.bias"));
-    GeluBackward(c.hidden_act, f.d_t, f.t1, np * h, f.d_t);
-    LinearBackward(mm_, f.d_t, f.xm,
-                   P("cls.predictions.transform.dense.weight"), np, h, h,
-                   f.d_t2, false, G("cls.predictions.transform.dense.weight"),
-                   G("cls.predictions.transform.dense.bias"));
-    for (int64_t i = 0; i < np; ++i) {
-      const int64_t row = (i / bt.preds) * s + bt.masked_lm_positions[i];
-      Vec<T>(dout + row * h, h) += CVec<T>(f.d_t2 + i * h, h);
-    }
-    LinearBackward(mm_, f.nsp_logits, f.pooled,
-                   P("cls.seq_relationship.weight"), b, h, 2, f.d_pooled,
-                   false, G("cls.seq_relationship.weight"),
-                   G("cls.seq_relationship.bias"));
-  }
-  TanhBackward(f.d_pooled, f.pooled, b * h, f.d_pooled);
-  LinearBackward(mm_, f.d_pooled, f.h0, P("bert.pooler.dense.weight"), b, h, h,
-                 f.d_h0, false, G("bert.pooler.dense.weight"),
-                 G("bert.pooler.dense.bias"));
-  for (int64_t i = 0; i < b; ++i) {
-    Vec<T>(dout + i * s * h, h) += CVec<T>(f.d_h0 + i * h, h);
-  }
+  std::fill(dout, dout + bt.batch * bt.seq * config_.hidden_size, T(0));
+  const std::function<T*(const std::string&)> glookup =
+      [this](const std::string& n) { return G(n); };
+  HeadsBackward<T>(mm_, config_, task_, bt, o, w,
+                   HeadTensorsOf<T>(task_, glookup), buffers, dout, nullptr);
 }
 
 template <typename T>
