@@ -40,6 +40,7 @@
 #include "common/kernels/matmul.h"
 #include "common/memory_limit.h"
 #include "common/model/bert.h"
+#include "common/serial_thread.h"
 #include "common/optim/optimizer_config.h"
 #include "common/ps/ps_client.h"
 
@@ -106,6 +107,21 @@ class TrainWorker {
  private:
   TrainWorker(const TrainWorkerOptions& options);
   absl::Status ReadBatch(int64_t step, io::BertBatch* out);
+  // Step's phases (train_step.cc) and the state they share.
+  struct StepState;
+  absl::Status StartStep(StepState& s);
+  absl::StatusOr<StepResult> Compute(StepState& s);
+  absl::Status CheckLoss(StepState& s, const StepResult& r);
+  absl::Status FinishPush(StepState& s);
+  absl::Status PushWhole(StepState& s, const StepResult& r);
+  void Report(StepState& s);
+  // Backward's callbacks under overlap, and what they use.
+  void OnGradsReady(StepState& s, const std::vector<int>& tensors);
+  void OnGradsReadyExceptRows(StepState& s, int t,
+                              const std::vector<int64_t>& rows);
+  PsClient::PushStream* OpenPush(StepState& s);
+  bool TakeNext(StepState& s, bool wait);
+  void StartNextPull(StepState& s, PsClient::PushStream* ps);
   // The batch of `step`, its announced denominators, and its pull started.
   absl::Status Prepare(int64_t step, io::BertBatch* batch,
                        double* mlm_denominator, double* example_denominator,
@@ -125,6 +141,9 @@ class TrainWorker {
   int64_t prepared_step_ = -1;
   double mlm_denominator_ = 0, example_denominator_ = 0;
   std::unique_ptr<PsClient::PendingPull> pull_;
+  // Reads and announces the next step's batch while a step computes (one
+  // thread for the worker's life, not one per step).
+  std::unique_ptr<SerialThread> prepare_thread_;
 };
 
 }  // namespace bertps
