@@ -1,6 +1,7 @@
 #include "worker/job_options.h"
 
 #include "common/status.h"
+#include "common/cluster/job_plan.h"
 #include "common/cluster/job_spec.h"
 
 namespace bertps {
@@ -19,15 +20,16 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
   ASSIGN_OR_RETURN(o.optimizer, JobOptimizerConfig(spec));
   o.task = TaskOf(spec);
+  const JobPlan plan = PlanOf(spec);
   o.worker = worker;
-  o.num_workers = spec.num_workers();
+  o.num_workers = plan.replicas;
   o.data.assign(spec.data().begin(), spec.data().end());
-  o.batch = spec.batch_size();
-  o.steps = spec.steps();
+  o.batch = plan.batch;
+  o.steps = plan.updates;
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();
   o.checkpoint_dir = spec.checkpoint().dir();
-  o.checkpoint_every = spec.checkpoint().every_steps();
+  o.checkpoint_every = plan.checkpoint_every;
   o.export_path = spec.export_path();
   return o;
 }

@@ -154,12 +154,11 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
           absl::StrCat("job spec: eval.data: ", w.status().message()));
     }
   }
-  const int64_t per_update = ExamplesPerUpdate(spec);
-  int64_t total = spec.steps();
-  if (total == 0 && spec.epochs() > 0) {
-    total = (spec.epochs() * examples + per_update - 1) / per_update;
-    spec.set_steps(total);  // what the workers and the LR schedule run to
-    spec.set_epochs(0);     // steps now say it (a valid spec, as stored)
+  if (spec.steps() == 0 && spec.epochs() > 0) {
+    // What the workers, the shards and the LR schedule run to (the plan's
+    // updates); steps now say it (a valid spec, as stored).
+    spec.set_steps(PlanOf(spec).UpdatesForEpochs(spec.epochs(), examples));
+    spec.set_epochs(0);
   }
   absl::MutexLock l(&mu_);
   // Two jobs that write to the same place would overwrite each other's
@@ -183,7 +182,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   *job.status.mutable_spec() = spec;
   job.status.set_state(PENDING);
   job.status.set_submit_time_ms(NowMs());
-  job.status.mutable_progress()->set_total_steps(total);
+  job.status.mutable_progress()->set_total_steps(PlanOf(spec).updates);
   for (WorkItem& w : items) {
     Item it;
     it.item = std::move(w);

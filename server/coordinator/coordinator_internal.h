@@ -9,25 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "common/cluster/job_plan.h"
 #include "proto/coordinator.pb.h"
 
 namespace bertps {
 namespace coordinator_internal {
 
-// Pipeline stages per replica (1 without a pipeline).
-inline int StagesOf(const JobSpec& s) {
-  return std::max(1, s.pipeline().stages());
-}
+// Pipeline stages per replica (1 without a pipeline): the job plan's.
+inline int StagesOf(const JobSpec& s) { return PlanOf(s).stages; }
 
 // What a trained job waits for before it can succeed.
 inline constexpr char kLedgerWait[] =
     "shard 0's count of the examples of the last update";
 
-// Examples one update of the shards consumes: BSP a global batch (every
-// worker's batch); ASP/SSP one worker's push.
+// Examples one update of the shards consumes (the job plan's): BSP a global
+// batch (every worker's batch); ASP/SSP one worker's push.
 inline int64_t ExamplesPerUpdate(const JobSpec& s) {
-  const int64_t b = s.batch_size();
-  return s.consistency().mode() == BSP ? b * s.num_workers() : b;
+  return PlanOf(s).examples_per_update;
 }
 
 inline bool IsTrainer(Role r) { return r == TRAIN || r == STAGE_ROLE; }

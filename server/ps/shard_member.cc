@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "glog/logging.h"
+#include "common/cluster/job_plan.h"
 #include "common/cluster/job_spec.h"
 
 namespace bertps {
@@ -17,16 +18,15 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
   ASSIGN_OR_RETURN(o.optimizer, JobOptimizerConfig(spec));
   o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
-  o.mode = spec.consistency().mode();
+  const JobPlan plan = PlanOf(spec);
+  o.mode = plan.mode;
   // Each pipeline stage pushes as a worker of its own (replica x stage).
-  o.num_workers = spec.num_workers() * std::max(1, spec.pipeline().stages());
+  o.num_workers = plan.pushers;
   o.backup_workers = spec.consistency().backup_workers();
   o.staleness = spec.consistency().staleness();
   o.init_seed = spec.seed();
   o.init_weights = spec.init_weights();
-  if (o.mode != BSP && !spec.checkpoint().dir().empty()) {
-    o.checkpoint_every = spec.checkpoint().every_steps();
-  }
+  if (plan.consistent_cuts) o.checkpoint_every = plan.checkpoint_every;
   return o;
 }
 
