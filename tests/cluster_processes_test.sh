@@ -26,12 +26,12 @@ coord="127.0.0.1:$port"
 "$COORD" --port "$port" --metrics_port 0 --member_timeout_s 2 > "$work/coordinator.log" 2>&1 &
 pids+=($!); coord_pid=$!
 for s in 0 1; do
-  "$SERVER" --coordinator "$coord" --port 0 > "$work/ps$s.log" 2>&1 &
+  "$SERVER" --coordinator "$coord" --port 0 --metrics_port 0 > "$work/ps$s.log" 2>&1 &
   pids+=($!)
 done
 worker_pids=()
 for w in 0 1 2; do
-  "$WORKER" --role=train --coordinator "$coord" > "$work/worker$w.log" 2>&1 &
+  "$WORKER" --role=train --coordinator "$coord" --metrics_port 0 > "$work/worker$w.log" 2>&1 &
   pids+=($!); worker_pids+=($!)
 done
 export BERTPS_COORDINATOR="$coord"
@@ -95,9 +95,28 @@ PY
 test -s "$work/final.safetensors" || fail "no export"
 if "$CTL" cancel "$job" > "$work/cancel.out" 2>&1; then fail "cancelling a finished job succeeded"; fi
 grep -qi "already ended" "$work/cancel.out" || fail "cancel: $(cat "$work/cancel.out")"
-# Prometheus text from the coordinator.
-mport=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/coordinator.log" | head -1)
-/usr/bin/python3 -c "import urllib.request,sys; t=urllib.request.urlopen('http://127.0.0.1:$mport/metrics',timeout=5).read().decode(); sys.exit(0 if 'bertps_job_step' in t else 1)" || fail "prometheus"
+# Prometheus text from every live daemon: the conventions promtool checks
+# (counters end in _total, base units), the job in a job_id label (a label
+# named job would be renamed on scrape), and this job's series.
+# promtool: unpacked by tools/get_data.sh ($BERTPS_DATA_DIR, else the data/
+# dir of the workspace: the script in the runfiles links into it).
+promtool="${BERTPS_DATA_DIR:-$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)/data}/bin/promtool"
+[ -x "$promtool" ] || fail "$promtool is missing: run tools/get_data.sh promtool"
+scrapes=0
+for log in "$work"/coordinator.log "$work"/ps*.log "$work"/worker*.log; do
+  mport=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+  [ -n "$mport" ] || fail "no metrics port in $log"
+  out="$work/metrics-$(basename "$log" .log).txt"
+  /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$mport/metrics',timeout=5).read().decode())" > "$out" 2>/dev/null || continue  # the killed worker
+  scrapes=$((scrapes + 1))
+  "$promtool" check metrics < "$out" > "$out.lint" 2>&1 || fail "promtool on $log's metrics: $(cat "$out.lint")"
+  if grep -q 'job="' "$out"; then fail "a label named job in $out"; fi
+done
+[ "$scrapes" -ge 5 ] || fail "only $scrapes daemons answered a scrape"
+grep -q "^bertps_job_step{job_id=\"$job\"} 30$" "$work/metrics-coordinator.txt" || fail "coordinator metrics: $(grep bertps_job_step "$work/metrics-coordinator.txt")"
+cat "$work"/metrics-ps*.txt | grep -q "^bertps_shard_pushes_total{job_id=\"$job\",result=\"applied\"} [1-9]" || fail "no shard counted the job's pushes"
+cat "$work"/metrics-worker*.txt | grep -q "^bertps_worker_step_seconds_count{job_id=\"$job\"} [1-9]" || fail "no worker's step histogram"
+echo "metrics: $scrapes daemons pass promtool check metrics"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()

@@ -31,6 +31,8 @@
 #                 (Debian wordnet-base, WordNet 3.0)
 #   slices        data/corpus/slices/: small, fixed samples of the corpora
 #                 above that unit tests read (see fetch_slices)
+#   promtool      data/bin/promtool: from Debian's prometheus package
+#                 (apt-get download, unpacked; no server installed)
 #   k8s_validator data/node/k8s-validator/: npm kubernetes-models (the
 #                 Kubernetes OpenAPI schema as validators) and js-yaml, as
 #                 pinned by tests/k8s/package-lock.json (tests/k8s_test.sh)
@@ -652,8 +654,33 @@ fetch_k8s_validator() {
   log "k8s_validator: installed into $dest"
 }
 
+# promtool (Prometheus's checker) from Debian's prometheus package, unpacked
+# here rather than installed: installing the package would start a
+# Prometheus server on a machine with systemd. The tests check the daemons'
+# metrics with it.
+fetch_promtool() {
+  local dest="$DATA_DIR/bin/promtool"
+  if [ -x "$dest" ] && "$dest" --version >/dev/null 2>&1; then
+    log "promtool: present ($dest)"
+    return
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1) ||
+      { apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 2>&1 &&
+        (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); } ||
+      die "promtool: apt-get download prometheus failed"
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" || die "promtool: cannot unpack"
+  mkdir -p "$DATA_DIR/bin"
+  cp "$tmp/x/usr/bin/promtool" "$dest.partial"
+  "$dest.partial" --version >/dev/null 2>&1 || die "promtool: does not run"
+  mv "$dest.partial" "$dest"
+  rm -rf "$tmp"
+  log "promtool: unpacked into $dest"
+}
+
 ALL_SOURCES=(vocab js_reference corpus_small debian bible gcide fortunes spamassassin
-             wordnet slices k8s_validator)
+             wordnet slices k8s_validator promtool)
 sources=("$@")
 [ ${#sources[@]} -gt 0 ] || sources=("${ALL_SOURCES[@]}")
 for s in "${sources[@]}"; do

@@ -39,7 +39,8 @@ void JobMember::Start(const Assignment& a) {
     error_.clear();
   }
   thread_ = std::thread([this, a] {
-    auto report = [this](const StepReport& s) {
+    auto report = [this, job = a.job_id()](const StepReport& s) {
+      if (on_report_) on_report_(job, s);
       absl::MutexLock l(&mu_);
       pending_.push_back(s);
       last_ = s;

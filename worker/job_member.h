@@ -49,6 +49,11 @@ class JobMember {
   void Stop() { stop_ = true; }
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
   void set_transient_limit(absl::Duration d) { transient_limit_ = d; }
+  // Called with the job's id and each step report of a part (on the part's
+  // thread). Set before Run().
+  using ReportObserver =
+      std::function<void(const std::string& job_id, const StepReport& report)>;
+  void set_on_report(ReportObserver f) { on_report_ = std::move(f); }
   StepReport last_report() {
     absl::MutexLock l(&mu_);
     return last_;
@@ -63,6 +68,7 @@ class JobMember {
 
   MemberClient member_;
   const Runner runner_;
+  ReportObserver on_report_;  // set before Run(), then only read
   std::atomic<bool> stop_{false};
   std::atomic<bool> exit_when_job_ends_{false};
   std::atomic<bool> cancel_{false};

@@ -30,8 +30,12 @@ class TrainMember {
   // ended (finished, failed or cancelled): one process per job, as in a
   // Kubernetes Job.
   void ExitWhenJobEnds() { member_.ExitWhenJobEnds(); }
-  // The last step this member pushed (for metrics); empty before any.
+  // The last step this member pushed; empty before any.
   StepReport last_report() { return member_.last_report(); }
+  // Each step report, with its job's id (for metrics); set before Run().
+  void set_on_report(JobMember::ReportObserver f) {
+    member_.set_on_report(std::move(f));
+  }
 
  private:
   absl::Status RunPart(const Assignment& a, std::atomic<bool>* cancel,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <atomic>
 #include <thread>
 
@@ -23,13 +24,13 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "prometheus/gauge.h"
 #include "worker/eval_item.h"
 #include "worker/pool_member.h"
 #include "worker/preprocess_item.h"
 #include "worker/stage_member.h"
 #include "worker/stage_role.h"
 #include "worker/train_member.h"
+#include "worker/worker_metrics.h"
 #include "worker/train_worker.h"
 
 ABSL_FLAG(std::string, role, "train",
@@ -189,24 +190,12 @@ int main(int argc, char** argv) {
   if (!coordinator.empty()) {
     bertps::TrainMember member(coordinator, *security);
     if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
-    std::atomic<bool> done{false};
-    std::thread exporter;
+    std::unique_ptr<bertps::WorkerMetrics> worker_metrics;
     if (metrics) {
-      auto& g = prometheus::BuildGauge()
-                    .Name("bertps_worker")
-                    .Help("Train worker progress")
-                    .Register(metrics->registry());
-      exporter = std::thread([&] {
-        while (!done.load()) {
-          bertps::StepReport r = member.last_report();
-          g.Add({{"value", "step"}}).Set(r.step() + 1);
-          g.Add({{"value", "loss"}}).Set(r.loss());
-          g.Add({{"value", "pull_ms"}}).Set(r.pull_ms());
-          g.Add({{"value", "compute_ms"}}).Set(r.compute_ms());
-          g.Add({{"value", "push_ms"}}).Set(r.push_ms());
-          g.Add({{"value", "wait_ms"}}).Set(r.wait_ms());
-          absl::SleepFor(absl::Milliseconds(500));
-        }
+      worker_metrics = std::make_unique<bertps::WorkerMetrics>(metrics->registry());
+      member.set_on_report([m = worker_metrics.get()](
+                               const std::string& job, const bertps::StepReport& r) {
+        m->Observe(job, r);
       });
     }
     std::thread waiter([&] {
@@ -216,8 +205,6 @@ int main(int argc, char** argv) {
     });
     absl::Status st = member.Run();
     waiter.detach();
-    done = true;
-    if (exporter.joinable()) exporter.join();
     if (health) health->Shutdown();
     if (!st.ok()) return fail(st);
     return 0;

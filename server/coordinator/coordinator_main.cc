@@ -16,7 +16,7 @@
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "prometheus/gauge.h"
+#include "server/coordinator/coordinator_metrics.h"
 #include "server/coordinator/job_store.h"
 #include "server/coordinator/service.h"
 
@@ -93,30 +93,7 @@ int main(int argc, char** argv) {
                  metrics.status().ToString().c_str());
     return 1;
   }
-  auto& state_family = prometheus::BuildGauge()
-                           .Name("bertps_jobs")
-                           .Help("Jobs by state")
-                           .Register((*metrics)->registry());
-  auto& step_family = prometheus::BuildGauge()
-                          .Name("bertps_job_step")
-                          .Help("Steps applied, by job")
-                          .Register((*metrics)->registry());
-  auto& loss_family = prometheus::BuildGauge()
-                          .Name("bertps_job_loss")
-                          .Help("Training loss of the last step, by job")
-                          .Register((*metrics)->registry());
-  auto& items_family = prometheus::BuildGauge()
-                           .Name("bertps_job_items")
-                           .Help("Leased work items (preprocess, eval), by job")
-                           .Register((*metrics)->registry());
-  auto& eval_family = prometheus::BuildGauge()
-                          .Name("bertps_job_eval")
-                          .Help("Latest eval round's metrics, by job")
-                          .Register((*metrics)->registry());
-  auto& rate_family = prometheus::BuildGauge()
-                          .Name("bertps_job_examples_per_second")
-                          .Help("Training throughput, by job")
-                          .Register((*metrics)->registry());
+  bertps::CoordinatorMetrics coordinator_metrics((*metrics)->registry());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -144,37 +121,7 @@ int main(int argc, char** argv) {
       // would lose what happened since the last good write.
       server->GetHealthCheckService()->SetServingStatus(
           coordinator.store_error().empty());
-      std::map<std::string, int> by_state;
-      for (const bertps::JobStatus& j : coordinator.List()) {
-        ++by_state[bertps::JobState_Name(j.state())];
-        step_family.Add({{"job", j.id()}}).Set(j.progress().step());
-        loss_family.Add({{"job", j.id()}}).Set(j.progress().loss());
-        rate_family.Add({{"job", j.id()}}).Set(j.progress().examples_per_sec());
-        items_family.Add({{"job", j.id()}, {"value", "total"}}).Set(j.items_total());
-        items_family.Add({{"job", j.id()}, {"value", "done"}}).Set(j.items_done());
-        if (j.evals_size() > 0) {
-          // The latest finished eval round of the job.
-          const bertps::EvalMetrics& e = j.evals(j.evals_size() - 1);
-          auto set = [&](const char* metric, double v) {
-            eval_family.Add({{"job", j.id()}, {"metric", metric}}).Set(v);
-          };
-          set("step", e.step());
-          set("examples", e.examples());
-          if (e.stats().num_labels() > 0) {
-            set("accuracy", e.accuracy());
-            set("macro_f1", e.macro_f1());
-            set("loss", e.loss());
-          } else {
-            set("mlm_accuracy", e.mlm_accuracy());
-            set("mlm_loss", e.mlm_loss());
-            set("mlm_perplexity", e.mlm_perplexity());
-            set("nsp_accuracy", e.nsp_accuracy());
-          }
-        }
-      }
-      for (const char* s : {"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}) {
-        state_family.Add({{"state", s}}).Set(by_state[s]);
-      }
+      coordinator_metrics.Update(coordinator.List());
       absl::SleepFor(absl::Milliseconds(500));
     }
   });

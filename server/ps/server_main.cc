@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -17,6 +18,7 @@
 #include "glog/logging.h"
 #include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
+#include "server/ps/shard_metrics.h"
 #include "server/ps/shard_member.h"
 #include "common/metrics.h"
 #include "prometheus/gauge.h"
@@ -81,24 +83,14 @@ std::thread StartMetrics(bertps::ps::ShardServer* server,
     return std::thread();
   }
   *out = std::move(*m);
-  auto& g = prometheus::BuildGauge()
-                .Name("bertps_ps")
-                .Help("Parameter-server shard counters")
-                .Register((*out)->registry());
   std::printf("metrics on http://%s:%d/metrics\n",
               absl::GetFlag(FLAGS_host).c_str(), (*out)->port());
   std::fflush(stdout);
-  return std::thread([server, done, &g] {
+  auto metrics = std::make_shared<bertps::ps::ShardMetrics>((*out)->registry());
+  return std::thread([server, done, metrics] {
     while (!done->load()) {
       if (bertps::ps::ShardCore* core = server->core()) {
-        bertps::StatsResponse s = core->Stats();
-        g.Add({{"counter", "version"}}).Set(s.version());
-        g.Add({{"counter", "pushes_applied"}}).Set(s.pushes_applied());
-        g.Add({{"counter", "pushes_duplicate"}}).Set(s.pushes_duplicate());
-        g.Add({{"counter", "pushes_rejected"}}).Set(s.pushes_rejected());
-        g.Add({{"counter", "bytes_in"}}).Set(s.bytes_in());
-        g.Add({{"counter", "grad_norm"}}).Set(s.last_grad_norm());
-        g.Add({{"counter", "learning_rate"}}).Set(s.last_learning_rate());
+        metrics->Update(core->options().job_id, core, core->Stats());
       }
       absl::SleepFor(absl::Seconds(1));
     }

@@ -92,6 +92,9 @@ struct ShardOptions {
   // Which start of the job this install is (the coordinator's count; 0 for
   // a shard run on its own). Requests naming another are refused.
   int64_t incarnation = 0;
+  // The job served (for metrics and messages; empty for a shard run on its
+  // own).
+  std::string job_id;
   // Threads of an optimizer step: the slices are split in a fixed way, and
   // each slice's update is element-wise, so any count gives the same bits.
   int update_threads = 2;

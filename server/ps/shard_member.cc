@@ -80,6 +80,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       absl::Status st = [&]() -> absl::Status {
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
         o.incarnation = a->incarnation();
+        o.job_id = job_;
         o.update_threads = update_threads_;
         o.update_nice = update_nice_;
         std::vector<std::string> peers(a->ps_addresses().begin(),

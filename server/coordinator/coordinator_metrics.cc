@@ -1,0 +1,87 @@
+#include "server/coordinator/coordinator_metrics.h"
+
+namespace bertps {
+namespace {
+
+struct Spec {
+  const char* name;
+  const char* help;
+};
+
+constexpr Spec kJobGauges[] = {
+    {"bertps_jobs", "Jobs by state"},
+    {"bertps_job_step", "Updates the job's shards applied"},
+    {"bertps_job_total_steps", "Updates in the job's plan"},
+    {"bertps_job_loss", "Training loss of the job's last step"},
+    {"bertps_job_learning_rate", "Learning rate the shards last applied"},
+    {"bertps_job_examples_per_second", "Training throughput"},
+    {"bertps_job_restarts", "Times the job was started again"},
+    {"bertps_job_work_items", "Leased work items (preprocess, eval)"},
+    {"bertps_job_work_items_done", "Leased work items done"},
+    {"bertps_job_eval_step", "Step of the latest eval round"},
+    {"bertps_job_eval_examples", "Examples of the latest eval round"},
+    {"bertps_job_eval_accuracy_ratio", "Latest eval round: accuracy"},
+    {"bertps_job_eval_macro_f1_ratio", "Latest eval round: macro-F1"},
+    {"bertps_job_eval_loss", "Latest eval round: classification loss"},
+    {"bertps_job_eval_mlm_accuracy_ratio", "Latest eval round: MLM accuracy"},
+    {"bertps_job_eval_mlm_loss", "Latest eval round: MLM loss"},
+    {"bertps_job_eval_mlm_perplexity", "Latest eval round: MLM perplexity"},
+    {"bertps_job_eval_nsp_accuracy_ratio", "Latest eval round: NSP accuracy"},
+};
+
+}  // namespace
+
+CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
+    : registry_(registry) {
+  for (const Spec& s : kJobGauges) Gauge(s.name, s.help);
+}
+
+prometheus::Family<prometheus::Gauge>& CoordinatorMetrics::Gauge(
+    const std::string& name, const std::string& help) {
+  auto it = families_.find(name);
+  if (it != families_.end()) return *it->second;
+  auto& f = prometheus::BuildGauge().Name(name).Help(help).Register(registry_);
+  families_[name] = &f;
+  return f;
+}
+
+void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
+  std::map<std::string, int> by_state;
+  auto set = [&](const char* name, const std::string& id, double v) {
+    Gauge(name, "").Add({{"job_id", id}}).Set(v);
+  };
+  for (const JobStatus& j : jobs) {
+    ++by_state[JobState_Name(j.state())];
+    const std::string& id = j.id();
+    const JobProgress& p = j.progress();
+    set("bertps_job_step", id, static_cast<double>(p.step()));
+    set("bertps_job_total_steps", id, static_cast<double>(p.total_steps()));
+    set("bertps_job_loss", id, p.loss());
+    set("bertps_job_learning_rate", id, p.learning_rate());
+    set("bertps_job_examples_per_second", id, p.examples_per_sec());
+    set("bertps_job_restarts", id, j.restarts());
+    set("bertps_job_work_items", id, j.items_total());
+    set("bertps_job_work_items_done", id, j.items_done());
+    if (j.evals_size() > 0) {
+      const EvalMetrics& e = j.evals(j.evals_size() - 1);
+      set("bertps_job_eval_step", id, static_cast<double>(e.step()));
+      set("bertps_job_eval_examples", id, static_cast<double>(e.examples()));
+      if (e.stats().num_labels() > 0) {
+        set("bertps_job_eval_accuracy_ratio", id, e.accuracy());
+        set("bertps_job_eval_macro_f1_ratio", id, e.macro_f1());
+        set("bertps_job_eval_loss", id, e.loss());
+      } else {
+        set("bertps_job_eval_mlm_accuracy_ratio", id, e.mlm_accuracy());
+        set("bertps_job_eval_mlm_loss", id, e.mlm_loss());
+        set("bertps_job_eval_mlm_perplexity", id, e.mlm_perplexity());
+        set("bertps_job_eval_nsp_accuracy_ratio", id, e.nsp_accuracy());
+      }
+    }
+  }
+  for (JobState s : {PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED}) {
+    const std::string name = JobState_Name(s);
+    Gauge("bertps_jobs", "").Add({{"state", name}}).Set(by_state[name]);
+  }
+}
+
+}  // namespace bertps

@@ -1,0 +1,50 @@
+#include "server/coordinator/coordinator_metrics.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
+
+namespace bertps {
+namespace {
+
+TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
+  prometheus::Registry registry;
+  CoordinatorMetrics m(registry);
+  std::vector<JobStatus> jobs(2);
+  jobs[0].set_id("job-000001");
+  jobs[0].set_state(SUCCEEDED);
+  jobs[0].mutable_progress()->set_step(80);
+  jobs[0].mutable_progress()->set_total_steps(80);
+  jobs[0].mutable_progress()->set_learning_rate(2.5e-5);
+  EvalMetrics* e = jobs[0].add_evals();
+  e->set_step(80);
+  e->mutable_stats()->set_num_labels(2);
+  e->set_accuracy(0.9262);
+  jobs[1].set_id("job-000002");
+  jobs[1].set_state(RUNNING);
+  jobs[1].mutable_progress()->set_step(3);
+  m.Update(jobs);
+  m.Update(jobs);  // again: the same series, set again
+  const std::string text =
+      prometheus::TextSerializer().Serialize(registry.Collect());
+  for (const char* want : {
+           "bertps_jobs{state=\"SUCCEEDED\"} 1",
+           "bertps_jobs{state=\"RUNNING\"} 1",
+           "bertps_jobs{state=\"FAILED\"} 0",
+           "bertps_job_step{job_id=\"job-000001\"} 80",
+           "bertps_job_step{job_id=\"job-000002\"} 3",
+           "bertps_job_total_steps{job_id=\"job-000001\"} 80",
+           "bertps_job_learning_rate{job_id=\"job-000001\"} 2.5e-05",
+           "bertps_job_eval_accuracy_ratio{job_id=\"job-000001\"} 0.9262",
+           "# TYPE bertps_job_eval_step gauge",
+       }) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+  }
+  EXPECT_EQ(text.find("job=\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("bertps_job_eval_mlm_loss{"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace bertps
