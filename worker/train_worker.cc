@@ -63,11 +63,15 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
         "the shards expect ", w->client_->description(0).num_workers(),
         " workers, this worker was told ", o.num_workers));
   }
-  // Sequence and prediction lengths from the first example.
-  ASSIGN_OR_RETURN(w->stream_, io::ExampleStream::Open(o.data));
+  // The data through its record indices (built once per file, or loaded);
+  // sequence and prediction lengths from the first example.
+  ASSIGN_OR_RETURN(w->source_,
+                   io::IndexedExampleSource::Open(
+                       o.data, o.index_cache_dir.empty()
+                                   ? io::DefaultIndexCacheDir()
+                                   : o.index_cache_dir));
   std::string record;
-  ASSIGN_OR_RETURN(bool got, w->stream_->Next(&record));
-  if (!got) return absl::InvalidArgumentError("the training data is empty");
+  RETURN_IF_ERROR(w->source_->Read(0, &record));
   if (o.task == BertTask::kPretrain) {
     ASSIGN_OR_RETURN(io::PretrainExample e, io::DecodePretrainExample(record));
     w->seq_ = static_cast<int>(e.input_ids.size());
@@ -76,8 +80,6 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     ASSIGN_OR_RETURN(io::ClassifyExample e, io::DecodeClassifyExample(record));
     w->seq_ = static_cast<int>(e.input_ids.size());
   }
-  ASSIGN_OR_RETURN(w->stream_, io::ExampleStream::Open(o.data));
-  w->stream_pos_ = 0;
   {
     // The model, its gradients and activations, plus a parameter-sized
     // buffer of the client (bf16 residuals or pull staging).
@@ -121,37 +123,25 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
 }
 
 absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
-  const int64_t global = static_cast<int64_t>(options_.batch) * options_.num_workers;
-  const int64_t want = step * global + static_cast<int64_t>(options_.worker) * options_.batch;
-  if (want < stream_pos_) {
-    ASSIGN_OR_RETURN(stream_, io::ExampleStream::Open(options_.data));
-    stream_pos_ = 0;
-  }
+  // Worker w's B examples of global batch `step`, read where they lie (the
+  // stream wraps around at the end of the data: epochs).
+  const int64_t first =
+      (step * options_.num_workers + options_.worker) * options_.batch;
   std::string record;
-  // The stream wraps around at the end of the data (epochs).
-  auto next = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(bool got, stream_->Next(&record));
-    if (!got) {
-      stream_->Reset();
-      ASSIGN_OR_RETURN(got, stream_->Next(&record));
-      if (!got) return absl::InvalidArgumentError("the training data is empty");
-    }
-    ++stream_pos_;
-    return absl::OkStatus();
-  };
-  while (stream_pos_ < want) RETURN_IF_ERROR(next());  // others' examples
+  int64_t at = first;
+  auto next = [&]() { return source_->Read(at++, &record); };
   // Decode this worker's B examples.
   io::BertBatch& b = *out;
   b = io::BertBatch();
   b.seq = seq_;
   b.preds = preds_;
-  b.first_position = stream_pos_;  // what the push will say it trained on
+  b.first_position = first;  // what the push will say it trained on
   for (int i = 0; i < options_.batch; ++i) {
     RETURN_IF_ERROR(next());
     auto check = [&](size_t s, size_t p) -> absl::Status {
       if (static_cast<int>(s) != seq_ || static_cast<int>(p) != preds_) {
         return absl::InvalidArgumentError(absl::StrCat(
-            stream_->last_position(), ": example shape (", s, ", ", p,
+            source_->last_position(), ": example shape (", s, ", ", p,
             ") differs from the first example's (", seq_, ", ", preds_, ")"));
       }
       return absl::OkStatus();
@@ -163,13 +153,13 @@ absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
     one.preds = preds_;
     if (options_.task == BertTask::kPretrain) {
       absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
-      if (!e.ok()) return Annotate(e.status(), stream_->last_position());
+      if (!e.ok()) return Annotate(e.status(), source_->last_position());
       RETURN_IF_ERROR(check(e->input_ids.size(), e->masked_lm_ids.size()));
       io::AppendExample(*e, &one);
       io::AppendExample(*e, &b);
     } else {
       absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
-      if (!e.ok()) return Annotate(e.status(), stream_->last_position());
+      if (!e.ok()) return Annotate(e.status(), source_->last_position());
       RETURN_IF_ERROR(check(e->input_ids.size(), 0));
       io::AppendExample(*e, &one);
       io::AppendExample(*e, &b);
@@ -179,7 +169,7 @@ absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
         static_cast<int>(c.vocab_size), static_cast<int>(c.max_position_embeddings),
         static_cast<int>(c.type_vocab_size),
         options_.task == BertTask::kClassify ? static_cast<int>(c.num_labels) : 0);
-    if (!valid.ok()) return Annotate(valid, stream_->last_position());
+    if (!valid.ok()) return Annotate(valid, source_->last_position());
   }
   return absl::OkStatus();
 }

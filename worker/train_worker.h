@@ -6,7 +6,10 @@
 // stream; global batch t is examples [t*B*N, (t+1)*B*N) (B per worker, N
 // workers), and worker i takes [t*B*N + i*B, t*B*N + (i+1)*B). So the union
 // of the workers' batches is exactly what one worker with batch B*N reads,
-// whatever N is, and a restarted worker resumes at the shards' step.
+// whatever N is, and a restarted worker resumes at the shards' step. Each
+// worker reads only its own examples, through the files' record indices
+// (common/io/record_index.h): a worker that joins at step t reads nothing
+// before its first example.
 // Dropout keys use the example's index in the global batch.
 //
 // Step t (BSP): announce the batch's loss denominators, pull version t, run
@@ -37,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/io/bert_example.h"
+#include "common/io/record_index.h"
 #include "common/kernels/matmul.h"
 #include "common/memory_limit.h"
 #include "common/model/bert.h"
@@ -63,6 +67,9 @@ struct TrainWorkerOptions {
   bool dropout = true;
   bool overlap_push = true;       // push layers during backward (BSP)
   std::string checkpoint_dir;     // worker 0 checkpoints when set
+  // Where record indices go when the data's directory is read-only
+  // (empty: io::DefaultIndexCacheDir()).
+  std::string index_cache_dir;
   int64_t checkpoint_every = 0;
   std::string export_path;        // worker 0 exports the final model
   int64_t log_every = 10;
@@ -131,8 +138,8 @@ class TrainWorker {
   std::unique_ptr<PsClient> client_;
   kernels::MatmulEngine mm_;
   std::unique_ptr<BertModel<float>> model_;
-  std::unique_ptr<io::ExampleStream> stream_;
-  int64_t stream_pos_ = 0;  // global example index of the stream's next record
+  // The job's data by stream position (common/io/record_index.h).
+  std::unique_ptr<io::IndexedExampleSource> source_;
   int seq_ = 0, preds_ = 0;
   io::BertBatch batch_, next_batch_;
   // Layout tensors of each forward parameter group (ParamGroup*).

@@ -9,6 +9,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/file_util.h"
 #include "common/status.h"
@@ -344,7 +345,12 @@ absl::StatusOr<std::vector<std::string>> MatchShardFiles(
           "glob of input pattern \"", pattern, "\" failed (",
           rc == GLOB_NOSPACE ? "out of memory" : "read error", ")"));
     }
-    for (size_t i = 0; i < g.gl_pathc; ++i) all.emplace_back(g.gl_pathv[i]);
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      // Record indices beside the data (common/io/record_index.h) are not
+      // data, whatever the pattern.
+      if (absl::EndsWith(g.gl_pathv[i], ".bertps-index")) continue;
+      all.emplace_back(g.gl_pathv[i]);
+    }
     globfree(&g);
   }
   for (const std::string& f : all) {

@@ -99,8 +99,9 @@ struct BertBatch {
 void AppendExample(const PretrainExample& example, BertBatch* batch);
 void AppendExample(const ClassifyExample& example, BertBatch* batch);
 
-// The sorted, de-duplicated union of the files matching `patterns` (glob(3)),
-// keeping those whose index i satisfies i % num_shards == shard.
+// The sorted, de-duplicated union of the files matching `patterns` (glob(3);
+// record indices, *.bertps-index, left out), keeping those whose index i
+// satisfies i % num_shards == shard.
 // NotFound if a pattern matches nothing or the shard gets no file.
 absl::StatusOr<std::vector<std::string>> MatchShardFiles(
     const std::vector<std::string>& patterns, int shard = 0,

@@ -206,51 +206,102 @@ absl::StatusOr<bool> TFRecordReader::Next(std::string* record) {
   return true;
 }
 
-absl::StatusOr<int64_t> CountTFRecords(const std::string& path) {
+namespace {
+
+// pread until n bytes or the end of the file; returns the bytes read.
+absl::StatusOr<size_t> PreadFull(int fd, char* dst, size_t n, int64_t offset,
+                                 const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got =
+        pread(fd, dst + done, n - done, offset + static_cast<int64_t>(done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "read", path);
+    }
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> TFRecordOffsets(const std::string& path) {
   int64_t size = 0;
   ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
-  auto corrupt = [&](int64_t at, absl::string_view what) {
-    close(fd);
-    return absl::DataLossError(
-        absl::StrCat(path, " at offset ", at, ": ", what));
-  };
-  int64_t offset = 0, count = 0;
-  while (offset < size) {
-    char header[kHeaderSize];
-    size_t done = 0;
-    while (done < kHeaderSize) {
-      const ssize_t n = pread(fd, header + done, kHeaderSize - done,
-                              offset + static_cast<int64_t>(done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        const int err = errno;
-        close(fd);
-        return ErrnoStatus(err, "read", path);
+  std::vector<int64_t> offsets;
+  absl::Status st = [&]() -> absl::Status {
+    auto corrupt = [&](int64_t at, absl::string_view what) {
+      return absl::DataLossError(
+          absl::StrCat(path, " at offset ", at, ": ", what));
+    };
+    int64_t offset = 0;
+    while (offset < size) {
+      char header[kHeaderSize];
+      ASSIGN_OR_RETURN(const size_t done,
+                       PreadFull(fd, header, kHeaderSize, offset, path));
+      if (done < kHeaderSize) {
+        return corrupt(offset, absl::StrCat("truncated header (", done,
+                                            " of ", kHeaderSize, " bytes)"));
       }
-      if (n == 0) break;
-      done += static_cast<size_t>(n);
+      const uint64_t length = GetLe64(header);
+      if (UnmaskCrc(GetLe32(header + 8)) != Crc32c(header, 8)) {
+        return corrupt(offset, "length CRC mismatch");
+      }
+      if (length > kMaxTFRecordLength) {
+        return corrupt(offset, absl::StrCat("length ", length,
+                                            " exceeds the limit of ",
+                                            kMaxTFRecordLength));
+      }
+      const int64_t next =
+          offset + kHeaderSize + static_cast<int64_t>(length) + kFooterSize;
+      if (next > size) return corrupt(offset, "record cut short");
+      offsets.push_back(offset);
+      offset = next;
     }
-    if (done < kHeaderSize) {
-      return corrupt(offset, absl::StrCat("truncated header (", done, " of ",
-                                          kHeaderSize, " bytes)"));
-    }
-    const uint64_t length = GetLe64(header);
-    if (UnmaskCrc(GetLe32(header + 8)) != Crc32c(header, 8)) {
-      return corrupt(offset, "length CRC mismatch");
-    }
-    if (length > kMaxTFRecordLength) {
-      return corrupt(offset, absl::StrCat("length ", length,
-                                          " exceeds the limit of ",
-                                          kMaxTFRecordLength));
-    }
-    const int64_t next =
-        offset + kHeaderSize + static_cast<int64_t>(length) + kFooterSize;
-    if (next > size) return corrupt(offset, "record cut short");
-    offset = next;
-    ++count;
-  }
+    return absl::OkStatus();
+  }();
   close(fd);
-  return count;
+  RETURN_IF_ERROR(st);
+  return offsets;
+}
+
+absl::StatusOr<int64_t> CountTFRecords(const std::string& path) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> offsets, TFRecordOffsets(path));
+  return static_cast<int64_t>(offsets.size());
+}
+
+absl::StatusOr<int64_t> ReadTFRecordAt(int fd, const std::string& path,
+                                       int64_t offset, std::string* record) {
+  auto corrupt = [&](absl::string_view what) {
+    return absl::DataLossError(
+        absl::StrCat(path, " at offset ", offset, ": ", what));
+  };
+  char header[kHeaderSize];
+  ASSIGN_OR_RETURN(const size_t done,
+                   PreadFull(fd, header, kHeaderSize, offset, path));
+  if (done < kHeaderSize) return corrupt("truncated header");
+  const uint64_t length = GetLe64(header);
+  if (UnmaskCrc(GetLe32(header + 8)) != Crc32c(header, 8)) {
+    return corrupt("length CRC mismatch (not a record boundary: a stale "
+                   "index?)");
+  }
+  if (length > kMaxTFRecordLength) {
+    return corrupt(absl::StrCat("length ", length, " exceeds the limit of ",
+                                kMaxTFRecordLength));
+  }
+  record->resize(length + kFooterSize);
+  ASSIGN_OR_RETURN(const size_t got,
+                   PreadFull(fd, record->data(), length + kFooterSize,
+                             offset + static_cast<int64_t>(kHeaderSize), path));
+  if (got < length + kFooterSize) return corrupt("record cut short");
+  const uint32_t want = UnmaskCrc(GetLe32(record->data() + length));
+  record->resize(length);
+  if (Crc32c(record->data(), record->size()) != want) {
+    return corrupt("data CRC mismatch");
+  }
+  return static_cast<int64_t>(kHeaderSize + length + kFooterSize);
 }
 
 }  // namespace io

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -107,6 +108,17 @@ class TFRecordReader {
 // file and offset for a bad length CRC or a record cut short; only regular
 // files (OpenRegularFile).
 absl::StatusOr<int64_t> CountTFRecords(const std::string& path);
+
+// The byte offset of every record of a TFRecord file, read as CountTFRecords
+// reads (its framing alone).
+absl::StatusOr<std::vector<int64_t>> TFRecordOffsets(const std::string& path);
+
+// Reads the record that starts at `offset` of the open file `fd` (named
+// `path` in errors) with pread, checking both CRCs: DataLoss naming the file
+// and offset when the bytes there are not a whole record. Returns the bytes
+// read (framing included).
+absl::StatusOr<int64_t> ReadTFRecordAt(int fd, const std::string& path,
+                                       int64_t offset, std::string* record);
 
 }  // namespace io
 }  // namespace bertps

@@ -1,0 +1,107 @@
+// Record indices of TFRecord files, and the job's examples read by stream
+// position through them.
+//
+// A RecordIndex holds the byte offset of every record of one file, with the
+// file's size and modification time. It is built once by reading the
+// records' framing (one small read per record) and stored beside the file as
+// `<file>.bertps-index`, or, where the data's directory is read-only, in a
+// cache directory under a name derived from the file's absolute path. An
+// index whose size or modification time differs from the file's, or whose
+// own checksum fails, is stale or corrupt: it is rebuilt, never trusted.
+// Index file: "BPSIDX1\n", u64 file size, i64 mtime (ns), u64 count,
+// count x u64 offsets, u32 CRC-32C of all before it; little-endian.
+//
+// IndexedExampleSource reads the job's examples by stream position: with N
+// records in the sorted files (MatchShardFiles), position p is record p mod
+// N in file order (epoch p / N), read with one pread at its offset, both
+// CRCs checked. A worker so reads only its own examples, and one that joins
+// or resumes at step t starts there at once.
+//
+// Thread-safety: the functions are thread-safe; an IndexedExampleSource
+// needs external synchronisation.
+#ifndef BERTPS_COMMON_IO_RECORD_INDEX_H_
+#define BERTPS_COMMON_IO_RECORD_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace bertps {
+namespace io {
+
+inline constexpr char kRecordIndexSuffix[] = ".bertps-index";
+
+struct RecordIndex {
+  int64_t file_size = 0;
+  int64_t mtime_ns = 0;
+  std::vector<int64_t> offsets;  // of each record's header, increasing
+};
+
+std::string EncodeRecordIndex(const RecordIndex& index);
+// DataLoss naming `what` for anything but a whole, consistent index.
+absl::StatusOr<RecordIndex> DecodeRecordIndex(absl::string_view bytes,
+                                              const std::string& what);
+
+// The default cache directory: $XDG_CACHE_HOME/bertps/record-index, else
+// $HOME/.cache/bertps/record-index, else /tmp/bertps-record-index.
+std::string DefaultIndexCacheDir();
+
+// Where LoadOrBuildRecordIndex keeps `path`'s index in `cache_dir`.
+std::string CachedIndexPath(const std::string& path,
+                            const std::string& cache_dir);
+
+// How an index was had (for tests and logs).
+enum class IndexSource { kLoaded, kBuilt };
+
+// The valid index of the TFRecord file `path`: the stored one (beside the
+// file, else in cache_dir) if it matches the file, else built from the file
+// and stored (beside it when that directory is writable, else in cache_dir;
+// kept in memory only when neither can be written). Errors name the file
+// (a corrupt record framing: DataLoss with its offset).
+absl::StatusOr<RecordIndex> LoadOrBuildRecordIndex(
+    const std::string& path, const std::string& cache_dir,
+    IndexSource* how = nullptr);
+
+class IndexedExampleSource {
+ public:
+  // The files as MatchShardFiles(patterns) gives them, each indexed.
+  // InvalidArgument when they hold no record.
+  static absl::StatusOr<std::unique_ptr<IndexedExampleSource>> Open(
+      const std::vector<std::string>& patterns,
+      const std::string& cache_dir = DefaultIndexCacheDir());
+  ~IndexedExampleSource();
+
+  // Records in all files (one epoch).
+  int64_t size() const { return total_; }
+  // The record at stream position p >= 0 (p mod size(), in file order).
+  absl::Status Read(int64_t position, std::string* record);
+  // "file@offset" of the last record read (for messages).
+  std::string last_position() const;
+  // Bytes and records read from the data files by Read (framing included;
+  // not the indices).
+  int64_t bytes_read() const { return bytes_read_; }
+  int64_t records_read() const { return records_read_; }
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  IndexedExampleSource() = default;
+
+  std::vector<std::string> files_;
+  std::vector<RecordIndex> indices_;
+  std::vector<int64_t> first_;  // stream position of each file's first record
+  std::vector<int> fds_;        // opened at the first read of the file
+  int64_t total_ = 0;
+  int64_t bytes_read_ = 0, records_read_ = 0;
+  std::string last_file_;
+  int64_t last_offset_ = -1;
+};
+
+}  // namespace io
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_IO_RECORD_INDEX_H_

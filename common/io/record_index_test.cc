@@ -1,0 +1,189 @@
+#include "common/io/record_index.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/io/tfrecord.h"
+#include "gtest/gtest.h"
+
+namespace bertps {
+namespace io {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RecordIndexTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(::testing::TempDir(), "/",
+                        ::testing::UnitTest::GetInstance()
+                            ->current_test_info()
+                            ->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ + "/data");
+    cache_ = dir_ + "/cache";
+  }
+  // Writes file `name` with n records "f<file>-r<i>" padded to varying sizes.
+  void WriteFile(const std::string& name, int file, int n) {
+    auto w = TFRecordWriter::Open(dir_ + "/data/" + name);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE((*w)->Write(Record(file, i)).ok());
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  static std::string Record(int file, int i) {
+    return absl::StrCat("f", file, "-r", i, std::string(10 + (i * 7) % 50, 'x'));
+  }
+  std::string dir_, cache_;
+};
+
+TEST_F(RecordIndexTest, ReadsEveryPositionInFileOrderAcrossEpochs) {
+  WriteFile("a.tfrecord", 0, 5);
+  WriteFile("b.tfrecord", 1, 7);
+  WriteFile("c.tfrecord", 2, 3);
+  auto src = IndexedExampleSource::Open({dir_ + "/data/*.tfrecord"}, cache_);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_EQ((*src)->size(), 15);
+  std::vector<std::string> want;
+  for (int i = 0; i < 5; ++i) want.push_back(Record(0, i));
+  for (int i = 0; i < 7; ++i) want.push_back(Record(1, i));
+  for (int i = 0; i < 3; ++i) want.push_back(Record(2, i));
+  std::string r;
+  for (int64_t p = 0; p < 45; ++p) {  // three epochs, in any order
+    const int64_t q = (p * 7) % 45;
+    ASSERT_TRUE((*src)->Read(q, &r).ok());
+    EXPECT_EQ(r, want[q % 15]) << "position " << q;
+  }
+  EXPECT_TRUE(fs::exists(dir_ + "/data/b.tfrecord.bertps-index"));
+  // A glob matching everything leaves the indices out.
+  auto again = IndexedExampleSource::Open({dir_ + "/data/*"}, cache_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->files().size(), 3u);
+}
+
+// A worker reads only its own records: the bytes it reads are exactly its
+// records' framed sizes (4 workers over a data set 20 times the global batch).
+TEST_F(RecordIndexTest, AWorkerReadsOnlyItsShare) {
+  WriteFile("a.tfrecord", 0, 640);
+  const int64_t size = static_cast<int64_t>(fs::file_size(dir_ + "/data/a.tfrecord"));
+  auto src = IndexedExampleSource::Open({dir_ + "/data/a.tfrecord"}, cache_);
+  ASSERT_TRUE(src.ok());
+  const int workers = 4, batch = 8;  // global batch 32; 20 global batches
+  std::string r;
+  int64_t mine = 0;
+  for (int64_t step = 0; step < 20; ++step) {
+    for (int e = 0; e < batch; ++e) {
+      const int64_t p = (step * workers + 1) * batch + e;  // worker 1
+      ASSERT_TRUE((*src)->Read(p, &r).ok());
+      mine += 12 + static_cast<int64_t>(r.size()) + 4;
+    }
+  }
+  EXPECT_EQ((*src)->bytes_read(), mine);
+  EXPECT_EQ((*src)->records_read(), 160);
+  EXPECT_LT((*src)->bytes_read(), size * 3 / 10);  // about a quarter
+  // Joining at a late step reads nothing before its first record.
+  auto late = IndexedExampleSource::Open({dir_ + "/data/a.tfrecord"}, cache_);
+  ASSERT_TRUE((*late)->Read(639, &r).ok());
+  EXPECT_EQ((*late)->records_read(), 1);
+  EXPECT_EQ(r, Record(0, 639));
+}
+
+TEST_F(RecordIndexTest, AStaleOrCorruptIndexIsRebuiltNeverTrusted) {
+  WriteFile("a.tfrecord", 0, 10);
+  const std::string f = dir_ + "/data/a.tfrecord";
+  IndexSource how;
+  auto i1 = LoadOrBuildRecordIndex(f, cache_, &how);
+  ASSERT_TRUE(i1.ok()) << i1.status();
+  EXPECT_EQ(how, IndexSource::kBuilt);
+  EXPECT_EQ(i1->offsets.size(), 10u);
+  auto i2 = LoadOrBuildRecordIndex(f, cache_, &how);
+  ASSERT_TRUE(i2.ok());
+  EXPECT_EQ(how, IndexSource::kLoaded);
+  EXPECT_EQ(i2->offsets, i1->offsets);
+  // The file is written again with other records: stale, rebuilt.
+  WriteFile("a.tfrecord", 0, 13);
+  auto i3 = LoadOrBuildRecordIndex(f, cache_, &how);
+  ASSERT_TRUE(i3.ok());
+  EXPECT_EQ(how, IndexSource::kBuilt);
+  EXPECT_EQ(i3->offsets.size(), 13u);
+  // A corrupt index (one byte flipped): rebuilt.
+  {
+    std::fstream io(f + kRecordIndexSuffix,
+                    std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(40);
+    io.put('\x7f');
+  }
+  auto i4 = LoadOrBuildRecordIndex(f, cache_, &how);
+  ASSERT_TRUE(i4.ok());
+  EXPECT_EQ(how, IndexSource::kBuilt);
+  EXPECT_EQ(i4->offsets, i3->offsets);
+  EXPECT_EQ(DecodeRecordIndex("BPSIDX1\nshort", "x").status().code(),
+            absl::StatusCode::kDataLoss);
+  // An index kept in the cache (as for a read-only data directory) is used.
+  const std::string cached = CachedIndexPath(f, cache_);
+  fs::create_directories(cache_);
+  fs::rename(f + kRecordIndexSuffix, cached);
+  auto i5 = LoadOrBuildRecordIndex(f, cache_, &how);
+  ASSERT_TRUE(i5.ok());
+  EXPECT_EQ(how, IndexSource::kLoaded);
+  EXPECT_EQ(i5->offsets, i3->offsets);
+}
+
+TEST_F(RecordIndexTest, BadDataGivesClearErrors) {
+  WriteFile("a.tfrecord", 0, 4);
+  const std::string f = dir_ + "/data/a.tfrecord";
+  const auto size = fs::file_size(f);
+  // A truncated file: the record cut short is named by file and offset.
+  fs::copy_file(f, dir_ + "/data/b.tfrecord");
+  fs::resize_file(dir_ + "/data/b.tfrecord", size - 3);
+  auto src = IndexedExampleSource::Open({dir_ + "/data/*.tfrecord"}, cache_);
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(src.status().message().find("b.tfrecord at offset"),
+            std::string::npos) << src.status();
+  fs::remove(dir_ + "/data/b.tfrecord");
+  // An empty file alone: no record.
+  { std::ofstream(dir_ + "/data/empty.tfrecord"); }
+  src = IndexedExampleSource::Open({dir_ + "/data/empty.tfrecord"}, cache_);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("empty"), std::string::npos);
+  // A glob that matches nothing.
+  src = IndexedExampleSource::Open({dir_ + "/data/*.none"}, cache_);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("matches no files"), std::string::npos);
+  // A file changed under a running job: refused, not read at stale offsets.
+  src = IndexedExampleSource::Open({f}, cache_);
+  ASSERT_TRUE(src.ok());
+  fs::resize_file(f, size - 20);
+  std::string r;
+  absl::Status st = (*src)->Read(3, &r);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("changed"), std::string::npos) << st;
+  // A corrupt record: DataLoss naming file and offset.
+  WriteFile("c.tfrecord", 0, 4);
+  const std::string c = dir_ + "/data/c.tfrecord";
+  src = IndexedExampleSource::Open({c}, cache_);
+  ASSERT_TRUE(src.ok());
+  {
+    std::fstream io(c, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(14);  // inside record 0's data
+    io.put('!');
+  }
+  st = (*src)->Read(0, &r);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(st.message().find("c.tfrecord at offset 0: data CRC"),
+            std::string::npos) << st;
+}
+
+}  // namespace
+}  // namespace io
+}  // namespace bertps
