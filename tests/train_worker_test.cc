@@ -75,7 +75,7 @@ TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
 // Runs `workers` workers to completion; returns the final parameters.
 std::vector<float> Train(int shards, int workers, int batch,
                          const std::string& data, int backup_workers = 0,
-                         bool bf16_push = false) {
+                         bool bf16_push = false, bool shuffle = false) {
   ps::ShardOptions so = ShardOpts(workers);
   so.backup_workers = backup_workers;
   Cluster c = StartCluster(shards, so);
@@ -84,6 +84,7 @@ std::vector<float> Train(int shards, int workers, int batch,
     threads.emplace_back([&, w] {
       TrainWorkerOptions o = WorkerOpts(c, w, workers, batch, data);
       o.ps.compress_bf16 = bf16_push;
+      o.shuffle = shuffle;
       auto tw = TrainWorker::Create(o);
       ASSERT_TRUE(tw.ok()) << tw.status();
       absl::Status st = (*tw)->Run();
@@ -126,6 +127,21 @@ TEST_F(Distributed, TwoWorkersEqualOneWorkerWithTheCombinedBatch) {
     std::vector<float> one = Train(shards, 1, 8, data());
     ExpectClose(two, one, 1e-5);
   }
+}
+
+// A shuffled order is a function of (seed, epoch, files) and of the stream
+// position alone: 2 workers x 4 see the global batches 1 worker x 8 sees,
+// and the run differs from one in file order.
+TEST_F(Distributed, ShuffledTwoWorkersEqualOneWorkerAndDifferFromFileOrder) {
+  std::vector<float> two = Train(2, 2, 4, data(), 0, false, /*shuffle=*/true);
+  std::vector<float> one = Train(2, 1, 8, data(), 0, false, /*shuffle=*/true);
+  ExpectClose(two, one, 1e-5);
+  std::vector<float> ordered = Train(2, 1, 8, data());
+  double diff = 0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(one[i]) - ordered[i]));
+  }
+  EXPECT_GT(diff, 1e-4);
 }
 
 // bf16 pushes with error feedback (--bf16_push): BF16 range and row chunks,

@@ -28,6 +28,7 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.steps = plan.updates;
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();
+  o.shuffle = !spec.no_shuffle();
   o.checkpoint_dir = spec.checkpoint().dir();
   o.checkpoint_every = plan.checkpoint_every;
   o.export_path = spec.export_path();

@@ -229,10 +229,10 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
         o.num_replicas * o.num_stages));
   }
   // Sequence and prediction lengths from the first example.
-  ASSIGN_OR_RETURN(p->stream_, io::ExampleStream::Open(o.data));
+  ASSIGN_OR_RETURN(p->source_, io::IndexedExampleSource::Open(o.data));
+  p->source_->set_shuffle(o.shuffle, o.seed);
   std::string record;
-  ASSIGN_OR_RETURN(bool got, p->stream_->Next(&record));
-  if (!got) return absl::InvalidArgumentError("the training data is empty");
+  RETURN_IF_ERROR(p->source_->Read(0, &record));
   if (o.task == BertTask::kPretrain) {
     ASSIGN_OR_RETURN(io::PretrainExample e, io::DecodePretrainExample(record));
     p->seq_ = static_cast<int>(e.input_ids.size());
@@ -241,7 +241,6 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
     ASSIGN_OR_RETURN(io::ClassifyExample e, io::DecodeClassifyExample(record));
     p->seq_ = static_cast<int>(e.input_ids.size());
   }
-  ASSIGN_OR_RETURN(p->stream_, io::ExampleStream::Open(o.data));
   ASSIGN_OR_RETURN(
       p->stage_,
       BertStage<float>::Create(
@@ -502,26 +501,12 @@ absl::Status PipelineStage::PullOwnTensors(int64_t step) {
 }
 
 absl::Status PipelineStage::ReadBatch(int64_t step) {
-  const int64_t global =
-      static_cast<int64_t>(options_.batch) * options_.num_replicas;
-  const int64_t want =
-      step * global + static_cast<int64_t>(options_.replica) * options_.batch;
-  if (want < stream_pos_) {
-    ASSIGN_OR_RETURN(stream_, io::ExampleStream::Open(options_.data));
-    stream_pos_ = 0;
-  }
+  // This replica's B examples of global batch `step`, read where they lie.
+  const int64_t first =
+      (step * options_.num_replicas + options_.replica) * options_.batch;
   std::string record;
-  auto next = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(bool got, stream_->Next(&record));
-    if (!got) {
-      stream_->Reset();
-      ASSIGN_OR_RETURN(got, stream_->Next(&record));
-      if (!got) return absl::InvalidArgumentError("the training data is empty");
-    }
-    ++stream_pos_;
-    return absl::OkStatus();
-  };
-  while (stream_pos_ < want) RETURN_IF_ERROR(next());
+  int64_t at = first;
+  auto next = [&]() { return source_->Read(at++, &record); };
   batch_ = io::BertBatch();
   batch_.seq = seq_;
   batch_.preds = preds_;
@@ -529,19 +514,19 @@ absl::Status PipelineStage::ReadBatch(int64_t step) {
     RETURN_IF_ERROR(next());
     if (options_.task == BertTask::kPretrain) {
       absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
-      if (!e.ok()) return Annotate(e.status(), stream_->last_position());
+      if (!e.ok()) return Annotate(e.status(), source_->last_position());
       if (static_cast<int>(e->input_ids.size()) != seq_ ||
           static_cast<int>(e->masked_lm_ids.size()) != preds_) {
         return absl::InvalidArgumentError(absl::StrCat(
-            stream_->last_position(), ": example shape differs from the first"));
+            source_->last_position(), ": example shape differs from the first"));
       }
       io::AppendExample(*e, &batch_);
     } else {
       absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
-      if (!e.ok()) return Annotate(e.status(), stream_->last_position());
+      if (!e.ok()) return Annotate(e.status(), source_->last_position());
       if (static_cast<int>(e->input_ids.size()) != seq_) {
         return absl::InvalidArgumentError(absl::StrCat(
-            stream_->last_position(), ": example shape differs from the first"));
+            source_->last_position(), ": example shape differs from the first"));
       }
       io::AppendExample(*e, &batch_);
     }

@@ -47,6 +47,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/bert_example.h"
+#include "common/io/record_index.h"
 #include "common/kernels/matmul.h"
 #include "common/model/pipeline_schedule.h"
 #include "common/model/stage.h"
@@ -74,6 +75,7 @@ struct PipelineStageOptions {
   int64_t steps = 100;
   uint64_t seed = 12345;
   bool dropout = true;
+  bool shuffle = false;               // a new order every epoch (seed)
   int64_t chunk_bytes = 2 << 20;      // 1-4 MB per StageChunk
   absl::Duration send_timeout = absl::Seconds(60);
   absl::Duration recv_timeout = absl::Seconds(300);  // longest wait for a peer
@@ -166,8 +168,8 @@ class PipelineStage {
   StageSpec spec_;
   std::unique_ptr<BertStage<float>> stage_;
   std::vector<float> zeros_;  // (largest tensor) for other stages' tensors
-  std::unique_ptr<io::ExampleStream> stream_;
-  int64_t stream_pos_ = 0;
+  // The job's data by stream position (common/io/record_index.h).
+  std::unique_ptr<io::IndexedExampleSource> source_;
   int seq_ = 0, preds_ = 0;
   io::BertBatch batch_;
   StageInbox inbox_;

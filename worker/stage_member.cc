@@ -92,6 +92,7 @@ absl::Status StageMember::RunPart(
   o.steps = spec.steps();
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();
+  o.shuffle = !spec.no_shuffle();
   o.cancel = cancel;
   const bool leader = o.stage == 0 && o.replica == 0;
   PipelineStage* stage = nullptr;

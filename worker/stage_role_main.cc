@@ -37,6 +37,7 @@ ABSL_DECLARE_FLAG(int, batch);
 ABSL_DECLARE_FLAG(int64_t, steps);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(bool, dropout);
+ABSL_DECLARE_FLAG(bool, shuffle);
 ABSL_DECLARE_FLAG(int, rpc_timeout_s);
 ABSL_DECLARE_FLAG(int64_t, log_every);
 
@@ -122,6 +123,7 @@ int RunStageRole(const SecurityConfig& security) {
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.dropout = absl::GetFlag(FLAGS_dropout);
+  o.shuffle = absl::GetFlag(FLAGS_shuffle);
   o.recv_timeout = absl::Seconds(absl::GetFlag(FLAGS_stage_recv_timeout_s));
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.log = &std::cout;

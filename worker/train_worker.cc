@@ -70,6 +70,7 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
                        o.data, o.index_cache_dir.empty()
                                    ? io::DefaultIndexCacheDir()
                                    : o.index_cache_dir));
+  w->source_->set_shuffle(o.shuffle, o.seed);
   std::string record;
   RETURN_IF_ERROR(w->source_->Read(0, &record));
   if (o.task == BertTask::kPretrain) {

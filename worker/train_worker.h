@@ -63,8 +63,11 @@ struct TrainWorkerOptions {
   // pushes its steps j while the update ticket j * N + i < steps, and
   // trains step j on global batch j * N + i (each batch once).
   int64_t steps = 100;
-  uint64_t seed = 12345;          // dropout
+  uint64_t seed = 12345;          // dropout, and the data's order
   bool dropout = true;
+  // A new pseudo-random order of all examples every epoch, a function of
+  // (seed, epoch, the files); off: file order.
+  bool shuffle = false;
   bool overlap_push = true;       // push layers during backward (BSP)
   std::string checkpoint_dir;     // worker 0 checkpoints when set
   // Where record indices go when the data's directory is read-only

@@ -56,8 +56,11 @@ ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
 ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
 ABSL_FLAG(int, batch, 32, "Examples per worker per step.");
 ABSL_FLAG(int64_t, steps, 100, "Total steps of the job.");
-ABSL_FLAG(uint64_t, seed, 12345, "Dropout seed.");
+ABSL_FLAG(uint64_t, seed, 12345, "Dropout seed (and, with --shuffle, the data order).");
 ABSL_FLAG(bool, dropout, true, "Dropout on.");
+ABSL_FLAG(bool, shuffle, false,
+          "Flags-only path: a new order of the data every epoch (--seed); "
+          "jobs from the coordinator follow their spec (no_shuffle).");
 ABSL_FLAG(int, threads, 1, "Compute threads.");
 ABSL_FLAG(bool, bf16_push, false, "Push bf16 gradients with error feedback.");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Worker 0 checkpoints here.");
@@ -227,6 +230,7 @@ int main(int argc, char** argv) {
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.dropout = absl::GetFlag(FLAGS_dropout);
+  o.shuffle = absl::GetFlag(FLAGS_shuffle);
   o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   o.export_path = absl::GetFlag(FLAGS_export_path);

@@ -170,6 +170,58 @@ absl::StatusOr<RecordIndex> LoadOrBuildRecordIndex(
   return index;
 }
 
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+EpochPermutation::EpochPermutation(uint64_t seed, int64_t epoch, int64_t n)
+    : n_(n) {
+  while ((uint64_t{1} << (2 * half_bits_)) < static_cast<uint64_t>(n)) {
+    ++half_bits_;
+  }
+  half_mask_ = (uint64_t{1} << half_bits_) - 1;
+  uint64_t k = SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(epoch)));
+  for (uint64_t& key : keys_) key = k = SplitMix64(k);
+}
+
+uint64_t EpochPermutation::Round(uint64_t half, int round) const {
+  return SplitMix64(half ^ keys_[round]) & half_mask_;
+}
+
+int64_t EpochPermutation::operator()(int64_t i) const {
+  // A bijection of [0, 4^half_bits), applied until the value falls in
+  // [0, n): a bijection of [0, n) (at most ~4 passes on average).
+  uint64_t x = static_cast<uint64_t>(i);
+  do {
+    uint64_t l = x >> half_bits_, r = x & half_mask_;
+    for (int round = 0; round < 4; ++round) {
+      const uint64_t next = l ^ Round(r, round);
+      l = r;
+      r = next;
+    }
+    x = (l << half_bits_) | r;
+  } while (x >= static_cast<uint64_t>(n_));
+  return static_cast<int64_t>(x);
+}
+
+int64_t IndexedExampleSource::RecordAt(int64_t position) {
+  const int64_t p = position % total_;
+  if (!shuffle_) return p;
+  const int64_t epoch = position / total_;
+  if (perm_ == nullptr || epoch != perm_epoch_) {
+    perm_ = std::make_unique<EpochPermutation>(seed_, epoch, total_);
+    perm_epoch_ = epoch;
+  }
+  return (*perm_)(p);
+}
+
 absl::StatusOr<std::unique_ptr<IndexedExampleSource>>
 IndexedExampleSource::Open(const std::vector<std::string>& patterns,
                            const std::string& cache_dir) {
@@ -203,7 +255,7 @@ absl::Status IndexedExampleSource::Read(int64_t position,
     return absl::InvalidArgumentError(
         absl::StrCat("stream position ", position, " < 0"));
   }
-  const int64_t p = position % total_;
+  const int64_t p = RecordAt(position);
   const size_t f = static_cast<size_t>(
       std::upper_bound(first_.begin(), first_.end(), p) - first_.begin() - 1);
   const std::string& path = files_[f];

@@ -12,10 +12,15 @@
 // count x u64 offsets, u32 CRC-32C of all before it; little-endian.
 //
 // IndexedExampleSource reads the job's examples by stream position: with N
-// records in the sorted files (MatchShardFiles), position p is record p mod
-// N in file order (epoch p / N), read with one pread at its offset, both
-// CRCs checked. A worker so reads only its own examples, and one that joins
-// or resumes at step t starts there at once.
+// records in the sorted files (MatchShardFiles), position p is in epoch
+// e = p / N and is record p mod N in file order, or, shuffled, record
+// EpochPermutation(seed, e, N)(p mod N): a full pseudo-random permutation of
+// the epoch, a pure function of (seed, epoch, the files), different in every
+// epoch. Each record is read with one pread at its offset, both CRCs checked.
+// A worker so reads only its own examples, and one that joins or resumes at
+// step t starts there at once; global batch t is the same whatever the
+// number of workers, and a replacement worker or a resumed job sees exactly
+// the examples the first run saw at that step.
 //
 // Thread-safety: the functions are thread-safe; an IndexedExampleSource
 // needs external synchronisation.
@@ -67,6 +72,22 @@ absl::StatusOr<RecordIndex> LoadOrBuildRecordIndex(
     const std::string& path, const std::string& cache_dir,
     IndexSource* how = nullptr);
 
+// A pseudo-random permutation of [0, n), a pure function of (seed, epoch,
+// n): a 4-round Feistel network over the smallest even power of two >= n,
+// cycle-walked into [0, n). O(1) memory and time per element.
+class EpochPermutation {
+ public:
+  EpochPermutation(uint64_t seed, int64_t epoch, int64_t n);
+  int64_t operator()(int64_t i) const;
+
+ private:
+  uint64_t Round(uint64_t half, int round) const;
+  int64_t n_;
+  int half_bits_ = 1;
+  uint64_t half_mask_ = 1;
+  uint64_t keys_[4];
+};
+
 class IndexedExampleSource {
  public:
   // The files as MatchShardFiles(patterns) gives them, each indexed.
@@ -78,6 +99,13 @@ class IndexedExampleSource {
 
   // Records in all files (one epoch).
   int64_t size() const { return total_; }
+  // Shuffles every epoch (EpochPermutation with `seed`); off: file order.
+  void set_shuffle(bool on, uint64_t seed) {
+    shuffle_ = on;
+    seed_ = seed;
+  }
+  // The record index (in file order, [0, size())) that position p reads.
+  int64_t RecordAt(int64_t position);
   // The record at stream position p >= 0 (p mod size(), in file order).
   absl::Status Read(int64_t position, std::string* record);
   // "file@offset" of the last record read (for messages).
@@ -96,6 +124,11 @@ class IndexedExampleSource {
   std::vector<int64_t> first_;  // stream position of each file's first record
   std::vector<int> fds_;        // opened at the first read of the file
   int64_t total_ = 0;
+  bool shuffle_ = false;
+  uint64_t seed_ = 0;
+  // The permutation of the epoch read last (made again when it changes).
+  int64_t perm_epoch_ = -1;
+  std::unique_ptr<EpochPermutation> perm_;
   int64_t bytes_read_ = 0, records_read_ = 0;
   std::string last_file_;
   int64_t last_offset_ = -1;

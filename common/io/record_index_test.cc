@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -135,6 +137,85 @@ TEST_F(RecordIndexTest, AStaleOrCorruptIndexIsRebuiltNeverTrusted) {
   ASSERT_TRUE(i5.ok());
   EXPECT_EQ(how, IndexSource::kLoaded);
   EXPECT_EQ(i5->offsets, i3->offsets);
+}
+
+TEST(EpochPermutation, IsABijectionDifferentInEveryEpoch) {
+  for (int64_t n : {1, 2, 3, 7, 64, 100, 1000, 4097}) {
+    std::vector<int64_t> first;
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      EpochPermutation perm(12345, epoch, n);
+      std::vector<int> seen(n, 0);
+      std::vector<int64_t> order;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = perm(i);
+        ASSERT_GE(j, 0);
+        ASSERT_LT(j, n);
+        ++seen[j];
+        order.push_back(j);
+      }
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(seen[j], 1) << n;
+      // Deterministic: the same (seed, epoch, n), the same order.
+      EpochPermutation again(12345, epoch, n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(again(i), order[i]);
+      if (epoch == 0) {
+        first = order;
+      } else if (n >= 7) {
+        EXPECT_NE(order, first) << "epoch " << epoch << " of " << n;
+      }
+    }
+    if (n >= 64) {
+      // Not the identity, nor close to it; another seed, another order.
+      EpochPermutation p(12345, 0, n), q(54321, 0, n);
+      int64_t fixed = 0, same = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        fixed += p(i) == i;
+        same += p(i) == q(i);
+      }
+      EXPECT_LT(fixed, n / 8) << n;
+      EXPECT_LT(same, n / 8) << n;
+    }
+  }
+}
+
+// Shuffled: each epoch reads every record once, in a new order, and the
+// global batches are the same for 1, 2 and 4 workers (positions map to
+// records the same way whoever reads them).
+TEST_F(RecordIndexTest, ShuffledEpochsReadEveryRecordOnceInANewOrder) {
+  WriteFile("a.tfrecord", 0, 30);
+  WriteFile("b.tfrecord", 1, 34);
+  std::vector<std::vector<std::string>> epochs;
+  for (int workers : {1, 2, 4}) {
+    std::vector<std::unique_ptr<IndexedExampleSource>> src;
+    for (int w = 0; w < workers; ++w) {
+      auto s = IndexedExampleSource::Open({dir_ + "/data/*.tfrecord"}, cache_);
+      ASSERT_TRUE(s.ok());
+      (*s)->set_shuffle(true, 7);
+      src.push_back(std::move(*s));
+    }
+    const int64_t global = 16, per = global / workers;
+    std::vector<std::string> seq;
+    for (int64_t step = 0; step < 8; ++step) {  // two epochs of 64
+      for (int w = 0; w < workers; ++w) {
+        for (int64_t e = 0; e < per; ++e) {
+          std::string r;
+          ASSERT_TRUE(src[w]->Read((step * workers + w) * per + e, &r).ok());
+          seq.push_back(r);
+        }
+      }
+    }
+    if (workers == 1) {
+      std::vector<std::string> e1(seq.begin(), seq.begin() + 64);
+      std::vector<std::string> e2(seq.begin() + 64, seq.end());
+      EXPECT_NE(e1, e2);
+      std::sort(e1.begin(), e1.end());
+      std::sort(e2.begin(), e2.end());
+      EXPECT_EQ(e1, e2);
+      EXPECT_EQ(std::unique(e1.begin(), e1.end()), e1.end());  // each once
+      epochs.push_back(seq);
+    } else {
+      EXPECT_EQ(seq, epochs[0]) << workers << " workers";
+    }
+  }
 }
 
 TEST_F(RecordIndexTest, BadDataGivesClearErrors) {
