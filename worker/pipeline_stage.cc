@@ -229,7 +229,9 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
         o.num_replicas * o.num_stages));
   }
   // Sequence and prediction lengths from the first example.
-  ASSIGN_OR_RETURN(p->source_, io::IndexedExampleSource::Open(o.data));
+  ASSIGN_OR_RETURN(p->source_,
+                   io::IndexedExampleSource::Open(
+                       o.data, io::DefaultIndexCacheDir(), o.expected_files));
   p->source_->set_shuffle(o.shuffle, o.seed);
   std::string record;
   RETURN_IF_ERROR(p->source_->Read(0, &record));

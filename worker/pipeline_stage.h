@@ -76,6 +76,8 @@ struct PipelineStageOptions {
   uint64_t seed = 12345;
   bool dropout = true;
   bool shuffle = false;               // a new order every epoch (seed)
+  // The data as the job was submitted with (empty: not checked).
+  std::vector<io::ExpectedFile> expected_files;
   int64_t chunk_bytes = 2 << 20;      // 1-4 MB per StageChunk
   absl::Duration send_timeout = absl::Seconds(60);
   absl::Duration recv_timeout = absl::Seconds(300);  // longest wait for a peer

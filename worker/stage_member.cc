@@ -93,6 +93,9 @@ absl::Status StageMember::RunPart(
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
+  for (const DataFile& f : a.data_files()) {
+    o.expected_files.push_back({f.path(), f.bytes(), f.records()});
+  }
   o.cancel = cancel;
   const bool leader = o.stage == 0 && o.replica == 0;
   PipelineStage* stage = nullptr;

@@ -24,6 +24,9 @@ absl::Status TrainMember::RunPart(
   absl::StatusOr<TrainWorkerOptions> o =
       TrainWorkerOptionsFromSpec(a.spec(), a.index(), ps);
   if (!o.ok()) return o.status();
+  for (const DataFile& f : a.data_files()) {
+    o->expected_files.push_back({f.path(), f.bytes(), f.records()});
+  }
   o->ps.security = security_;
   o->ps.incarnation = a.incarnation();
   o->ps.cancel = cancel;

@@ -67,9 +67,10 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
   // sequence and prediction lengths from the first example.
   ASSIGN_OR_RETURN(w->source_,
                    io::IndexedExampleSource::Open(
-                       o.data, o.index_cache_dir.empty()
-                                   ? io::DefaultIndexCacheDir()
-                                   : o.index_cache_dir));
+                       o.data,
+                       o.index_cache_dir.empty() ? io::DefaultIndexCacheDir()
+                                                 : o.index_cache_dir,
+                       o.expected_files));
   w->source_->set_shuffle(o.shuffle, o.seed);
   std::string record;
   RETURN_IF_ERROR(w->source_->Read(0, &record));

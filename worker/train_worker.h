@@ -70,6 +70,8 @@ struct TrainWorkerOptions {
   bool shuffle = false;
   bool overlap_push = true;       // push layers during backward (BSP)
   std::string checkpoint_dir;     // worker 0 checkpoints when set
+  // The data as the job was submitted with (empty: not checked).
+  std::vector<io::ExpectedFile> expected_files;
   // Where record indices go when the data's directory is read-only
   // (empty: io::DefaultIndexCacheDir()).
   std::string index_cache_dir;

@@ -224,11 +224,35 @@ int64_t IndexedExampleSource::RecordAt(int64_t position) {
 
 absl::StatusOr<std::unique_ptr<IndexedExampleSource>>
 IndexedExampleSource::Open(const std::vector<std::string>& patterns,
-                           const std::string& cache_dir) {
+                           const std::string& cache_dir,
+                           const std::vector<ExpectedFile>& expected) {
   ASSIGN_OR_RETURN(std::vector<std::string> files, MatchShardFiles(patterns));
+  auto changed = [](const std::string& what) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the data changed since the job was submitted: ", what,
+        " (a job must run over the data it was submitted with)"));
+  };
+  if (!expected.empty()) {
+    for (size_t i = 0; i < std::max(files.size(), expected.size()); ++i) {
+      if (i >= files.size()) return changed(expected[i].path + " is gone");
+      if (i >= expected.size() || files[i] != expected[i].path) {
+        return changed(absl::StrCat(files[i], " was not among its ",
+                                    expected.size(), " files"));
+      }
+    }
+  }
   std::unique_ptr<IndexedExampleSource> s(new IndexedExampleSource());
   for (const std::string& f : files) {
     ASSIGN_OR_RETURN(RecordIndex index, LoadOrBuildRecordIndex(f, cache_dir));
+    if (!expected.empty()) {
+      const ExpectedFile& e = expected[s->first_.size()];
+      const int64_t records = static_cast<int64_t>(index.offsets.size());
+      if (index.file_size != e.bytes || records != e.records) {
+        return changed(absl::StrCat(f, " had ", e.bytes, " bytes and ",
+                                    e.records, " records, has ",
+                                    index.file_size, " and ", records));
+      }
+    }
     s->first_.push_back(s->total_);
     s->total_ += static_cast<int64_t>(index.offsets.size());
     s->indices_.push_back(std::move(index));

@@ -88,13 +88,24 @@ class EpochPermutation {
   uint64_t keys_[4];
 };
 
+// A data file as a job's plan recorded it (the coordinator, at submit).
+struct ExpectedFile {
+  std::string path;
+  int64_t bytes = 0;
+  int64_t records = 0;
+};
+
 class IndexedExampleSource {
  public:
   // The files as MatchShardFiles(patterns) gives them, each indexed.
-  // InvalidArgument when they hold no record.
+  // InvalidArgument when they hold no record. With `expected` (non-empty),
+  // the files must be exactly those, with those sizes and record counts:
+  // FailedPrecondition naming the first difference otherwise (data changed
+  // under a job would silently put other examples at the same steps).
   static absl::StatusOr<std::unique_ptr<IndexedExampleSource>> Open(
       const std::vector<std::string>& patterns,
-      const std::string& cache_dir = DefaultIndexCacheDir());
+      const std::string& cache_dir = DefaultIndexCacheDir(),
+      const std::vector<ExpectedFile>& expected = {});
   ~IndexedExampleSource();
 
   // Records in all files (one epoch).

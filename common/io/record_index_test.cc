@@ -218,6 +218,42 @@ TEST_F(RecordIndexTest, ShuffledEpochsReadEveryRecordOnceInANewOrder) {
   }
 }
 
+// The data a job was submitted with is checked at every open: a resume over
+// changed files is refused, naming the difference.
+TEST_F(RecordIndexTest, DataChangedSinceSubmitIsRefused) {
+  WriteFile("a.tfrecord", 0, 6);
+  WriteFile("b.tfrecord", 1, 4);
+  const std::string a = dir_ + "/data/a.tfrecord", b = dir_ + "/data/b.tfrecord";
+  const std::string glob = dir_ + "/data/*.tfrecord";
+  std::vector<ExpectedFile> plan = {
+      {a, static_cast<int64_t>(fs::file_size(a)), 6},
+      {b, static_cast<int64_t>(fs::file_size(b)), 4}};
+  auto src = IndexedExampleSource::Open({glob}, cache_, plan);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ((*src)->size(), 10);
+  WriteFile("b.tfrecord", 1, 5);  // one more record
+  src = IndexedExampleSource::Open({glob}, cache_, plan);
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(src.status().message().find("b.tfrecord had"), std::string::npos)
+      << src.status();
+  EXPECT_NE(src.status().message().find("data changed since the job was "
+                                        "submitted"),
+            std::string::npos);
+  WriteFile("b.tfrecord", 1, 4);
+  WriteFile("c.tfrecord", 2, 1);  // a new file
+  src = IndexedExampleSource::Open({glob}, cache_, plan);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("c.tfrecord was not among its 2"),
+            std::string::npos) << src.status();
+  fs::remove(dir_ + "/data/c.tfrecord");
+  fs::remove(b);  // a file gone
+  src = IndexedExampleSource::Open({glob}, cache_, plan);
+  ASSERT_FALSE(src.ok());
+  EXPECT_NE(src.status().message().find("b.tfrecord is gone"),
+            std::string::npos) << src.status();
+}
+
 TEST_F(RecordIndexTest, BadDataGivesClearErrors) {
   WriteFile("a.tfrecord", 0, 4);
   const std::string f = dir_ + "/data/a.tfrecord";

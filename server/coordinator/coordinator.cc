@@ -1,5 +1,7 @@
 #include "server/coordinator/coordinator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/io/bert_example.h"
+#include "common/io/file_util.h"
 #include "common/io/tfrecord.h"
 #include "common/status.h"
 #include "absl/strings/match.h"
@@ -34,17 +37,26 @@ using coordinator_internal::EvalGlobs;
 
 namespace {
 
-// The records of the job's data, from the files' framing (a small read per
-// record, no data: this runs in the SubmitJob handler).
-absl::StatusOr<int64_t> CountRecords(const JobSpec& spec) {
+// The job's data files, their sizes and records, from the files' framing (a
+// small read per record, no data: this runs in the SubmitJob handler).
+absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
   std::vector<std::string> globs(spec.data().begin(), spec.data().end());
   ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(globs));
-  int64_t n = 0;
+  std::vector<DataFile> out;
   for (const std::string& f : files) {
+    int64_t bytes = 0;
+    {
+      ASSIGN_OR_RETURN(const int fd, io::OpenRegularFile(f, &bytes));
+      close(fd);
+    }
     ASSIGN_OR_RETURN(int64_t k, io::CountTFRecords(f));
-    n += k;
+    DataFile d;
+    d.set_path(f);
+    d.set_bytes(bytes);
+    d.set_records(k);
+    out.push_back(std::move(d));
   }
-  return n;
+  return out;
 }
 
 // *into += from, recursively: numbers add, objects merge, anything else
@@ -92,7 +104,9 @@ bool IsFinal(JobState s) {
 
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_([&] {
-        if (!options.count_examples) options.count_examples = CountRecords;
+        if (!options.count_examples && !options.describe_data) {
+          options.describe_data = DescribeData;
+        }
         return options;
       }()),
       instance_(absl::StrFormat(
@@ -116,8 +130,20 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   int64_t examples = 0;
+  std::vector<DataFile> data_files;
   if (spec.task() == PRETRAIN || spec.task() == CLASSIFY) {
-    absl::StatusOr<int64_t> n = options_.count_examples(spec);
+    absl::StatusOr<int64_t> n = 0;
+    if (options_.describe_data) {
+      absl::StatusOr<std::vector<DataFile>> files = options_.describe_data(spec);
+      if (files.ok()) {
+        data_files = std::move(*files);
+        for (const DataFile& f : data_files) *n += f.records();
+      } else {
+        n = files.status();
+      }
+    } else {
+      n = options_.count_examples(spec);
+    }
     if (!n.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("job spec: data: ", n.status().message()));
@@ -183,6 +209,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   job.status.set_state(PENDING);
   job.status.set_submit_time_ms(NowMs());
   job.status.mutable_progress()->set_total_steps(PlanOf(spec).updates);
+  for (DataFile& f : data_files) *job.status.add_data_files() = std::move(f);
   for (WorkItem& w : items) {
     Item it;
     it.item = std::move(w);
@@ -582,11 +609,14 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
   JobEvent e;
   google::protobuf::RepeatedPtrField<LossPoint> history;
   google::protobuf::RepeatedField<int64_t> per_epoch;
+  google::protobuf::RepeatedPtrField<DataFile> files;
   history.Swap(job.status.mutable_history());
   per_epoch.Swap(job.status.mutable_progress()->mutable_examples_per_epoch());
+  files.Swap(job.status.mutable_data_files());
   *e.mutable_status() = job.status;
   history.Swap(job.status.mutable_history());
   per_epoch.Swap(job.status.mutable_progress()->mutable_examples_per_epoch());
+  files.Swap(job.status.mutable_data_files());
   e.set_message(message);
   job.events.push_back(std::move(e));
   while (job.events.size() > std::max<size_t>(1, options_.max_events)) {
@@ -616,6 +646,7 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   }
   *a.mutable_spec() = job.status.spec();
   a.set_index(m.index);
+  if (IsTrainer(m.role)) *a.mutable_data_files() = job.status.data_files();
   if (IsPool(m.role)) {
     *a.mutable_item() = job.work[m.index].item;
   }

@@ -73,6 +73,11 @@ struct CoordinatorOptions {
   // Counts the examples of a job's data (TFRecord records); injectable for
   // tests. Default: reads the files.
   std::function<absl::StatusOr<int64_t>(const JobSpec&)> count_examples;
+  // The data's files with their sizes and records (what the workers check
+  // the data against). Default, when count_examples is not given: reads the
+  // files' framing, and the examples are their records' sum.
+  std::function<absl::StatusOr<std::vector<DataFile>>(const JobSpec&)>
+      describe_data;
   std::function<absl::Time()> now = [] { return absl::Now(); };
   // Ticks (Tick(), heartbeats, requests) further apart than this mean the
   // coordinator stalled (see above). The daemon ticks every 500 ms.

@@ -254,6 +254,56 @@ class LockProbingStore : public MemoryJobStore {
   std::vector<std::thread> probes_;
 };
 
+// The data's files as found at submit travel with every trainer's
+// assignment (the workers refuse data changed since) and count the epoch.
+TEST(CoordinatorData, TheSubmittedFilesGoToTheTrainers) {
+  CoordinatorOptions o;
+  o.stall_threshold = absl::InfiniteDuration();
+  o.describe_data = [](const JobSpec&) -> absl::StatusOr<std::vector<DataFile>> {
+    std::vector<DataFile> files(2);
+    files[0].set_path("/d/a.tfrecord");
+    files[0].set_bytes(1000);
+    files[0].set_records(60);
+    files[1].set_path("/d/b.tfrecord");
+    files[1].set_bytes(700);
+    files[1].set_records(40);
+    return files;
+  };
+  Coordinator c(o);
+  RegisterRequest rr;
+  rr.set_role(PS);
+  rr.set_address("127.0.0.1:1");
+  const std::string ps = c.Register(rr)->member_id();
+  rr.set_role(TRAIN);
+  rr.clear_address();
+  const std::string w = c.Register(rr)->member_id();
+  JobSpec spec;
+  spec.set_task(PRETRAIN);
+  spec.add_data("/d/*.tfrecord");
+  spec.set_batch_size(10);
+  spec.set_epochs(2);
+  auto id = c.Submit(spec);
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto st = c.Get(*id);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->spec().steps(), 20);  // 2 epochs of 100 at 10 per update
+  ASSERT_EQ(st->data_files_size(), 2);
+  auto beat = [&](const std::string& m) {
+    HeartbeatRequest r;
+    r.set_member_id(m);
+    r.set_job_id(*id);
+    r.set_incarnation(c.Get(*id)->incarnation());
+    return c.Heartbeat(r)->assignment();
+  };
+  beat(ps);
+  beat(ps);
+  const Assignment a = beat(w);
+  ASSERT_EQ(a.data_files_size(), 2);
+  EXPECT_EQ(a.data_files(1).path(), "/d/b.tfrecord");
+  EXPECT_EQ(a.data_files(1).records(), 40);
+  EXPECT_EQ(beat(ps).data_files_size(), 0);  // shards do not read data
+}
+
 TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
   absl::Time now = absl::FromUnixSeconds(1000);
   LockProbingStore store;
