@@ -19,6 +19,14 @@
 #                                              creation, augmentation
 #                                              (default: 3 rounds)
 #
+#   tools/bench.sh input [records]             input pipeline: record indices
+#                                              built/loaded, one worker's reads
+#                                              (file order, shuffled) records/s
+#                                              and MB/s per core, and the time
+#                                              to a resumed worker's first batch
+#                                              at step 0 and 1,000 steps later
+#                                              vs reading the stream up to it
+#                                              (default: 100000 records)
 #   tools/bench.sh pipeline [micro-batches]    pipeline bubble vs (S-1)/(M+S-1)
 #                                              and activation bytes per step,
 #                                              S = 2 stages, BERT-mini
@@ -481,6 +489,30 @@ bench_ps() {
 # tools/get_data.sh corpus_small. Each figure is the median over `rounds`
 # runs (tokenizer_bench itself reports the median of 5 passes per run), ours
 # and the peer alternating so that noise hits both.
+bench_input() {
+  local records="${1:-100000}"
+  bazel build -c opt //tools:input_bench >/dev/null
+  local tmp="${TMPDIR:-/tmp}/bertps_input_bench.$$"
+  local runs=()
+  for r in 1 2 3; do
+    bazel-bin/tools/input_bench --dir "$tmp" --records "$records" \
+        > "$out_dir/input-$r.jsonl"
+    runs+=("$out_dir/input-$r.jsonl")
+  done
+  # The median of three runs of each figure.
+  /usr/bin/python3 - "${runs[@]}" <<'PY' | tee "$out_dir/input.jsonl"
+import json, statistics, sys
+runs = [[json.loads(l) for l in open(f)] for f in sys.argv[1:]]
+for rows in zip(*runs):
+    out = {}
+    for k, v in rows[0].items():
+        vals = [r[k] for r in rows]
+        out[k] = round(statistics.median(vals), 4) if isinstance(v, float) else v
+    out["runs"] = len(rows)
+    print(json.dumps(out))
+PY
+}
+
 bench_preprocess() {
   local rounds="${1:-3}" data="${BERTPS_DATA_DIR:-data}"
   local vocab="$data/vocab/bert-base-uncased-vocab.txt"
@@ -808,5 +840,6 @@ case "$what" in
   pipeline) bench_pipeline "${2:-}" ;;
   soak) bench_soak "${2:-}" "${3:-}" "${4:-}" ;;
   preprocess) bench_preprocess "${2:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, soak)" >&2; exit 2 ;;
+  input) bench_input "${2:-}" ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, soak)" >&2; exit 2 ;;
 esac

@@ -22,7 +22,7 @@
 #      checkpoint (eval workers, merged sufficient statistics).
 # Prints the dev and test metrics and the training time; the last line is
 # one JSON object. Environment: OUT (default out/finetune_spam), CLS_EPOCHS
-# (4), PRETRAIN_STEPS (200).
+# (4), CLS_LR (2e-4), PRETRAIN_STEPS (200), NO_SHUFFLE (set: file order).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -129,6 +129,7 @@ model: "tiny"
 data: "$out/pretrain-records/pretrain-*.tfrecord"
 batch_size: 32
 steps: $pre_steps
+${NO_SHUFFLE:+no_shuffle: true}
 optimizer { learning_rate: ${PRETRAIN_LR:-1e-4} warmup_steps: 20 }
 checkpoint { dir: "$out/pretrain-ckpt" }
 EOF2
@@ -147,8 +148,9 @@ label_names: "ham" label_names: "spam"
 data: "$out/records/train-*.tfrecord"
 batch_size: 32
 epochs: $epochs
+${NO_SHUFFLE:+no_shuffle: true}
 $init_line
-optimizer { learning_rate: 5e-4 warmup_steps: 60 }
+optimizer { learning_rate: ${CLS_LR:-2e-4} warmup_steps: 60 }
 checkpoint { dir: "$out/classify-ckpt" every_steps: 150 }
 eval { data: "$out/records/dev-*.tfrecord" }
 EOF2
