@@ -54,6 +54,7 @@ num_ps_shards: 2
 num_workers: 2
 optimizer { learning_rate: 2e-3 warmup_steps: 2 }
 export_path: "$work/final.safetensors"
+tensorboard_dir: "$work/tb"
 EOF2
 job=$("$CTL" submit "$work/job.pbtxt") || fail "submit"
 echo "submitted $job"
@@ -117,6 +118,33 @@ grep -q "^bertps_job_step{job_id=\"$job\"} 30$" "$work/metrics-coordinator.txt" 
 cat "$work"/metrics-ps*.txt | grep -q "^bertps_shard_pushes_total{job_id=\"$job\",result=\"applied\"} [1-9]" || fail "no shard counted the job's pushes"
 cat "$work"/metrics-worker*.txt | grep -q "^bertps_worker_step_seconds_count{job_id=\"$job\"} [1-9]" || fail "no worker's step histogram"
 echo "metrics: $scrapes daemons pass promtool check metrics"
+# TensorBoard: the event file's records, each decoded by protoc --decode_raw
+# (TensorFlow's field numbers): the file version first, then the loss of
+# every step 1..30 under tag train/loss.
+for i in $(seq 1 20); do ls "$work"/tb/events.out.tfevents.* >/dev/null 2>&1 && break; sleep 0.5; done
+/usr/bin/python3 - "$work"/tb/events.out.tfevents.* "$work/tb-records" <<'PY' || fail "tensorboard records"
+import os, struct, sys
+path, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+data, at, n = open(path, "rb").read(), 0, 0
+while at < len(data):
+    (length,) = struct.unpack("<Q", data[at:at + 8])
+    open(os.path.join(out, "%05d" % n), "wb").write(data[at + 12:at + 12 + length])
+    at += 12 + length + 4
+    n += 1
+assert n > 30, n
+PY
+first=$(protoc --decode_raw < "$work/tb-records/00000")
+grep -q '^3: "brain.Event:2"$' <<<"$first" || fail "first event: $first"
+losses=""
+for f in "$work"/tb-records/*; do
+  d=$(protoc --decode_raw < "$f")
+  if grep -q '1: "train/loss"' <<<"$d"; then
+    losses="$losses $(sed -n 's/^2: \([0-9]*\)$/\1/p' <<<"$d")"
+  fi
+done
+[ "$losses" = "$(printf ' %s' $(seq 1 30))" ] || fail "train/loss steps:$losses"
+echo "tensorboard: $(ls "$work"/tb-records | wc -l) events, train/loss at steps 1..30"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()

@@ -67,6 +67,20 @@ absl::Status TFRecordWriter::Flush() {
   return s;
 }
 
+std::string FrameTFRecord(absl::string_view record) {
+  std::string out;
+  out.reserve(kHeaderSize + record.size() + kFooterSize);
+  char header[kHeaderSize];
+  PutLe64(header, record.size());
+  PutLe32(header + 8, MaskCrc(Crc32c(header, 8)));
+  char footer[kFooterSize];
+  PutLe32(footer, MaskCrc(Crc32c(record.data(), record.size())));
+  out.append(header, kHeaderSize);
+  out.append(record.data(), record.size());
+  out.append(footer, kFooterSize);
+  return out;
+}
+
 absl::Status TFRecordWriter::Write(absl::string_view record) {
   RETURN_IF_ERROR(error_);
   if (closed_) {

@@ -101,6 +101,10 @@ class TFRecordReader {
   absl::Status error_;
 };
 
+// One record as it is framed in a file (for writers that append, such as
+// TensorBoard event logs).
+std::string FrameTFRecord(absl::string_view record);
+
 // The number of records of a TFRecord file, read from their framing alone:
 // each record's 12-byte header (its length CRC checked), then a seek past
 // its data, so a file costs one small read per record, not its size (data

@@ -93,6 +93,9 @@ std::vector<std::pair<const char*, std::string>> OutputsOf(const JobSpec& s) {
   if (!s.output_dir().empty()) {
     out.emplace_back("output_dir", LexicalNormal(s.output_dir()));
   }
+  if (!s.tensorboard_dir().empty()) {
+    out.emplace_back("tensorboard_dir", LexicalNormal(s.tensorboard_dir()));
+  }
   return out;
 }
 
@@ -457,6 +460,7 @@ void Coordinator::Tick() {
     TickLocked();
   }
   FlushStore();
+  FlushTensorBoard();
 }
 
 void Coordinator::TickLocked() {
@@ -549,6 +553,12 @@ int64_t Coordinator::RewindLocked(Job& job) {
   job.status.mutable_progress()->set_step(0);
   job.ledger_version = -1;  // the restored shards report theirs
   AdvanceLocked(job, from);
+  if (!job.status.spec().tensorboard_dir().empty()) {
+    // TensorBoard drops the points past `from` written before.
+    job.tb_pending.push_back(
+        io::StartEvent(from, absl::ToDoubleSeconds(options_.now() -
+                                                   absl::UnixEpoch())));
+  }
   return from;
 }
 

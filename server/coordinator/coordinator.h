@@ -59,6 +59,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/io/tfevents.h"
 #include "proto/coordinator.pb.h"
 #include "server/coordinator/path_policy.h"
 #include "common/ps/example_ledger.h"
@@ -177,6 +178,8 @@ class Coordinator {
     std::vector<Item> work;            // leased items, in index order
     std::vector<Round> rounds;         // eval rounds
     bool training_done = false;        // all slots done (eval may remain)
+    // TensorBoard events not written yet (spec.tensorboard_dir).
+    std::vector<tf::Event> tb_pending;
     std::string last_checkpoint;       // newest manifest worker 0 reported
     int64_t last_checkpoint_version = 0;
     // The examples the applied updates consumed, from shard 0's heartbeats,
@@ -272,6 +275,14 @@ class Coordinator {
   absl::Time resumed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Jobs to write to the store; whether one changed state; the last write.
   std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);
+  // TensorBoard: a scalar (finite values only) for the job's event log, and
+  // the logs, written by FlushTensorBoard outside mu_.
+  void ScalarLocked(Job& job, int64_t step, const std::string& tag,
+                    double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FlushTensorBoard() ABSL_LOCKS_EXCLUDED(tb_mu_, mu_);
+  absl::Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::map<std::string, std::unique_ptr<io::EventLog>> tb_logs_
+      ABSL_GUARDED_BY(tb_mu_);
   bool urgent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_flush_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string store_error_ ABSL_GUARDED_BY(mu_);

@@ -236,6 +236,16 @@ void Coordinator::FinishRoundLocked(Job& job, Round& round) {
   m.set_time_ms(NowMs());
   round.finished = true;
   *job.status.add_evals() = m;
+  if (total.num_labels() > 0) {
+    ScalarLocked(job, version, "eval/accuracy", m.accuracy());
+    ScalarLocked(job, version, "eval/macro_f1", m.macro_f1());
+    ScalarLocked(job, version, "eval/loss", m.loss());
+  } else {
+    ScalarLocked(job, version, "eval/mlm_accuracy", m.mlm_accuracy());
+    ScalarLocked(job, version, "eval/mlm_loss", m.mlm_loss());
+    ScalarLocked(job, version, "eval/mlm_perplexity", m.mlm_perplexity());
+    ScalarLocked(job, version, "eval/nsp_accuracy", m.nsp_accuracy());
+  }
   EventLocked(job,
               total.num_labels() > 0
                   ? absl::StrFormat("eval %s at step %d: accuracy %.4f, macro-F1 "

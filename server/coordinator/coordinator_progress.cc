@@ -78,6 +78,15 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     p->set_push_ms(push / n);
     p->set_wait_ms(wait / n);
     if (r.examples() > 0) job.tokens_per_example = double(r.tokens()) / r.examples();
+    const int64_t at = key + 1;
+    ScalarLocked(job, at, "train/loss", loss);
+    ScalarLocked(job, at, "train/learning_rate", r.learning_rate());
+    ScalarLocked(job, at, "train/examples_per_second",
+                 p->examples_per_sec());
+    ScalarLocked(job, at, "step_time/pull_ms", p->pull_ms());
+    ScalarLocked(job, at, "step_time/compute_ms", p->compute_ms());
+    ScalarLocked(job, at, "step_time/push_ms", p->push_ms());
+    ScalarLocked(job, at, "step_time/wait_ms", p->wait_ms());
     if (static_cast<size_t>(job.status.history_size()) < options_.max_history) {
       LossPoint* lp = job.status.add_history();
       lp->set_step(key + 1);
@@ -85,6 +94,49 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
       lp->set_learning_rate(r.learning_rate());
     }
     EventLocked(job, absl::StrCat("step ", key + 1));
+  }
+}
+
+void Coordinator::ScalarLocked(Job& job, int64_t step, const std::string& tag,
+                               double value) {
+  if (job.status.spec().tensorboard_dir().empty() || !std::isfinite(value)) {
+    return;
+  }
+  job.tb_pending.push_back(io::ScalarEvent(
+      step, tag, value,
+      absl::ToDoubleSeconds(options_.now() - absl::UnixEpoch())));
+}
+
+void Coordinator::FlushTensorBoard() {
+  absl::MutexLock tl(&tb_mu_);
+  struct Batch {
+    std::string id, dir;
+    std::vector<tf::Event> events;
+  };
+  std::vector<Batch> batches;
+  std::vector<std::string> ended;  // their logs are closed once written
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& [id, job] : jobs_) {
+      if (IsFinal(job.status.state()) && tb_logs_.count(id)) ended.push_back(id);
+      if (job.tb_pending.empty()) continue;
+      batches.push_back({id, job.status.spec().tensorboard_dir(),
+                         std::move(job.tb_pending)});
+      job.tb_pending.clear();
+    }
+  }
+  // The writes (fsync'ed) run without the coordinator's lock.
+  for (Batch& b : batches) {
+    std::unique_ptr<io::EventLog>& log = tb_logs_[b.id];
+    if (log == nullptr) log = std::make_unique<io::EventLog>(b.dir);
+    for (tf::Event& e : b.events) log->Add(std::move(e));
+    absl::Status st = log->Flush();  // kept, and written again, on failure
+    if (!st.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "job " << b.id << ": TensorBoard: " << st;
+    }
+  }
+  for (const std::string& id : ended) {
+    if (tb_logs_[id]->empty()) tb_logs_.erase(id);
   }
 }
 

@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/coordinator/job_store.h"
+#include "common/io/tfrecord.h"
+#include <filesystem>
 
 namespace bertps {
 namespace {
@@ -490,6 +492,9 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
   std::string w = Join(TRAIN);
   JobSpec spec = Spec(2, 1, 50);
   spec.mutable_checkpoint()->set_dir("/ckpt");
+  const std::string tb = ::testing::TempDir() + "/tb-lost-shard";
+  std::filesystem::remove_all(tb);
+  spec.set_tensorboard_dir(tb);
   auto id = *coord_.Submit(spec);
   Beat(p0), Beat(p1), Beat(p0, id), Beat(p1, id);
   Assignment a = Beat(w);
@@ -537,6 +542,32 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
   EXPECT_EQ(a.ps_addresses(1), "127.0.0.1:2");
   Beat(w, id, {Report(10, 0, 1, 10, 1.0)});
   EXPECT_EQ(coord_.Get(id)->progress().step(), 11);
+  {
+    // TensorBoard: the loss of steps 1..14, a START at the checkpoint's step
+    // 10 (TensorBoard drops 11..14 written before), then step 11 again.
+    coord_.Tick();
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(tb)) {
+      files.push_back(e.path().string());
+    }
+    ASSERT_EQ(files.size(), 1u);
+    auto reader = io::TFRecordReader::Open(files[0]);
+    ASSERT_TRUE(reader.ok());
+    std::string record, seen;
+    for (;;) {
+      auto got = (*reader)->Next(&record);
+      ASSERT_TRUE(got.ok()) << got.status();
+      if (!*got) break;
+      tf::Event e;
+      ASSERT_TRUE(e.ParseFromString(record));
+      if (e.has_session_log()) {
+        absl::StrAppend(&seen, "START@", e.step(), " ");
+      } else if (e.has_summary() && e.summary().value(0).tag() == "train/loss") {
+        absl::StrAppend(&seen, e.step(), " ");
+      }
+    }
+    EXPECT_EQ(seen, "1 2 3 4 5 6 7 8 9 10 11 12 13 14 START@10 11 ");
+  }
   // A shard that leaves (SIGTERM) restarts the job at once; with no idle
   // shard it waits for one.
   HeartbeatRequest leave;

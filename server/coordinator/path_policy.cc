@@ -101,6 +101,7 @@ absl::Status CheckJobPaths(const JobSpec& s, const PathRoots& roots) {
       {"checkpoint.dir", s.checkpoint().dir()},
       {"export_path", s.export_path()},
       {"output_dir", s.output_dir()},
+      {"tensorboard_dir", s.tensorboard_dir()},
   };
   for (const auto& [field, path] : outputs) {
     if (absl::Status st = check(field, path, true); !st.ok()) return st;
