@@ -69,7 +69,9 @@ namespace bertps {
 struct CoordinatorOptions {
   absl::Duration member_timeout = absl::Seconds(10);
   int64_t heartbeat_ms = 500;
-  size_t max_history = 5000;  // loss points kept per job
+  // Loss points kept per job: at most this many, spread over the whole run
+  // (JobStatus.history_stride); the full curve is in TensorBoard's files.
+  size_t max_history = 5000;
   size_t max_events = 2000;  // newest events kept per job (older: dropped)
   // Counts the examples of a job's data (TFRecord records); injectable for
   // tests. Default: reads the files.

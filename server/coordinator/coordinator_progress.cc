@@ -87,11 +87,24 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     ScalarLocked(job, at, "step_time/compute_ms", p->compute_ms());
     ScalarLocked(job, at, "step_time/push_ms", p->push_ms());
     ScalarLocked(job, at, "step_time/wait_ms", p->wait_ms());
-    if (static_cast<size_t>(job.status.history_size()) < options_.max_history) {
+    // One point every `stride` steps; at max_history points every other
+    // one goes and the stride doubles, so the points span the whole run.
+    const int64_t stride = std::max<int64_t>(1, job.status.history_stride());
+    if (at % stride == 0) {
       LossPoint* lp = job.status.add_history();
-      lp->set_step(key + 1);
+      lp->set_step(at);
       lp->set_loss(loss);
       lp->set_learning_rate(r.learning_rate());
+      if (static_cast<size_t>(job.status.history_size()) >=
+          std::max<size_t>(2, options_.max_history)) {
+        auto* h = job.status.mutable_history();
+        int kept = 0;
+        for (int i = 0; i < h->size(); ++i) {
+          if (h->Get(i).step() % (2 * stride) == 0) h->SwapElements(kept++, i);
+        }
+        h->DeleteSubrange(kept, h->size() - kept);
+        job.status.set_history_stride(2 * stride);
+      }
     }
     EventLocked(job, absl::StrCat("step ", key + 1));
   }

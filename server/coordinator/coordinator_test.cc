@@ -306,6 +306,61 @@ TEST(CoordinatorData, TheSubmittedFilesGoToTheTrainers) {
   EXPECT_EQ(beat(ps).data_files_size(), 0);  // shards do not read data
 }
 
+// The loss history keeps at most max_history points, spread evenly over the
+// whole run (the stride doubles), so a long job's plot shows all of it.
+TEST(CoordinatorHistory, KeepsPointsOverTheWholeRun) {
+  CoordinatorOptions o;
+  o.stall_threshold = absl::InfiniteDuration();
+  o.max_history = 8;
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+    return 1000;
+  };
+  Coordinator c(o);
+  RegisterRequest rr;
+  rr.set_role(PS);
+  rr.set_address("127.0.0.1:1");
+  const std::string ps = c.Register(rr)->member_id();
+  rr.set_role(TRAIN);
+  rr.clear_address();
+  const std::string w = c.Register(rr)->member_id();
+  JobSpec spec;
+  spec.set_task(PRETRAIN);
+  spec.add_data("d/*.tfrecord");
+  spec.set_batch_size(10);
+  spec.set_steps(100);
+  auto id = c.Submit(spec);
+  ASSERT_TRUE(id.ok());
+  auto beat = [&](const std::string& m, std::vector<StepReport> steps) {
+    HeartbeatRequest r;
+    r.set_member_id(m);
+    r.set_job_id(*id);
+    r.set_incarnation(c.Get(*id)->incarnation());
+    for (auto& st : steps) *r.add_steps() = st;
+    return c.Heartbeat(r)->assignment();
+  };
+  beat(ps, {});
+  beat(ps, {});
+  beat(w, {});
+  for (int64_t step = 0; step < 100; ++step) {
+    StepReport r;
+    r.set_step(step);
+    r.set_version(step + 1);
+    r.set_examples(10);
+    r.set_loss(100.0 - step);
+    beat(w, {r});
+  }
+  JobStatus st = *c.Get(*id);
+  ASSERT_LE(st.history_size(), 8);
+  ASSERT_GE(st.history_size(), 4);
+  const int64_t stride = st.history_stride();
+  EXPECT_EQ(stride, 16);  // 100 steps in at most 8 points
+  for (int i = 0; i < st.history_size(); ++i) {
+    EXPECT_EQ(st.history(i).step(), stride * (i + 1));
+    EXPECT_EQ(st.history(i).loss(), 100.0 - (st.history(i).step() - 1));
+  }
+  EXPECT_GE(st.history(st.history_size() - 1).step(), 100 - stride);
+}
+
 TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
   absl::Time now = absl::FromUnixSeconds(1000);
   LockProbingStore store;
