@@ -18,6 +18,7 @@
 #include "common/io/file_util.h"
 #include "common/io/tfrecord.h"
 #include "common/status.h"
+#include "common/splitmix.h"
 
 namespace bertps {
 namespace io {
@@ -169,17 +170,6 @@ absl::StatusOr<RecordIndex> LoadOrBuildRecordIndex(
   if (how != nullptr) *how = IndexSource::kBuilt;
   return index;
 }
-
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 EpochPermutation::EpochPermutation(uint64_t seed, int64_t epoch, int64_t n)
     : n_(n) {

@@ -16,6 +16,7 @@
 #include "common/model/layernorm.h"
 #include "common/model/linear.h"
 #include "common/status.h"
+#include "common/model/eigen_maps.h"
 
 namespace bertps {
 namespace {
@@ -45,13 +46,9 @@ class Arena {
   T* base_ = nullptr;
 };
 
-template <typename T>
-using RowMat = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic,
-                                       Eigen::RowMajor>>;
-template <typename T>
-using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <typename T>
-using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+using model_maps::CVec;
+using model_maps::RowMat;
+using model_maps::Vec;
 
 }  // namespace
 

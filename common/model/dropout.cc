@@ -3,15 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/splitmix.h"
+
 namespace bertps {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 template <typename T>
 void Apply(const DropoutKey& key, double p, int64_t rows, int64_t row_len,

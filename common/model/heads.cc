@@ -10,17 +10,14 @@
 #include "common/model/layernorm.h"
 #include "common/model/linear.h"
 #include "common/model/softmax.h"
+#include "common/model/eigen_maps.h"
 
 namespace bertps {
 namespace {
 
-template <typename T>
-using RowMat = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic,
-                                       Eigen::RowMajor>>;
-template <typename T>
-using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <typename T>
-using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+using model_maps::CVec;
+using model_maps::RowMat;
+using model_maps::Vec;
 
 }  // namespace
 

@@ -15,17 +15,14 @@
 #include "common/model/softmax.h"
 #include "common/status.h"
 #include "glog/logging.h"
+#include "common/model/eigen_maps.h"
 
 namespace bertps {
 namespace {
 
-template <typename T>
-using RowMat = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic,
-                                       Eigen::RowMajor>>;
-template <typename T>
-using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-template <typename T>
-using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+using model_maps::CVec;
+using model_maps::RowMat;
+using model_maps::Vec;
 
 constexpr int kEmbeddingTensors = 5, kLayerTensors = 16;
 

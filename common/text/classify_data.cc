@@ -12,16 +12,10 @@
 #include "common/io/tfrecord.h"
 #include "common/status.h"
 #include "nlohmann/json.hpp"
+#include "common/splitmix.h"
 
 namespace bertps::text {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // FNV-1a 64 over seed (8 bytes, little-endian) then the id, mixed.
 uint64_t IdHash(uint64_t seed, absl::string_view id) {

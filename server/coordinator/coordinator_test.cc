@@ -18,6 +18,29 @@
 namespace bertps {
 namespace {
 
+// A shard daemon and a train daemon registered with `c` (for the tests
+// that build their own coordinator).
+std::pair<std::string, std::string> JoinShardAndTrainer(Coordinator& c) {
+  RegisterRequest rr;
+  rr.set_role(PS);
+  rr.set_address("127.0.0.1:1");
+  std::string ps = c.Register(rr)->member_id();
+  rr.set_role(TRAIN);
+  rr.clear_address();
+  return {ps, c.Register(rr)->member_id()};
+}
+
+// A heartbeat of member m in `job` (its current incarnation) with reports.
+Assignment BeatIn(Coordinator& c, const std::string& m, const std::string& job,
+                  std::vector<StepReport> steps = {}) {
+  HeartbeatRequest r;
+  r.set_member_id(m);
+  r.set_job_id(job);
+  r.set_incarnation(c.Get(job)->incarnation());
+  for (auto& s : steps) *r.add_steps() = s;
+  return c.Heartbeat(r)->assignment();
+}
+
 class CoordinatorTest : public ::testing::Test {
  protected:
   CoordinatorTest() : coord_(Options()) {}
@@ -272,13 +295,9 @@ TEST(CoordinatorData, TheSubmittedFilesGoToTheTrainers) {
     return files;
   };
   Coordinator c(o);
-  RegisterRequest rr;
-  rr.set_role(PS);
-  rr.set_address("127.0.0.1:1");
-  const std::string ps = c.Register(rr)->member_id();
-  rr.set_role(TRAIN);
-  rr.clear_address();
-  const std::string w = c.Register(rr)->member_id();
+  const auto members = JoinShardAndTrainer(c);
+  const std::string& ps = members.first;
+  const std::string& w = members.second;
   JobSpec spec;
   spec.set_task(PRETRAIN);
   spec.add_data("/d/*.tfrecord");
@@ -290,20 +309,13 @@ TEST(CoordinatorData, TheSubmittedFilesGoToTheTrainers) {
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->spec().steps(), 20);  // 2 epochs of 100 at 10 per update
   ASSERT_EQ(st->data_files_size(), 2);
-  auto beat = [&](const std::string& m) {
-    HeartbeatRequest r;
-    r.set_member_id(m);
-    r.set_job_id(*id);
-    r.set_incarnation(c.Get(*id)->incarnation());
-    return c.Heartbeat(r)->assignment();
-  };
-  beat(ps);
-  beat(ps);
-  const Assignment a = beat(w);
+  BeatIn(c, ps, *id);
+  BeatIn(c, ps, *id);
+  const Assignment a = BeatIn(c, w, *id);
   ASSERT_EQ(a.data_files_size(), 2);
   EXPECT_EQ(a.data_files(1).path(), "/d/b.tfrecord");
   EXPECT_EQ(a.data_files(1).records(), 40);
-  EXPECT_EQ(beat(ps).data_files_size(), 0);  // shards do not read data
+  EXPECT_EQ(BeatIn(c, ps, *id).data_files_size(), 0);  // shards do not read data
 }
 
 // The loss history keeps at most max_history points, spread evenly over the
@@ -316,13 +328,9 @@ TEST(CoordinatorHistory, KeepsPointsOverTheWholeRun) {
     return 1000;
   };
   Coordinator c(o);
-  RegisterRequest rr;
-  rr.set_role(PS);
-  rr.set_address("127.0.0.1:1");
-  const std::string ps = c.Register(rr)->member_id();
-  rr.set_role(TRAIN);
-  rr.clear_address();
-  const std::string w = c.Register(rr)->member_id();
+  const auto members = JoinShardAndTrainer(c);
+  const std::string& ps = members.first;
+  const std::string& w = members.second;
   JobSpec spec;
   spec.set_task(PRETRAIN);
   spec.add_data("d/*.tfrecord");
@@ -330,24 +338,16 @@ TEST(CoordinatorHistory, KeepsPointsOverTheWholeRun) {
   spec.set_steps(100);
   auto id = c.Submit(spec);
   ASSERT_TRUE(id.ok());
-  auto beat = [&](const std::string& m, std::vector<StepReport> steps) {
-    HeartbeatRequest r;
-    r.set_member_id(m);
-    r.set_job_id(*id);
-    r.set_incarnation(c.Get(*id)->incarnation());
-    for (auto& st : steps) *r.add_steps() = st;
-    return c.Heartbeat(r)->assignment();
-  };
-  beat(ps, {});
-  beat(ps, {});
-  beat(w, {});
+  BeatIn(c, ps, *id, {});
+  BeatIn(c, ps, *id, {});
+  BeatIn(c, w, *id, {});
   for (int64_t step = 0; step < 100; ++step) {
     StepReport r;
     r.set_step(step);
     r.set_version(step + 1);
     r.set_examples(10);
     r.set_loss(100.0 - step);
-    beat(w, {r});
+    BeatIn(c, w, *id, {r});
   }
   JobStatus st = *c.Get(*id);
   ASSERT_LE(st.history_size(), 8);
@@ -373,13 +373,9 @@ TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
   };
   Coordinator c(o);
   store.coordinator = &c;
-  RegisterRequest rr;
-  rr.set_role(PS);
-  rr.set_address("127.0.0.1:1");
-  const std::string ps = c.Register(rr)->member_id();
-  rr.set_role(TRAIN);
-  rr.clear_address();
-  const std::string w = c.Register(rr)->member_id();
+  const auto members = JoinShardAndTrainer(c);
+  const std::string& ps = members.first;
+  const std::string& w = members.second;
   JobSpec spec;
   spec.set_task(PRETRAIN);
   spec.add_data("d/*.tfrecord");
@@ -388,17 +384,9 @@ TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
   auto id = c.Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_GE(store.puts(), 1);  // stored before Submit answered
-  auto beat = [&](const std::string& m, std::vector<StepReport> steps) {
-    HeartbeatRequest r;
-    r.set_member_id(m);
-    r.set_job_id(*id);
-    r.set_incarnation(c.Get(*id)->incarnation());
-    for (auto& s : steps) *r.add_steps() = s;
-    c.Heartbeat(r);
-  };
-  beat(ps, {});
-  beat(ps, {});
-  beat(w, {});
+  BeatIn(c, ps, *id, {});
+  BeatIn(c, ps, *id, {});
+  BeatIn(c, w, *id, {});
   c.Tick();
   const int64_t before = store.puts();
   // 20 steps in 2 s of ticks every 100 ms: progress is written about twice.
@@ -408,7 +396,7 @@ TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
     s.set_version(step + 1);
     s.set_examples(10);
     s.set_loss(1.0);
-    beat(w, {s});
+    BeatIn(c, w, *id, {s});
     now += absl::Milliseconds(100);
     c.Tick();
   }
