@@ -8,7 +8,8 @@
 // Invariants: no crash, leak or UB; a rejected request changes no job (the
 // listed job statuses are identical before and after); accepted specs are
 // valid; a final job state never changes again; a job's step never exceeds
-// its total steps. Data globs are confined to a scratch directory (two real
+// its total steps. Data globs (and tensorboard_dir, the one path the
+// coordinator writes) are confined to a scratch directory (two real
 // files) so that fuzzed globs never walk the machine's file system.
 #include <unistd.h>
 
@@ -63,6 +64,8 @@ std::string Confine(const std::string& glob) {
 void ConfineGlobs(JobSpec* s) {
   for (std::string& d : *s->mutable_data()) d = Confine(d);
   for (std::string& d : *s->mutable_eval()->mutable_data()) d = Confine(d);
+  // The one path the coordinator writes itself: kept in the scratch dir.
+  if (!s->tensorboard_dir().empty()) s->set_tensorboard_dir(ScratchDir() + "/tb");
 }
 
 std::string Resolve(const std::string& id, const std::vector<std::string>& ids) {
