@@ -1,7 +1,5 @@
 #include "server/coordinator/coordinator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,53 +9,24 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/io/bert_example.h"
-#include "common/io/file_util.h"
-#include "common/io/tfrecord.h"
 #include "common/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "nlohmann/json.hpp"
-#include "common/ps/checkpoint.h"
-#include "common/cluster/job_spec.h"
 #include "server/coordinator/coordinator_internal.h"
 #include "server/coordinator/job_store.h"
-#include "server/coordinator/path_policy.h"
 #include "glog/logging.h"
 
 namespace bertps {
 
 using coordinator_internal::StagesOf;
 using coordinator_internal::kLedgerWait;
-using coordinator_internal::ExamplesPerUpdate;
 using coordinator_internal::IsTrainer;
 using coordinator_internal::IsPool;
 using coordinator_internal::HasEval;
-using coordinator_internal::EvalGlobs;
 
 namespace {
 
-// The job's data files, their sizes and records, from the files' framing (a
-// small read per record, no data: this runs in the SubmitJob handler).
-absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
-  std::vector<std::string> globs(spec.data().begin(), spec.data().end());
-  ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(globs));
-  std::vector<DataFile> out;
-  for (const std::string& f : files) {
-    int64_t bytes = 0;
-    {
-      ASSIGN_OR_RETURN(const int fd, io::OpenRegularFile(f, &bytes));
-      close(fd);
-    }
-    ASSIGN_OR_RETURN(int64_t k, io::CountTFRecords(f));
-    DataFile d;
-    d.set_path(f);
-    d.set_bytes(bytes);
-    d.set_records(k);
-    out.push_back(std::move(d));
-  }
-  return out;
-}
 
 // *into += from, recursively: numbers add, objects merge, anything else
 // keeps the first value seen.
@@ -79,28 +48,6 @@ void MergeCounts(const nlohmann::ordered_json& from,
 
 }  // namespace
 
-namespace {
-
-// The output locations of a job: (field, normalized path) pairs.
-std::vector<std::pair<const char*, std::string>> OutputsOf(const JobSpec& s) {
-  std::vector<std::pair<const char*, std::string>> out;
-  if (!s.checkpoint().dir().empty()) {
-    out.emplace_back("checkpoint.dir", LexicalNormal(s.checkpoint().dir()));
-  }
-  if (!s.export_path().empty()) {
-    out.emplace_back("export_path", LexicalNormal(s.export_path()));
-  }
-  if (!s.output_dir().empty()) {
-    out.emplace_back("output_dir", LexicalNormal(s.output_dir()));
-  }
-  if (!s.tensorboard_dir().empty()) {
-    out.emplace_back("tensorboard_dir", LexicalNormal(s.tensorboard_dir()));
-  }
-  return out;
-}
-
-}  // namespace
-
 bool IsFinal(JobState s) {
   return s == SUCCEEDED || s == FAILED || s == CANCELLED;
 }
@@ -108,7 +55,7 @@ bool IsFinal(JobState s) {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_([&] {
         if (!options.count_examples && !options.describe_data) {
-          options.describe_data = DescribeData;
+          options.describe_data = coordinator_internal::DescribeData;
         }
         return options;
       }()),
@@ -118,111 +65,6 @@ Coordinator::Coordinator(CoordinatorOptions options)
 
 int64_t Coordinator::NowMs() const {
   return absl::ToUnixMillis(options_.now());
-}
-
-absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
-  absl::StatusOr<std::string> id = AddJob(std::move(spec));
-  // Stored before the client hears of it (outside the lock).
-  if (id.ok()) FlushStore(/*force=*/true);
-  return id;
-}
-
-absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
-  ApplyJobDefaults(&spec);
-  // Paths first: validation reads a config.json model, counting reads data.
-  RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
-  int64_t examples = 0;
-  std::vector<DataFile> data_files;
-  if (spec.task() == PRETRAIN || spec.task() == CLASSIFY) {
-    absl::StatusOr<int64_t> n = 0;
-    if (options_.describe_data) {
-      absl::StatusOr<std::vector<DataFile>> files = options_.describe_data(spec);
-      if (files.ok()) {
-        data_files = std::move(*files);
-        for (const DataFile& f : data_files) *n += f.records();
-      } else {
-        n = files.status();
-      }
-    } else {
-      n = options_.count_examples(spec);
-    }
-    if (!n.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job spec: data: ", n.status().message()));
-    }
-    if (*n == 0) return absl::InvalidArgumentError("job spec: data: no examples");
-    examples = *n;
-  }
-  if (spec.task() == EVAL && !absl::EndsWith(spec.eval_checkpoint(), ".json")) {
-    // A checkpoint directory: its newest manifest now, so every item of the
-    // round reads the same version.
-    absl::StatusOr<std::string> m = ps::LatestManifest(spec.eval_checkpoint());
-    if (!m.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job spec: eval_checkpoint: ", m.status().message()));
-    }
-    spec.set_eval_checkpoint(*m);
-  }
-  std::vector<WorkItem> items;
-  if (spec.task() == PREPROCESS) {
-    std::vector<std::string> globs(spec.data().begin(), spec.data().end());
-    absl::StatusOr<std::vector<WorkItem>> w =
-        MakeWorkItems(globs, spec.preprocess().shards());
-    if (!w.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job spec: data: ", w.status().message()));
-    }
-    items = std::move(*w);
-  }
-  if (spec.task() == EVAL || HasEval(spec)) {
-    absl::StatusOr<std::vector<WorkItem>> w =
-        MakeWorkItems(EvalGlobs(spec), spec.eval().shards());
-    if (!w.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job spec: eval.data: ", w.status().message()));
-    }
-  }
-  if (spec.steps() == 0 && spec.epochs() > 0) {
-    // What the workers, the shards and the LR schedule run to (the plan's
-    // updates); steps now say it (a valid spec, as stored).
-    spec.set_steps(PlanOf(spec).UpdatesForEpochs(spec.epochs(), examples));
-    spec.set_epochs(0);
-  }
-  absl::MutexLock l(&mu_);
-  // Two jobs that write to the same place would overwrite each other's
-  // checkpoints, exports or records: refused while the other may write.
-  for (const auto& [mine_field, mine] : OutputsOf(spec)) {
-    for (const auto& [other_id, other] : jobs_) {
-      if (IsFinal(other.status.state())) continue;
-      for (const auto& [field, path] : OutputsOf(other.status.spec())) {
-        if (path != mine) continue;
-        return absl::FailedPreconditionError(absl::StrCat(
-            "job spec: ", mine_field, " \"", mine, "\" is the ", field,
-            " of job ", other_id, " (", JobState_Name(other.status.state()),
-            "), which writes there; give each job its own"));
-      }
-    }
-  }
-  const std::string id = absl::StrFormat("job-%06d", next_job_++);
-  Job& job = jobs_[id];
-  job.examples_per_epoch = examples;
-  job.status.set_id(id);
-  *job.status.mutable_spec() = spec;
-  job.status.set_state(PENDING);
-  job.status.set_submit_time_ms(NowMs());
-  job.status.mutable_progress()->set_total_steps(PlanOf(spec).updates);
-  for (DataFile& f : data_files) *job.status.add_data_files() = std::move(f);
-  for (WorkItem& w : items) {
-    Item it;
-    it.item = std::move(w);
-    job.work.push_back(std::move(it));
-  }
-  job.status.set_items_total(static_cast<int>(job.work.size()));
-  EventLocked(job, "submitted");
-  queue_.push_back(id);
-  StartJobsLocked();
-  return id;
 }
 
 absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id) const {

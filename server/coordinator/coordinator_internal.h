@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cluster/job_plan.h"
+#include "absl/status/statusor.h"
 #include "proto/coordinator.pb.h"
 
 namespace bertps {
@@ -27,6 +28,11 @@ inline constexpr char kLedgerWait[] =
 inline int64_t ExamplesPerUpdate(const JobSpec& s) {
   return PlanOf(s).examples_per_update;
 }
+
+// The job's data files with their sizes and records, through their record
+// indices (built here once, loaded by the workers): the default
+// CoordinatorOptions::describe_data. Runs in the SubmitJob handler.
+absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec);
 
 inline bool IsTrainer(Role r) { return r == TRAIN || r == STAGE_ROLE; }
 

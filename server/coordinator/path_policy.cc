@@ -37,6 +37,19 @@ std::string LexicalNormal(absl::string_view path) {
   return joined.empty() ? "." : joined;
 }
 
+std::vector<std::pair<const char*, std::string>> JobOutputPaths(
+    const JobSpec& s) {
+  std::vector<std::pair<const char*, std::string>> out;
+  for (auto [field, path] : {std::pair<const char*, std::string>{
+                                 "checkpoint.dir", s.checkpoint().dir()},
+                             {"export_path", s.export_path()},
+                             {"output_dir", s.output_dir()},
+                             {"tensorboard_dir", s.tensorboard_dir()}}) {
+    if (!path.empty()) out.emplace_back(field, std::move(path));
+  }
+  return out;
+}
+
 absl::Status CheckJobPaths(const JobSpec& s, const PathRoots& roots) {
   auto check = [&](absl::string_view field, const std::string& path,
                    bool output) -> absl::Status {
@@ -97,13 +110,7 @@ absl::Status CheckJobPaths(const JobSpec& s, const PathRoots& roots) {
   for (const auto& [field, path] : inputs) {
     if (absl::Status st = check(field, path, false); !st.ok()) return st;
   }
-  const std::pair<const char*, std::string> outputs[] = {
-      {"checkpoint.dir", s.checkpoint().dir()},
-      {"export_path", s.export_path()},
-      {"output_dir", s.output_dir()},
-      {"tensorboard_dir", s.tensorboard_dir()},
-  };
-  for (const auto& [field, path] : outputs) {
+  for (const auto& [field, path] : JobOutputPaths(s)) {
     if (absl::Status st = check(field, path, true); !st.ok()) return st;
   }
   return absl::OkStatus();

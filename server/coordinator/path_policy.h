@@ -6,7 +6,8 @@
 // root: inputs (data globs, eval data, a config.json model, init_weights,
 // eval_checkpoint, checkpoint.restore, the preprocess vocab and WordNet)
 // under --data_root or --output_root (a job reads earlier jobs' outputs),
-// outputs (checkpoint.dir, export_path, output_dir) under --output_root.
+// outputs (checkpoint.dir, export_path, output_dir, tensorboard_dir) under
+// --output_root.
 // Symbolic links inside a root are followed by the daemons as usual: the
 // roots bound what a spec names, the file system's permissions the rest.
 // Thread-safety: pure functions.
@@ -14,6 +15,8 @@
 #define BERTPS_SERVER_COORDINATOR_PATH_POLICY_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -29,6 +32,10 @@ struct PathRoots {
 // `path` with "." and ".." resolved and repeated slashes dropped, lexically;
 // ".." above the top of an absolute path stays at "/".
 std::string LexicalNormal(absl::string_view path);
+
+// The paths a job writes, as (field, path) pairs, the empty ones left out.
+std::vector<std::pair<const char*, std::string>> JobOutputPaths(
+    const JobSpec& spec);
 
 // OK, or INVALID_ARGUMENT naming the field, the path and the root.
 absl::Status CheckJobPaths(const JobSpec& spec, const PathRoots& roots);

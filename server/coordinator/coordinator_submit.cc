@@ -1,0 +1,154 @@
+// The Coordinator's Submission: a job spec checked (defaults, paths,
+// validation, the data described, outputs not shared with a running job)
+// and queued.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cluster/job_plan.h"
+#include "common/cluster/job_spec.h"
+#include "common/io/bert_example.h"
+#include "common/io/record_index.h"
+#include "common/ps/checkpoint.h"
+#include "common/status.h"
+#include "server/coordinator/coordinator.h"
+#include "server/coordinator/coordinator_internal.h"
+#include "server/coordinator/path_policy.h"
+
+namespace bertps {
+
+using coordinator_internal::EvalGlobs;
+using coordinator_internal::HasEval;
+
+namespace coordinator_internal {
+
+absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
+  std::vector<std::string> globs(spec.data().begin(), spec.data().end());
+  ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(globs));
+  std::vector<DataFile> out;
+  for (const std::string& f : files) {
+    // The record index the workers read through: built here once (or
+    // loaded), so they load it instead of reading the framing again.
+    ASSIGN_OR_RETURN(io::RecordIndex index,
+                     io::LoadOrBuildRecordIndex(f, io::DefaultIndexCacheDir()));
+    DataFile d;
+    d.set_path(f);
+    d.set_bytes(index.file_size);
+    d.set_records(static_cast<int64_t>(index.offsets.size()));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace coordinator_internal
+
+absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
+  absl::StatusOr<std::string> id = AddJob(std::move(spec));
+  // Stored before the client hears of it (outside the lock).
+  if (id.ok()) FlushStore(/*force=*/true);
+  return id;
+}
+
+absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
+  ApplyJobDefaults(&spec);
+  // Paths first: validation reads a config.json model, counting reads data.
+  RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  int64_t examples = 0;
+  std::vector<DataFile> data_files;
+  if (spec.task() == PRETRAIN || spec.task() == CLASSIFY) {
+    absl::StatusOr<int64_t> n = 0;
+    if (options_.describe_data) {
+      absl::StatusOr<std::vector<DataFile>> files = options_.describe_data(spec);
+      if (files.ok()) {
+        data_files = std::move(*files);
+        for (const DataFile& f : data_files) *n += f.records();
+      } else {
+        n = files.status();
+      }
+    } else {
+      n = options_.count_examples(spec);
+    }
+    if (!n.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: data: ", n.status().message()));
+    }
+    if (*n == 0) return absl::InvalidArgumentError("job spec: data: no examples");
+    examples = *n;
+  }
+  if (spec.task() == EVAL && !absl::EndsWith(spec.eval_checkpoint(), ".json")) {
+    // A checkpoint directory: its newest manifest now, so every item of the
+    // round reads the same version.
+    absl::StatusOr<std::string> m = ps::LatestManifest(spec.eval_checkpoint());
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: eval_checkpoint: ", m.status().message()));
+    }
+    spec.set_eval_checkpoint(*m);
+  }
+  std::vector<WorkItem> items;
+  if (spec.task() == PREPROCESS) {
+    std::vector<std::string> globs(spec.data().begin(), spec.data().end());
+    absl::StatusOr<std::vector<WorkItem>> w =
+        MakeWorkItems(globs, spec.preprocess().shards());
+    if (!w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: data: ", w.status().message()));
+    }
+    items = std::move(*w);
+  }
+  if (spec.task() == EVAL || HasEval(spec)) {
+    absl::StatusOr<std::vector<WorkItem>> w =
+        MakeWorkItems(EvalGlobs(spec), spec.eval().shards());
+    if (!w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: eval.data: ", w.status().message()));
+    }
+  }
+  if (spec.steps() == 0 && spec.epochs() > 0) {
+    // What the workers, the shards and the LR schedule run to (the plan's
+    // updates); steps now say it (a valid spec, as stored).
+    spec.set_steps(PlanOf(spec).UpdatesForEpochs(spec.epochs(), examples));
+    spec.set_epochs(0);
+  }
+  absl::MutexLock l(&mu_);
+  // Two jobs that write to the same place would overwrite each other's
+  // checkpoints, exports or records: refused while the other may write.
+  for (const auto& [mine_field, mine_path] : JobOutputPaths(spec)) {
+    const std::string mine = LexicalNormal(mine_path);
+    for (const auto& [other_id, other] : jobs_) {
+      if (IsFinal(other.status.state())) continue;
+      for (const auto& [field, path] : JobOutputPaths(other.status.spec())) {
+        if (LexicalNormal(path) != mine) continue;
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job spec: ", mine_field, " \"", mine, "\" is the ", field,
+            " of job ", other_id, " (", JobState_Name(other.status.state()),
+            "), which writes there; give each job its own"));
+      }
+    }
+  }
+  const std::string id = absl::StrFormat("job-%06d", next_job_++);
+  Job& job = jobs_[id];
+  job.examples_per_epoch = examples;
+  job.status.set_id(id);
+  *job.status.mutable_spec() = spec;
+  job.status.set_state(PENDING);
+  job.status.set_submit_time_ms(NowMs());
+  job.status.mutable_progress()->set_total_steps(PlanOf(spec).updates);
+  for (DataFile& f : data_files) *job.status.add_data_files() = std::move(f);
+  for (WorkItem& w : items) {
+    Item it;
+    it.item = std::move(w);
+    job.work.push_back(std::move(it));
+  }
+  job.status.set_items_total(static_cast<int>(job.work.size()));
+  EventLocked(job, "submitted");
+  queue_.push_back(id);
+  StartJobsLocked();
+  return id;
+}
+
+}  // namespace bertps
