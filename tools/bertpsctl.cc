@@ -627,6 +627,22 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   if (s.ps_addresses_size() > 0) {
     row("ps", absl::StrJoin(s.ps_addresses(), ", "));
   }
+  if (s.state() == RUNNING && s.slots_size() > 0) {
+    // Who computes each worker slot.
+    std::vector<std::string> slots;
+    for (const SlotHolder& h : s.slots()) {
+      if (h.member().empty()) {
+        slots.push_back(absl::StrCat(h.slot(), " free"));
+      } else if (h.shared()) {
+        slots.push_back(absl::StrCat(h.slot(), " ", h.member(),
+                                     " (taken over beside slot ", h.own_slot(),
+                                     " since ", TimeText(h.since_ms()), ")"));
+      } else {
+        slots.push_back(absl::StrCat(h.slot(), " ", h.member()));
+      }
+    }
+    row("workers", absl::StrJoin(slots, ", "));
+  }
   if (s.restarts() > 0) {
     row("restarts", absl::StrCat(s.restarts(), " (from checkpoints, after lost "
                                                "shards or stages)"));

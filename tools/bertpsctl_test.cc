@@ -332,6 +332,27 @@ TEST_F(BertpsctlTest, StatusShowsWhatAJobWaitsFor) {
   EXPECT_TRUE(absl::StrContains(out_.str(), ", 1:05)\n")) << out_.str();
 }
 
+TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
+  JobStatus s = Running("job-4", 7, 40, 5.0);
+  for (int k = 0; k < 3; ++k) {
+    SlotHolder* h = s.add_slots();
+    h->set_slot(k);
+    if (k < 2) h->set_member("m-000007");
+    if (k == 1) {
+      h->set_shared(true);
+      h->set_own_slot(0);
+      h->set_since_ms(absl::ToUnixMillis(absl::Now()));
+    }
+  }
+  service_.Put(s);
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-4", out_, err_), kExitOk);
+  EXPECT_TRUE(absl::StrContains(
+      out_.str(), "workers    0 m-000007, 1 m-000007 (taken over beside slot "
+                  "0 since "))
+      << out_.str();
+  EXPECT_TRUE(absl::StrContains(out_.str(), "), 2 free\n")) << out_.str();
+}
+
 TEST_F(BertpsctlTest, ListTextAndJson) {
   service_.Put(Running("job-1", 40, 100, 5.23));
   JobStatus p = Running("job-2", 0, 50, 0);

@@ -1,7 +1,9 @@
 #include "worker/job_member.h"
 
+#include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 
 namespace bertps {
@@ -12,7 +14,7 @@ JobMember::JobMember(const std::string& coordinator, Role role,
     : member_(coordinator, role, std::move(address), security),
       runner_(std::move(runner)) {}
 
-JobMember::~JobMember() { StopPart(); }
+JobMember::~JobMember() { StopParts(); }
 
 bool JobMember::IsTransient(const absl::Status& st) {
   return st.code() == absl::StatusCode::kUnavailable ||
@@ -20,70 +22,98 @@ bool JobMember::IsTransient(const absl::Status& st) {
          st.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
-void JobMember::StopPart() {
-  cancel_ = true;
-  if (thread_.joinable()) thread_.join();
-  cancel_ = false;
-  retry_at_ = absl::InfiniteFuture();
+void JobMember::StopPart(int slot) {
+  auto it = parts_.find(slot);
+  if (it == parts_.end()) return;
+  *it->second.cancel = true;
+  if (it->second.thread.joinable()) it->second.thread.join();
+  parts_.erase(it);
+  absl::MutexLock l(&mu_);
+  states_.erase(slot);
 }
 
-void JobMember::Start(const Assignment& a) {
-  StopPart();
-  current_ = a;
-  incarnation_ = a.incarnation();
+void JobMember::StopParts() {
+  // Every part is told first, then joined: they stop together.
+  for (auto& [slot, part] : parts_) *part.cancel = true;
+  while (!parts_.empty()) StopPart(parts_.begin()->first);
+}
+
+void JobMember::Start(const Assignment& assignment, int slot) {
+  StopPart(slot);
   started_as_ = member_.member_id();
   {
     absl::MutexLock l(&mu_);
-    finished_ = false;
-    transient_ = false;
-    error_.clear();
+    states_[slot] = PartState();
   }
-  thread_ = std::thread([this, a] {
-    auto report = [this, job = a.job_id()](const StepReport& s) {
+  // The part sees an assignment of its slot alone.
+  Assignment a = assignment;
+  a.set_index(slot);
+  a.clear_also_indices();
+  Part& part = parts_[slot];
+  std::atomic<bool>* cancel = part.cancel.get();
+  part.thread = std::thread([this, a, slot, cancel] {
+    auto report = [this, job = a.job_id(), slot](const StepReport& r) {
+      StepReport s = r;
+      s.set_slot(slot);
       if (on_report_) on_report_(job, s);
       absl::MutexLock l(&mu_);
       pending_.push_back(s);
       last_ = s;
-      failing_since_ = absl::InfiniteFuture();  // progress
+      states_[slot].failing_since = absl::InfiniteFuture();  // progress
     };
-    absl::Status st = runner_(a, &cancel_, report);
+    absl::Status st = runner_(a, cancel, report);
     absl::MutexLock l(&mu_);
-    finished_ = true;
-    if (st.ok() || st.code() == absl::StatusCode::kCancelled || cancel_) return;
+    PartState& state = states_[slot];
+    state.finished = true;
+    if (st.ok() || st.code() == absl::StatusCode::kCancelled || *cancel) return;
     const absl::Time now = absl::Now();
     if (IsTransient(st)) {
-      if (failing_since_ == absl::InfiniteFuture()) failing_since_ = now;
-      if (now - failing_since_ < transient_limit_) {
-        transient_ = true;
-        LOG(WARNING) << a.job_id() << " slot " << a.index() << ": " << st
+      if (state.failing_since == absl::InfiniteFuture()) {
+        state.failing_since = now;
+      }
+      if (now - state.failing_since < transient_limit_) {
+        state.transient = true;
+        LOG(WARNING) << a.job_id() << " slot " << slot << ": " << st
                      << " (starting again)";
         return;
       }
     }
-    error_ = std::string(st.message());
-    LOG(ERROR) << a.job_id() << " slot " << a.index() << ": " << st;
+    state.error = std::string(st.message());
+    LOG(ERROR) << a.job_id() << " slot " << slot << ": " << st;
   });
 }
 
 absl::Status JobMember::Run(absl::Duration give_up) {
   absl::Time last_ok = absl::Now();
-  bool running = false;  // a part of the current assignment was started
+  int own = -1;  // the member's own slot in the current assignment
   while (!stop_) {
     std::vector<StepReport> reports;
-    bool finished, transient;
-    std::string error;
+    std::map<int, PartState> states;
     {
       absl::MutexLock l(&mu_);
       reports.swap(pending_);
-      finished = finished_;
-      transient = transient_;
-      error = error_;
+      states = states_;
     }
     HeartbeatRequest req;
     req.set_job_id(job_);
     req.set_incarnation(incarnation_);
     for (const StepReport& r : reports) *req.add_steps() = r;
-    req.set_done(running && finished && !transient && error.empty());
+    std::string error;
+    for (const auto& [slot, st] : states) {
+      if (!st.error.empty() && error.empty()) {
+        error = slot == own ? st.error
+                            : absl::StrCat("slot ", slot, " (taken over): ",
+                                           st.error);
+      }
+      if (st.finished && !st.transient && st.error.empty()) {
+        req.add_done_slots(slot);
+        if (slot == own) req.set_done(true);
+      }
+    }
+    if (!error.empty()) {
+      req.set_done(false);
+      req.clear_done_slots();
+    }
     req.set_error(error);
     absl::StatusOr<Assignment> a = member_.Heartbeat(req);
     if (!a.ok()) {
@@ -98,11 +128,11 @@ absl::Status JobMember::Run(absl::Duration give_up) {
     last_ok = absl::Now();
     const bool assigned = !a->stop() && !a->job_id().empty();
     if (!job_.empty() && !(assigned && a->job_id() == job_)) {
-      // Finished, failed, cancelled, or the slot went to another member.
-      StopPart();
-      running = false;
+      // Finished, failed, cancelled, or the slots went to other members.
+      StopParts();
       job_.clear();
       incarnation_ = 0;
+      own = -1;
       if (exit_when_job_ends_) break;
     }
     if (assigned && job_.empty()) {
@@ -110,34 +140,57 @@ absl::Status JobMember::Run(absl::Duration give_up) {
       incarnation_ = a->incarnation();
     }
     // The job started again (a new incarnation, or this member registered
-    // again): the running part is of the old start.
-    if (running && (a->incarnation() != incarnation_ ||
-                    member_.member_id() != started_as_)) {
+    // again): the running parts are of the old start.
+    if (!parts_.empty() && (a->incarnation() != incarnation_ ||
+                            member_.member_id() != started_as_)) {
       LOG(INFO) << job_ << ": incarnation " << a->incarnation()
                 << " replaces " << incarnation_;
-      StopPart();
-      running = false;
+      StopParts();
       absl::MutexLock l(&mu_);
       pending_.clear();  // steps of the old start are done again
-      finished_ = transient_ = false;
-      error_.clear();
     }
     if (assigned) incarnation_ = a->incarnation();
     if (assigned && !a->wait()) {
-      if (!running) {
-        Start(*a);
-        running = true;
-      } else if (finished && transient) {
-        if (retry_at_ == absl::InfiniteFuture()) {
-          retry_at_ = absl::Now() + absl::Seconds(1);
-        } else if (absl::Now() >= retry_at_) {
-          Start(*a);  // rejoins at the shards' step
+      own = a->index();
+      std::set<int> want(a->also_indices().begin(), a->also_indices().end());
+      want.insert(own);
+      // Slots given to other members: their parts stop.
+      std::vector<int> gone;
+      for (const auto& [slot, part] : parts_) {
+        if (want.count(slot) == 0) gone.push_back(slot);
+      }
+      for (int slot : gone) {
+        LOG(INFO) << job_ << ": slot " << slot << " went to another member";
+        StopPart(slot);
+      }
+      for (int slot : want) {
+        auto it = parts_.find(slot);
+        if (it == parts_.end()) {
+          if (slot != own) {
+            LOG(INFO) << job_ << ": taking over slot " << slot
+                      << " beside slot " << own;
+          }
+          Start(*a, slot);
+          continue;
+        }
+        bool retry;
+        {
+          absl::MutexLock l(&mu_);
+          const PartState& st = states_[slot];
+          retry = st.finished && st.transient;
+        }
+        if (!retry) continue;
+        Part& part = it->second;
+        if (part.retry_at == absl::InfiniteFuture()) {
+          part.retry_at = absl::Now() + absl::Seconds(1);
+        } else if (absl::Now() >= part.retry_at) {
+          Start(*a, slot);  // rejoins at the shards' step
         }
       }
     }
     absl::SleepFor(member_.interval());
   }
-  StopPart();
+  StopParts();
   if (stop_) {
     HeartbeatRequest last;
     last.set_job_id(job_);

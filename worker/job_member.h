@@ -12,12 +12,19 @@
 //   transient_limit without a step is the error reported;
 // - Stop() ends the part and tells the coordinator the member leaves, so its
 //   slot is given to another member at once.
+// A train member may hold several worker slots (its index and
+// Assignment.also_indices: slots of lost workers it took over): it runs one
+// part per slot, each on its own thread with the assignment's index set to
+// that slot, started, retried and stopped alone; each step report names its
+// slot, and the heartbeat lists the slots whose part finished (done_slots).
 // Thread-safety: Run() from one thread; Stop() and last_report() from any.
 #ifndef BERTPS_WORKER_JOB_MEMBER_H_
 #define BERTPS_WORKER_JOB_MEMBER_H_
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,31 +70,41 @@ class JobMember {
   static bool IsTransient(const absl::Status& st);
 
  private:
-  void Start(const Assignment& a);
-  void StopPart();
+  // What a part's thread leaves behind.
+  struct PartState {
+    bool finished = false;   // the part's thread ended
+    bool transient = false;  // ... in a transient failure
+    std::string error;
+    // Start of the current run of transient failures without a step.
+    absl::Time failing_since = absl::InfiniteFuture();
+  };
+  // A part's thread and its stop flag (of the heartbeat loop only).
+  struct Part {
+    std::thread thread;
+    std::unique_ptr<std::atomic<bool>> cancel =
+        std::make_unique<std::atomic<bool>>(false);
+    absl::Time retry_at = absl::InfiniteFuture();
+  };
+  // Starts (or starts again) the part of `slot` of assignment `a`.
+  void Start(const Assignment& a, int slot);
+  void StopPart(int slot);
+  void StopParts();
 
   MemberClient member_;
   const Runner runner_;
   ReportObserver on_report_;  // set before Run(), then only read
   std::atomic<bool> stop_{false};
   std::atomic<bool> exit_when_job_ends_{false};
-  std::atomic<bool> cancel_{false};
   absl::Duration transient_limit_ = absl::Minutes(10);
   // Of the heartbeat loop (Run's thread) only.
-  std::thread thread_;
-  std::string job_;          // the job of the part (running or ended)
+  std::map<int, Part> parts_;  // by slot
+  std::string job_;            // the job of the parts (running or ended)
   int64_t incarnation_ = 0;
-  std::string started_as_;   // member id when the part started
-  Assignment current_;
-  absl::Time retry_at_ = absl::InfiniteFuture();
+  std::string started_as_;     // member id when the parts started
 
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;   // the part's thread ended
-  bool transient_ ABSL_GUARDED_BY(mu_) = false;  // ... in a transient failure
-  std::string error_ ABSL_GUARDED_BY(mu_);
-  // Start of the current run of transient failures without a step.
-  absl::Time failing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::map<int, PartState> states_ ABSL_GUARDED_BY(mu_);  // by slot
   StepReport last_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -209,7 +209,10 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
       Job& job = jobs_[m.job];
       if (job.status.state() == RUNNING &&
           r.incarnation() == job.status.incarnation()) {
-        for (const StepReport& s : r.steps()) RecordLocked(job, m.index, s);
+        for (const StepReport& s : r.steps()) {
+          const int slot = SlotOfLocked(m, s.has_slot() ? s.slot() : m.index);
+          if (slot >= 0) RecordLocked(job, slot, s);
+        }
       }
     }
     m.alive = false;
@@ -237,7 +240,10 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
     if (job.status.state() == RUNNING &&
         r.incarnation() == job.status.incarnation()) {
       if (IsTrainer(m.role)) {
-        for (const StepReport& s : r.steps()) RecordLocked(job, m.index, s);
+        for (const StepReport& s : r.steps()) {
+          const int slot = SlotOfLocked(m, s.has_slot() ? s.slot() : m.index);
+          if (slot >= 0) RecordLocked(job, slot, s);
+        }
       }
       if (m.role == PS && m.index == 0 && !r.example_ledger().empty()) {
         TakeLedgerLocked(job, r);
@@ -248,8 +254,15 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
                                   : m.role == STAGE_ROLE ? "pipeline slot "
                                                          : "worker ",
                                   m.index, " (member ", m.id, "): ", r.error()));
-      } else if (r.done() && IsTrainer(m.role)) {
-        job.slot_done[m.index] = true;
+      } else if ((r.done() || r.done_slots_size() > 0) &&
+                 IsTrainer(m.role)) {
+        // `done` is for the member's own slot; done_slots also names the
+        // slots it took over whose part finished.
+        if (r.done()) job.slot_done[m.index] = true;
+        for (int d : r.done_slots()) {
+          const int slot = SlotOfLocked(m, d);
+          if (slot >= 0) job.slot_done[slot] = true;
+        }
         if (!job.training_done &&
             std::all_of(job.slot_done.begin(), job.slot_done.end(),
                         [](bool d) { return d; })) {
@@ -340,8 +353,13 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   }
   Job& job = jobs_[m.job];
   const int index = m.index;
+  if (m.role == TRAIN && job.status.state() == RUNNING) {
+    FreeSlotsLocked(job, m, how);
+  }
   m.job.clear();
   m.index = -1;
+  m.also.clear();
+  m.also_since_ms.clear();
   if (job.status.state() != RUNNING || index < 0) return;
   if (job.training_done) {  // only eval rounds remain: no shard is needed
     EventLocked(job, absl::StrCat(Role_Name(m.role), " ", index, " (member ",
@@ -363,14 +381,34 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     RestartLocked(job, absl::StrCat("pipeline stage ", index % S,
                                     " of replica ", index / S, " (member ",
                                     m.id, " at ", m.address, ") ", how));
-  } else {
-    if (index < static_cast<int>(job.slots.size()) &&
-        job.slots[index] == m.id) {
-      job.slots[index].clear();
-    }
-    EventLocked(job, absl::StrCat("worker ", index, " (member ", m.id, ") ",
-                                  how, "; its slot is free"));
   }
+}
+
+int Coordinator::SlotOfLocked(const Member& m, int slot) {
+  if (slot < 0) return -1;
+  if (slot == m.index) return slot;
+  return std::binary_search(m.also.begin(), m.also.end(), slot) ? slot : -1;
+}
+
+void Coordinator::FreeSlotsLocked(Job& job, Member& m, const std::string& how) {
+  std::vector<int> held = m.also;
+  held.insert(held.begin(), m.index);
+  job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+  for (int k : held) {
+    if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
+        job.slots[k] != m.id) {
+      continue;
+    }
+    job.slots[k].clear();
+    job.slot_free_since[k] = options_.now();
+    if (job.training_done) continue;
+    EventLocked(job, k == m.index
+                         ? absl::StrCat("worker ", k, " (member ", m.id, ") ",
+                                        how, "; its slot is free")
+                         : absl::StrCat("worker ", k, " (taken over by member ",
+                                        m.id, ") ", how, "; its slot is free"));
+  }
+  UpdateSlotHoldersLocked(job);
 }
 
 int64_t Coordinator::RewindLocked(Job& job) {
@@ -449,6 +487,8 @@ void Coordinator::FinishLocked(Job& job, JobState state,
     if (m.job == job.status.id()) {
       m.job.clear();
       m.index = -1;
+      m.also.clear();
+      m.also_since_ms.clear();
     }
   }
 }
@@ -499,6 +539,7 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   *a.mutable_spec() = job.status.spec();
   a.set_index(m.index);
   if (IsTrainer(m.role)) *a.mutable_data_files() = job.status.data_files();
+  for (int k : m.also) a.add_also_indices(k);
   if (IsPool(m.role)) {
     *a.mutable_item() = job.work[m.index].item;
   }

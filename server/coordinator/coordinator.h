@@ -31,6 +31,12 @@
 // batch t is examples [t*B*N, (t+1)*B*N) of the job's data, slot i taking its
 // B, so a replaced worker reads exactly what the dead one would have, and
 // each example is counted once per epoch (reports are keyed by (slot, step)).
+// A slot that no idle train member takes within slot_takeover_after is
+// taken over by a surviving train worker of the job (the one holding the
+// fewest slots): it computes that slot too, as a second part exactly like a
+// daemon of its own (Assignment.also_indices), so the job goes on, slower,
+// with the same result bit for bit. The next idle train member to register
+// takes the slot back. JobStatus.slots says who computes each slot.
 //
 // Leased work items (PREPROCESS jobs; EVAL rounds of EVAL jobs and of train
 // jobs with eval data): the job's input is cut into items (file, part of
@@ -68,6 +74,10 @@ namespace bertps {
 
 struct CoordinatorOptions {
   absl::Duration member_timeout = absl::Seconds(10);
+  // A lost train worker's slot that no idle train daemon took for this long
+  // is taken over by a surviving worker of the job (negative: member_timeout;
+  // infinite: never, the job waits).
+  absl::Duration slot_takeover_after = absl::Seconds(-1);
   int64_t heartbeat_ms = 500;
   // Loss points kept per job: at most this many, spread over the whole run
   // (JobStatus.history_stride); the full curve is in TensorBoard's files.
@@ -143,6 +153,10 @@ class Coordinator {
     bool alive = true;
     std::string job;   // assigned job, empty when idle
     int index = -1;    // shard or worker index in that job; leased item
+    // Train members: worker slots taken over beside `index` (sorted), and
+    // since when (ms since the epoch, by slot).
+    std::vector<int> also;
+    std::map<int, int64_t> also_since_ms;
     bool told = false; // the member has been sent its current assignment
   };
   struct Item {
@@ -165,6 +179,10 @@ class Coordinator {
     std::vector<std::string> shards;   // member ids by shard index
     std::vector<std::string> slots;    // member ids by worker index ("" free)
     std::vector<bool> slot_done;
+    // When each free slot became free (InfiniteFuture: held or done): a
+    // surviving worker takes it over once no idle member took it for
+    // slot_takeover_after.
+    std::vector<absl::Time> slot_free_since;
     // (step, slot) reported, for steps >= counted_floor; reports of older
     // steps are repeats of long-finished steps and are ignored.
     std::set<std::pair<int64_t, int>> counted;
@@ -209,7 +227,18 @@ class Coordinator {
   std::string RunningWaitLocked(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives free worker slots to idle trainers, moves taken-over slots to
+  // idle trainers, and has a surviving worker take over a slot free for
+  // slot_takeover_after.
   void FillSlotsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees every slot `m` holds in `job` (its own and those taken over).
+  void FreeSlotsLocked(Job& job, Member& m, const std::string& how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // JobStatus.slots from job.slots and the members.
+  void UpdateSlotHoldersLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slot a train member's report or "done" is for (its index, or one
+  // it took over); -1 when it holds no such slot.
+  static int SlotOfLocked(const Member& m, int slot);
   // Gives free shard indices of a running job to idle shard members.
   void FillShardsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member is gone (`how`: stopped answering, left, was restarted): its

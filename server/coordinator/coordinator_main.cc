@@ -24,6 +24,10 @@ ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 7400, "gRPC port (0: any free port).");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port).");
 ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
+ABSL_FLAG(int, slot_takeover_s, -1,
+          "A lost train worker's slot that no idle train daemon took for "
+          "this long is computed by a surviving worker as well (-1: "
+          "--member_timeout_s; 0: at once).");
 ABSL_FLAG(std::string, data_root, "",
           "When set, jobs may read only under this directory or --output_root "
           "(docs/security.md); every path of a spec must then be absolute.");
@@ -41,6 +45,8 @@ int main(int argc, char** argv) {
   checks.Port("port", absl::GetFlag(FLAGS_port))
       .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port))
       .Range("member_timeout_s", absl::GetFlag(FLAGS_member_timeout_s), 1,
+             86400)
+      .Range("slot_takeover_s", absl::GetFlag(FLAGS_slot_takeover_s), -1,
              86400);
   const std::string data_root = absl::GetFlag(FLAGS_data_root);
   const std::string output_root = absl::GetFlag(FLAGS_output_root);
@@ -65,6 +71,8 @@ int main(int argc, char** argv) {
   }
   bertps::CoordinatorOptions options;
   options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  options.slot_takeover_after =
+      absl::Seconds(absl::GetFlag(FLAGS_slot_takeover_s));
   options.roots.data_root = data_root;
   options.roots.output_root = output_root;
   std::unique_ptr<bertps::JobStore> store;

@@ -1,5 +1,10 @@
 #include "server/coordinator/coordinator_metrics.h"
 
+#include <algorithm>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
 namespace bertps {
 namespace {
 
@@ -16,6 +21,12 @@ constexpr Spec kJobGauges[] = {
     {"bertps_job_learning_rate", "Learning rate the shards last applied"},
     {"bertps_job_examples_per_second", "Training throughput"},
     {"bertps_job_restarts", "Times the job was started again"},
+    {"bertps_job_worker_slots",
+     "Worker slots by holder: own (a daemon of its own), taken_over (computed "
+     "by a surviving worker beside its own slot), free (the job waits)"},
+    {"bertps_job_waiting_seconds",
+     "How long the job has waited for what JobStatus.waiting names (0: it "
+     "waits for nothing)"},
     {"bertps_job_work_items", "Leased work items (preprocess, eval)"},
     {"bertps_job_work_items_done", "Leased work items done"},
     {"bertps_job_eval_step", "Step of the latest eval round"},
@@ -60,6 +71,21 @@ void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
     set("bertps_job_learning_rate", id, p.learning_rate());
     set("bertps_job_examples_per_second", id, p.examples_per_sec());
     set("bertps_job_restarts", id, j.restarts());
+    int slots[3] = {0, 0, 0};  // own, taken over, free
+    for (const SlotHolder& h : j.slots()) {
+      ++slots[h.member().empty() ? 2 : h.shared() ? 1 : 0];
+    }
+    const char* holders[3] = {"own", "taken_over", "free"};
+    for (int k = 0; k < 3; ++k) {
+      Gauge("bertps_job_worker_slots", "")
+          .Add({{"job_id", id}, {"holder", holders[k]}})
+          .Set(slots[k]);
+    }
+    set("bertps_job_waiting_seconds", id,
+        j.waiting().empty() || j.waiting_since_ms() == 0
+            ? 0.0
+            : std::max(0.0, (absl::ToUnixMillis(absl::Now()) -
+                             j.waiting_since_ms()) / 1000.0));
     set("bertps_job_work_items", id, j.items_total());
     set("bertps_job_work_items_done", id, j.items_done());
     if (j.evals_size() > 0) {

@@ -25,6 +25,15 @@ TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
   jobs[1].set_id("job-000002");
   jobs[1].set_state(RUNNING);
   jobs[1].mutable_progress()->set_step(3);
+  // Slot 0 its own daemon's, slot 1 taken over by it, slot 2 free.
+  for (int k = 0; k < 3; ++k) {
+    SlotHolder* h = jobs[1].add_slots();
+    h->set_slot(k);
+    if (k < 2) h->set_member("m-000004");
+    h->set_shared(k == 1);
+  }
+  jobs[1].set_waiting("an idle train worker for slot 2");
+  jobs[1].set_waiting_since_ms(1);  // long ago
   m.Update(jobs);
   m.Update(jobs);  // again: the same series, set again
   const std::string text =
@@ -39,11 +48,19 @@ TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
            "bertps_job_learning_rate{job_id=\"job-000001\"} 2.5e-05",
            "bertps_job_eval_accuracy_ratio{job_id=\"job-000001\"} 0.9262",
            "# TYPE bertps_job_eval_step gauge",
+           "bertps_job_worker_slots{holder=\"own\",job_id=\"job-000002\"} 1",
+           "bertps_job_worker_slots{holder=\"taken_over\",job_id=\"job-000002\"} 1",
+           "bertps_job_worker_slots{holder=\"free\",job_id=\"job-000002\"} 1",
+           "bertps_job_waiting_seconds{job_id=\"job-000001\"} 0",
        }) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }
   EXPECT_EQ(text.find("job=\""), std::string::npos) << text;
   EXPECT_EQ(text.find("bertps_job_eval_mlm_loss{"), std::string::npos);
+  // Waiting since 1 ms after the epoch: a large positive number of seconds.
+  const size_t w = text.find("bertps_job_waiting_seconds{job_id=\"job-000002\"} ");
+  ASSERT_NE(w, std::string::npos) << text;
+  EXPECT_GT(std::stod(text.substr(text.find("} ", w) + 2)), 1e9);
 }
 
 }  // namespace

@@ -40,10 +40,20 @@ std::string Coordinator::RunningWaitLocked(const Job& job) const {
                         absl::StrJoin(shards, ", "));
   }
   if (!slots.empty()) {
-    absl::StrAppend(&what, what.empty() ? "" : "; ", "an idle ",
-                    stages ? "stage daemon for slot" : "train worker for slot",
-                    slots.size() > 1 ? "s " : " ", absl::StrJoin(slots, ", "),
-                    " (the other workers wait at the next step)");
+    const absl::Duration takeover_after =
+        options_.slot_takeover_after < absl::ZeroDuration()
+            ? options_.member_timeout
+            : options_.slot_takeover_after;
+    absl::StrAppend(
+        &what, what.empty() ? "" : "; ", "an idle ",
+        stages ? "stage daemon for slot" : "train worker for slot",
+        slots.size() > 1 ? "s " : " ", absl::StrJoin(slots, ", "),
+        " (the other workers wait at the next step",
+        stages || takeover_after == absl::InfiniteDuration()
+            ? ")"
+            : absl::StrCat("; a surviving worker takes the slot over if none "
+                           "registers within ",
+                           absl::FormatDuration(takeover_after), ")"));
   }
   return what;
 }
@@ -165,6 +175,7 @@ void Coordinator::StartJobsLocked() {
     }
     job.slots.assign(spec.num_workers() * S, "");
     job.slot_done.assign(spec.num_workers() * S, false);
+    job.slot_free_since.assign(spec.num_workers() * S, absl::InfiniteFuture());
     job.status.set_incarnation(job.status.incarnation() + 1);
     job.status.set_state(RUNNING);
     if (job.status.start_time_ms() == 0) job.status.set_start_time_ms(NowMs());
@@ -176,19 +187,108 @@ void Coordinator::StartJobsLocked() {
 }
 
 void Coordinator::FillSlotsLocked(Job& job) {
-  for (size_t i = 0; i < job.slots.size(); ++i) {
-    if (!job.slots[i].empty() || job.slot_done[i]) continue;
-    const Role trainer = StagesOf(job.status.spec()) > 1 ? STAGE_ROLE : TRAIN;
+  const Role trainer = StagesOf(job.status.spec()) > 1 ? STAGE_ROLE : TRAIN;
+  const absl::Time now = options_.now();
+  const absl::Duration takeover_after =
+      options_.slot_takeover_after < absl::ZeroDuration()
+          ? options_.member_timeout
+          : options_.slot_takeover_after;
+  job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+  auto idle = [&]() -> Member* {
     for (auto& [id, m] : members_) {
-      if (m.alive && m.job.empty() && m.role == trainer) {
-        m.job = job.status.id();
-        m.told = false;
-        m.index = static_cast<int>(i);
-        job.slots[i] = m.id;
-        EventLocked(job, absl::StrCat("worker ", i, " is member ", m.id));
-        break;
+      if (m.alive && m.job.empty() && m.role == trainer) return &m;
+    }
+    return nullptr;
+  };
+  auto assign = [&](Member& m, int i) {
+    m.job = job.status.id();
+    m.told = false;
+    m.index = i;
+    job.slots[i] = m.id;
+    job.slot_free_since[i] = absl::InfiniteFuture();
+  };
+  for (size_t k = 0; k < job.slots.size(); ++k) {
+    const int i = static_cast<int>(k);
+    if (job.slot_done[i]) {
+      job.slot_free_since[i] = absl::InfiniteFuture();
+      continue;
+    }
+    if (!job.slots[i].empty()) {
+      // A slot taken over goes to the next idle train member.
+      auto host = members_.find(job.slots[i]);
+      if (host == members_.end() || host->second.index == i) continue;
+      Member* m = idle();
+      if (m == nullptr) continue;
+      Member& h = host->second;
+      h.also.erase(std::remove(h.also.begin(), h.also.end(), i), h.also.end());
+      h.also_since_ms.erase(i);
+      assign(*m, i);
+      EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id,
+                                    " (taken back from member ", h.id,
+                                    ", worker ", h.index, ")"));
+      continue;
+    }
+    if (Member* m = idle()) {
+      assign(*m, i);
+      EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id));
+      continue;
+    }
+    // No idle member: after takeover_after, a surviving worker of the job
+    // computes the slot as well (pipeline stages restart the job instead).
+    if (trainer != TRAIN || job.training_done) continue;
+    if (job.slot_free_since[i] == absl::InfiniteFuture()) {
+      job.slot_free_since[i] = now;
+    }
+    if (takeover_after == absl::InfiniteDuration() ||
+        now - job.slot_free_since[i] < takeover_after) {
+      continue;
+    }
+    Member* host = nullptr;
+    for (auto& [id, m] : members_) {
+      if (!m.alive || m.job != job.status.id() || m.role != TRAIN ||
+          m.index < 0) {
+        continue;
+      }
+      if (host == nullptr || m.also.size() < host->also.size() ||
+          (m.also.size() == host->also.size() && m.index < host->index)) {
+        host = &m;
       }
     }
+    if (host == nullptr) continue;  // no survivor: wait for a daemon
+    host->also.insert(
+        std::upper_bound(host->also.begin(), host->also.end(), i), i);
+    host->also_since_ms[i] = NowMs();
+    job.slots[i] = host->id;
+    job.slot_free_since[i] = absl::InfiniteFuture();
+    EventLocked(job, absl::StrCat(
+                         "worker ", i, " is taken over by member ", host->id,
+                         " (worker ", host->index, "): no idle train daemon "
+                         "registered within ",
+                         absl::FormatDuration(takeover_after),
+                         "; it computes both slots, slower, until one does"));
+  }
+  UpdateSlotHoldersLocked(job);
+}
+
+void Coordinator::UpdateSlotHoldersLocked(Job& job) {
+  auto* holders = job.status.mutable_slots();
+  if (job.slots.empty()) {
+    holders->Clear();
+    return;
+  }
+  holders->Clear();
+  for (size_t k = 0; k < job.slots.size(); ++k) {
+    SlotHolder* h = holders->Add();
+    h->set_slot(static_cast<int>(k));
+    h->set_member(job.slots[k]);
+    auto it = members_.find(job.slots[k]);
+    if (it == members_.end() || it->second.index == static_cast<int>(k)) {
+      continue;
+    }
+    h->set_shared(true);
+    h->set_own_slot(it->second.index);
+    auto since = it->second.also_since_ms.find(static_cast<int>(k));
+    if (since != it->second.also_since_ms.end()) h->set_since_ms(since->second);
   }
 }
 

@@ -193,7 +193,8 @@ TEST_F(CoordinatorTest, StatusSaysWhatTheJobWaitsFor) {
   EXPECT_EQ(st.state(), RUNNING);
   EXPECT_EQ(st.waiting(),
             "an idle train worker for slot 1 (the other workers wait at the "
-            "next step)");
+            "next step; a surviving worker takes the slot over if none "
+            "registers within 10s)");
   EXPECT_EQ(st.waiting_since_ms(), absl::ToUnixMillis(now_));
   // A new train worker takes the slot: nothing to wait for.
   Join(TRAIN);
@@ -503,6 +504,151 @@ TEST_F(CoordinatorTest, DeadWorkersSlotGoesToAnotherWorker) {
   Beat(w0, id, {Report(1, a0.index(), 2, 10, 1.0)});
   Ledger(p, id, "0;0-40", 2);
   EXPECT_EQ(coord_.Get(id)->progress().examples(), 40);
+}
+
+// No idle train daemon: after slot_takeover_after (the member timeout by
+// default) a surviving worker computes the lost slot as well. Its reports
+// and "done" for that slot count; status says who holds each slot; the next
+// train daemon to register takes the slot back, and the survivor is told to
+// stop that part.
+TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  auto id = *coord_.Submit(Spec(1, 2, 4));
+  Beat(p), Beat(p, id);
+  Assignment a0 = Beat(w0), a1 = Beat(w1);
+  ASSERT_EQ(a0.index(), 0);
+  EXPECT_EQ(a0.also_indices_size(), 0);
+  Beat(w0, id, {Report(0, 0, 2, 10, 1.0)});
+  Beat(w1, id, {Report(0, 1, 2, 10, 3.0)});
+  // w1 goes silent: dead after 10 s, then its slot waits 10 s for a daemon.
+  for (int i = 0; i < 2; ++i) {
+    now_ += absl::Seconds(6);
+    Beat(p, id), Beat(w0, id);
+  }
+  JobStatus st = *coord_.Get(id);
+  ASSERT_EQ(st.slots_size(), 2);
+  EXPECT_EQ(st.slots(1).member(), "");
+  EXPECT_NE(st.waiting().find("slot 1"), std::string::npos) << st.waiting();
+  EXPECT_EQ(Beat(w0, id).also_indices_size(), 0);  // not yet
+  now_ += absl::Seconds(10);
+  Beat(p, id);
+  Assignment both = Beat(w0, id);
+  EXPECT_EQ(both.index(), 0);
+  ASSERT_EQ(both.also_indices_size(), 1);
+  EXPECT_EQ(both.also_indices(0), 1);
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.waiting(), "");
+  EXPECT_EQ(st.slots(1).member(), w0);
+  EXPECT_TRUE(st.slots(1).shared());
+  EXPECT_EQ(st.slots(1).own_slot(), 0);
+  EXPECT_EQ(st.slots(1).since_ms(), absl::ToUnixMillis(now_));
+  EXPECT_FALSE(st.slots(0).shared());
+  // w0 reports both slots' step 1: the mean loss of both counts.
+  StepReport r0 = Report(1, 0, 2, 10, 2.0), r1 = Report(1, 1, 2, 10, 4.0);
+  r1.set_slot(1);
+  StepReport stray = Report(1, 0, 2, 10, 100.0);
+  stray.set_slot(5);  // a slot w0 does not hold: ignored
+  Beat(w0, id, {r0, r1, stray});
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.progress().step(), 2);
+  EXPECT_DOUBLE_EQ(st.progress().loss(), 3.0);
+  // A new daemon takes slot 1 back; w0 keeps only its own.
+  std::string w2 = Join(TRAIN);
+  Beat(p, id);
+  Assignment back = Beat(w2);
+  EXPECT_EQ(back.job_id(), id);
+  EXPECT_EQ(back.index(), 1);
+  EXPECT_EQ(Beat(w0, id).also_indices_size(), 0);
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.slots(1).member(), w2);
+  EXPECT_FALSE(st.slots(1).shared());
+  // w0's late report for slot 1 no longer counts; w2's does.
+  StepReport late = Report(2, 1, 2, 10, 100.0);
+  late.set_slot(1);
+  Beat(w0, id, {Report(2, 0, 2, 10, 2.0), late});
+  Beat(w2, id, {Report(2, 1, 2, 10, 4.0)});
+  EXPECT_DOUBLE_EQ(coord_.Get(id)->progress().loss(), 3.0);
+  // Taken over again when w2 dies; "done" of both slots through done_slots.
+  for (int i = 0; i < 4; ++i) {
+    now_ += absl::Seconds(6);
+    Beat(p, id), Beat(w0, id);
+  }
+  ASSERT_EQ(Beat(w0, id).also_indices_size(), 1);
+  HeartbeatRequest done;
+  done.set_member_id(w0);
+  done.set_job_id(id);
+  done.set_incarnation(coord_.Get(id)->incarnation());
+  done.add_done_slots(1);
+  ASSERT_TRUE(coord_.Heartbeat(done).ok());
+  // Slot 1 is done, slot 0 not yet: training is not over.
+  EXPECT_EQ(coord_.Get(id)->waiting(), "");
+  done.set_done(true);
+  ASSERT_TRUE(coord_.Heartbeat(done).ok());
+  EXPECT_EQ(coord_.Get(id)->waiting(),
+            "shard 0's count of the examples of the last update");
+  std::string events;
+  int64_t seq = 0;
+  auto all = coord_.WaitForEvents(id, &seq, now_);
+  ASSERT_TRUE(all.ok());
+  for (const JobEvent& e : *all) {
+    absl::StrAppend(&events, e.message(), "\n");
+  }
+  EXPECT_NE(events.find("worker 1 is taken over by member " + w0 +
+                        " (worker 0): no idle train daemon registered within "
+                        "10s; it computes both slots, slower, until one does"),
+            std::string::npos)
+      << events;
+  EXPECT_NE(events.find("worker 1 is member " + w2 + " (taken back from member " +
+                        w0 + ", worker 0)"),
+            std::string::npos)
+      << events;
+}
+
+// With slot_takeover_after infinite the job waits for a daemon, and says so.
+TEST(CoordinatorTakeover, OffMeansTheJobWaits) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  CoordinatorOptions o;
+  o.member_timeout = absl::Seconds(10);
+  o.slot_takeover_after = absl::InfiniteDuration();
+  o.now = [&now] { return now; };
+  o.stall_threshold = absl::InfiniteDuration();
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+    return 100;
+  };
+  Coordinator coord(o);
+  auto join = [&](Role role, const std::string& addr) {
+    RegisterRequest r;
+    r.set_role(role);
+    r.set_address(addr);
+    return coord.Register(r)->member_id();
+  };
+  auto beat = [&](const std::string& m, const std::string& job) {
+    HeartbeatRequest r;
+    r.set_member_id(m);
+    r.set_job_id(job);
+    if (!job.empty()) r.set_incarnation(coord.Get(job)->incarnation());
+    return coord.Heartbeat(r)->assignment();
+  };
+  std::string p = join(PS, "127.0.0.1:1");
+  std::string w0 = join(TRAIN, ""), w1 = join(TRAIN, "");
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("data/*.tfrecord");
+  s.set_batch_size(10);
+  s.set_steps(4);
+  s.set_num_ps_shards(1);
+  s.set_num_workers(2);
+  const std::string id = *coord.Submit(s);
+  beat(p, ""), beat(p, id), beat(w0, ""), beat(w1, "");
+  for (int i = 0; i < 20; ++i) {
+    now += absl::Seconds(6);
+    beat(p, id);
+    EXPECT_EQ(beat(w0, id).also_indices_size(), 0);
+  }
+  EXPECT_EQ(coord.Get(id)->waiting(),
+            "an idle train worker for slot 1 (the other workers wait at the "
+            "next step)");
 }
 
 // A finished job whose shard 0 applied an example twice, or missed one, has
