@@ -1,6 +1,7 @@
 #include "common/init.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/version.h"
 #include "glog/logging.h"
@@ -49,6 +51,25 @@ std::vector<std::string> InitProcess(int argc, char** argv,
   // caught by the tests, which keep the check (they do not call this).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return std::vector<std::string>(rest.begin(), rest.end());
+}
+
+absl::Status WriteAddressFile(const std::string& path,
+                              const std::string& address) {
+  if (path.empty()) return absl::OkStatus();
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--address_file ", path, ": cannot write ", tmp));
+  }
+  const bool written = std::fprintf(f, "%s\n", address.c_str()) > 0;
+  if (std::fclose(f) != 0 || !written ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::FailedPreconditionError(
+        absl::StrCat("--address_file ", path, ": cannot write it"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace bertps

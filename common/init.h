@@ -7,10 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace bertps {
 
 std::vector<std::string> InitProcess(int argc, char** argv,
                                      const char* usage);
+
+// `--address_file`: writes "HOST:PORT\n" to `path` once the daemon listens,
+// atomically (a temporary file renamed over it), so a script that starts a
+// daemon with --port 0 reads its address the moment the file appears and
+// never a half-written one. An empty path writes nothing.
+absl::Status WriteAddressFile(const std::string& path,
+                              const std::string& address);
 
 }  // namespace bertps
 

@@ -235,6 +235,10 @@ void AddTcpTuning(absl::string_view target, grpc::ChannelArguments* args) {
 
 void AddTcpTuning(grpc::ServerBuilder* builder) {
   builder->SetOption(std::make_unique<ServerTuningOption>());
+  // No SO_REUSEPORT (gRPC's default on Linux): with it a second daemon
+  // given the same port binds it too and the kernel splits the connections
+  // between the two; without it the second one fails to listen and says so.
+  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
 absl::Status SetTcpCongestionOf(int fd, const std::string& algorithm) {

@@ -56,7 +56,9 @@ std::string TcpCongestionForTarget(absl::string_view target);
 void AddTcpTuning(absl::string_view target, grpc::ChannelArguments* args);
 
 // Applies the policy to the connections a server accepts (decided by each
-// connection's peer address).
+// connection's peer address), and turns SO_REUSEPORT off: a port already
+// taken fails BuildAndStart instead of being shared. Every bertps server
+// calls it.
 void AddTcpTuning(grpc::ServerBuilder* builder);
 
 // Sets `algorithm` on a TCP socket.

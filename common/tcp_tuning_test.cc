@@ -138,6 +138,39 @@ std::pair<std::string, std::string> ConnectOverLoopback() {
   return ends;
 }
 
+// A second server on a port that a tuned server holds fails to listen
+// (without the tuning, gRPC's SO_REUSEPORT would let both bind it and split
+// the connections between them).
+TEST_F(TcpTuningTest, APortTakenIsNotShared) {
+  auto start = [](const std::string& address, bool tuned, int* port) {
+    auto generic = std::make_unique<grpc::CallbackGenericService>();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+    if (tuned) AddTcpTuning(&builder);
+    builder.RegisterCallbackGenericService(generic.get());
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    return std::make_pair(std::move(server), std::move(generic));
+  };
+  int first_port = 0;
+  auto first = start("127.0.0.1:0", /*tuned=*/true, &first_port);
+  ASSERT_NE(first.first, nullptr);
+  ASSERT_NE(first_port, 0);
+  const std::string taken = absl::StrCat("127.0.0.1:", first_port);
+  int second_port = 0;
+  auto second = start(taken, /*tuned=*/true, &second_port);
+  EXPECT_TRUE(second.first == nullptr || second_port == 0);
+  // Two untuned servers (SO_REUSEPORT on both) do share a port: the case
+  // the tuning prevents.
+  int a_port = 0, b_port = 0;
+  auto a = start("127.0.0.1:0", /*tuned=*/false, &a_port);
+  ASSERT_NE(a.first, nullptr);
+  auto b = start(absl::StrCat("127.0.0.1:", a_port), /*tuned=*/false, &b_port);
+  EXPECT_TRUE(b.first != nullptr && b_port == a_port);
+  for (auto* s : {&first.first, &second.first, &a.first, &b.first}) {
+    if (*s) (*s)->Shutdown(std::chrono::system_clock::now());
+  }
+}
+
 TEST_F(TcpTuningTest, LoopbackConnectionsUseRenoBothWays) {
   const std::pair<std::string, std::string> ends = ConnectOverLoopback();
   EXPECT_EQ(ends.first, "reno");   // the channel's socket

@@ -40,15 +40,17 @@ common=(--vocab "$vocab" --max_seq_length 64 --max_predictions_per_seq 10 --dupe
 "$BERT_LOCAL" create-pretraining-data "${common[@]}" --input "$work/eval.txt" \
   --output "$work/evaldata/part" --num_output_files 3 --seed 777 > "$work/make-eval.log"
 
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-coord="127.0.0.1:$port"
-"$COORD" --port "$port" --metrics_port 0 --member_timeout_s 4 > "$work/coordinator.log" 2>&1 &
+rm -f "$work/coordinator.address"
+"$COORD" --port 0 --metrics_port 0 --address_file "$work/coordinator.address" \
+  --member_timeout_s 4 > "$work/coordinator.log" 2>&1 &
 pids+=($!)
-export BERTPS_COORDINATOR="$coord"
-for i in $(seq 1 200); do  # until it listens
-  grep -q listening "$work/coordinator.log" 2>/dev/null && break
+for _ in $(seq 1 400); do  # until it listens and says where
+  [ -s "$work/coordinator.address" ] && break
   sleep 0.05
 done
+[ -s "$work/coordinator.address" ] || { echo "FAIL: the coordinator did not start: $(tail -3 "$work/coordinator.log")"; exit 1; }
+coord=$(cat "$work/coordinator.address")
+export BERTPS_COORDINATOR="$coord"
 "$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
 pids+=($!)
 "$WORKER" --role=train --coordinator "$coord" > "$work/train.log" 2>&1 &

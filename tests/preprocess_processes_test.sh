@@ -27,15 +27,17 @@ cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-coord="127.0.0.1:$port"
-"$COORD" --port "$port" --metrics_port 0 --member_timeout_s 2 > "$work/coordinator.log" 2>&1 &
+rm -f "$work/coordinator.address"
+"$COORD" --port 0 --metrics_port 0 --address_file "$work/coordinator.address" \
+  --member_timeout_s 2 > "$work/coordinator.log" 2>&1 &
 pids+=($!)
-export BERTPS_COORDINATOR="$coord"
-for i in $(seq 1 200); do  # until it listens
-  grep -q listening "$work/coordinator.log" 2>/dev/null && break
+for _ in $(seq 1 400); do  # until it listens and says where
+  [ -s "$work/coordinator.address" ] && break
   sleep 0.05
 done
+[ -s "$work/coordinator.address" ] || { echo "FAIL: the coordinator did not start: $(tail -3 "$work/coordinator.log")"; exit 1; }
+coord=$(cat "$work/coordinator.address")
+export BERTPS_COORDINATOR="$coord"
 
 spec() {  # spec NAME OUTDIR [VOCAB]
   cat <<EOF2

@@ -46,13 +46,22 @@ free_port() {
 }
 
 # start_coordinator BINARY PORT LOG [FLAGS...]: runs it in the background
-# (coord_pid), exports BERTPS_COORDINATOR, returns once it listens.
+# (coord_pid) on PORT (0: any free port), exports BERTPS_COORDINATOR from the
+# address it writes once it listens (--address_file), returns then.
 start_coordinator() {
   local bin="$1" port="$2" log="$3"; shift 3
-  "$bin" --port "$port" --metrics_port 0 "$@" > "$log" 2>&1 &
+  local address_file="$log.address"
+  rm -f "$address_file"
+  "$bin" --port "$port" --metrics_port 0 --address_file "$address_file" "$@" > "$log" 2>&1 &
   coord_pid=$!; pids+=($coord_pid)
-  export BERTPS_COORDINATOR="127.0.0.1:$port"
-  for _ in $(seq 1 200); do grep -q listening "$log" 2>/dev/null && return 0; sleep 0.05; done
+  for _ in $(seq 1 400); do
+    if [ -s "$address_file" ]; then
+      export BERTPS_COORDINATOR="$(cat "$address_file")"
+      return 0
+    fi
+    kill -0 "$coord_pid" 2>/dev/null || fail "the coordinator exited: $(tail -3 "$log")"
+    sleep 0.05
+  done
   fail "the coordinator did not start listening"
 }
 

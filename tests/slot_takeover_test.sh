@@ -14,7 +14,7 @@ BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work takeover
 tiny_model_data "$BERT_LOCAL"
-start_coordinator "$COORD" "$(free_port)" "$work/coordinator.log" \
+start_coordinator "$COORD" 0 "$work/coordinator.log" \
   --member_timeout_s 2 --slot_takeover_s 1
 coord="$BERTPS_COORDINATOR"
 

@@ -715,6 +715,7 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
   JobStatus last;
   bool ended = false, bar_drawn = false, first = true;
   JobState prev_state = JOB_STATE_UNSPECIFIED;
+  absl::Time last_line = absl::InfinitePast();
   JobEvent ev;
   while (reader->Read(&ev)) {
     dog.Touch();
@@ -731,9 +732,21 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
       out << "\r\x1b[K" << ProgressLine(s, /*bar=*/true, eta);
       bar_drawn = true;
     } else {
-      out << ProgressLine(s, /*bar=*/false, eta);
-      if (!ev.message().empty()) out << " (" << Printable(ev.message()) << ")";
-      out << "\n";
+      // Progress alone ("step N") prints a line at most every
+      // watch_line_every; anything else prints at once.
+      const std::string& m = ev.message();
+      const bool progress_only =
+          m.empty() || (absl::StartsWith(m, "step ") && m.size() > 5 &&
+                        m.find_first_not_of("0123456789", 5) ==
+                            std::string::npos);
+      const absl::Time now = absl::Now();
+      if (first || s.state() != prev_state || IsTerminal(s.state()) ||
+          !progress_only || now - last_line >= o.watch_line_every) {
+        out << ProgressLine(s, /*bar=*/false, eta);
+        if (!m.empty()) out << " (" << Printable(m) << ")";
+        out << "\n";
+        last_line = now;
+      }
     }
     out.flush();
     first = false;

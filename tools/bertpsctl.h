@@ -57,6 +57,9 @@ struct CtlOptions {
   absl::Duration watch_probe_after = absl::Seconds(30);
   bool json = false;             // status, list, metrics
   bool tty = false;              // watch: redraw one progress line in place
+  // watch, not on a terminal (logs, CI): progress alone prints at most one
+  // line this often; state changes and events with a message always print.
+  absl::Duration watch_line_every = absl::Seconds(5);
   std::string out = "loss.svg";  // plot
   // TLS and bearer token: --tls_ca, --tls_cert, --tls_key, --token_file,
   // --tls_server_name, as in the daemons (common/security.h).

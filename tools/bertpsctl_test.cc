@@ -423,7 +423,9 @@ TEST_F(BertpsctlTest, WatchPlainOutputAndExitCodes) {
     service_.Put(Running(id, 0, 4, 0));
     service_.Script(id, Story(id, c.state, c.reason));
     std::ostringstream out, err;
-    EXPECT_EQ(CmdWatch(stub_.get(), options_, id, out, err), c.code)
+    CtlOptions every_event = options_;
+    every_event.watch_line_every = absl::ZeroDuration();
+    EXPECT_EQ(CmdWatch(stub_.get(), every_event, id, out, err), c.code)
         << err.str();
     std::vector<std::string> lines =
         absl::StrSplit(out.str(), '\n', absl::SkipEmpty());
@@ -442,6 +444,26 @@ TEST_F(BertpsctlTest, WatchPlainOutputAndExitCodes) {
     EXPECT_EQ(out.str().find('\r'), std::string::npos);
     EXPECT_EQ(err.str(), "");
   }
+}
+
+// Not on a terminal, progress alone prints a line at most every few
+// seconds: a log of a long job is not a line per step. Events with a
+// message and state changes always print.
+TEST_F(BertpsctlTest, WatchPlainOutputThrottlesProgressLines) {
+  service_.Put(Running("job-1", 0, 4, 0));
+  std::vector<JobEvent> story = Story("job-1", SUCCEEDED, "");
+  story[2].set_message("step 2");    // progress, as the coordinator says it
+  story[3].set_message("worker 1 is taken over by member m-000004");
+  service_.Script("job-1", story);
+  EXPECT_EQ(CmdWatch(stub_.get(), options_, "job-1", out_, err_), kExitOk);
+  std::vector<std::string> lines =
+      absl::StrSplit(out_.str(), '\n', absl::SkipEmpty());
+  // submitted, started, the takeover, SUCCEEDED, the final line.
+  ASSERT_EQ(lines.size(), 5u) << out_.str();
+  EXPECT_TRUE(absl::StrContains(lines[1], "(started)")) << lines[1];
+  EXPECT_TRUE(absl::StrContains(lines[2], "(worker 1 is taken over")) << lines[2];
+  EXPECT_TRUE(absl::StartsWith(lines[3], "SUCCEEDED")) << lines[3];
+  EXPECT_EQ(out_.str().find("(step 2)"), std::string::npos) << out_.str();
 }
 
 TEST_F(BertpsctlTest, WatchOnATtyRedrawsOneProgressLine) {

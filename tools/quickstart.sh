@@ -40,12 +40,23 @@ echo "quickstart: fetching the vocabulary and a small real corpus"
 tools/get_data.sh vocab corpus_small
 vocab=data/vocab/bert-base-uncased-vocab.txt
 corpus=data/corpus/small
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-export BERTPS_COORDINATOR="127.0.0.1:$port"
+# The coordinator takes any free port and writes its address once it listens:
+# nothing is submitted before that, and no other process can race it for a
+# port picked in advance.
+"$bin/server/coordinator/bertps_coordinator" --port 0 --metrics_port 0 \
+    --address_file "$out/coordinator.address" > "$out/coordinator.log" 2>&1 &
+coordinator_pid=$!
+pids+=($coordinator_pid)
+for _ in $(seq 1 600); do
+  [ -s "$out/coordinator.address" ] && break
+  kill -0 "$coordinator_pid" 2>/dev/null || break
+  sleep 0.05
+done
+if [ ! -s "$out/coordinator.address" ]; then
+  echo "quickstart: the coordinator did not start:"; tail -5 "$out/coordinator.log"; exit 1
+fi
+export BERTPS_COORDINATOR="$(cat "$out/coordinator.address")"
 echo "quickstart: coordinator on $BERTPS_COORDINATOR, 2 parameter-server shards, 2 train workers, a preprocess and an eval worker"
-"$bin/server/coordinator/bertps_coordinator" --port "$port" --metrics_port 0 \
-    > "$out/coordinator.log" 2>&1 &
-pids+=($!)
 for s in 0 1; do
   "$bin/server/ps/bertps_server" --coordinator "$BERTPS_COORDINATOR" --port 0 \
       --metrics_port 0 > "$out/ps$s.log" 2>&1 &

@@ -45,6 +45,9 @@ ABSL_FLAG(bool, exit_when_job_ends, false,
 ABSL_FLAG(std::string, stage_listen, "127.0.0.1:0",
           "Stage role with --coordinator: this daemon's StageService "
           "HOST:PORT (port 0: a free port), told to the other stages.");
+ABSL_FLAG(std::string, address_file, "",
+          "Stage role with --coordinator: once listening, write the "
+          "StageService's HOST:PORT here (atomically).");
 ABSL_FLAG(std::string, ps, "", "Comma-separated shard addresses, in order.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address of the health and metrics ports.");
 ABSL_FLAG(int, health_port, -1, "grpc.health.v1 port (0: any, -1: off).");
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
     b.AddListeningPort(absl::StrCat(absl::GetFlag(FLAGS_host), ":",
                                     absl::GetFlag(FLAGS_health_port)),
                        bertps::ServerCredentials(*security), &port);
+    bertps::AddTcpTuning(&b);
     health = b.BuildAndStart();
     if (!health) return fail(absl::UnavailableError("cannot open the health port"));
     std::printf("health on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(), port);
@@ -149,6 +153,11 @@ int main(int argc, char** argv) {
     if (!member.ok()) return fail(member.status());
     std::printf("stage service address %s\n", (*member)->address().c_str());
     std::fflush(stdout);
+    if (absl::Status a = bertps::WriteAddressFile(
+            absl::GetFlag(FLAGS_address_file), (*member)->address());
+        !a.ok()) {
+      return fail(a);
+    }
     std::thread waiter([&] {
       int sig = bertps::WaitForShutdownSignal();
       LOG(INFO) << "signal " << sig << ": leaving";

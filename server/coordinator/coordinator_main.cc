@@ -3,6 +3,7 @@
 //
 //   bertps_coordinator --port 7400 --metrics_port 9400
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -22,7 +23,10 @@
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 7400, "gRPC port (0: any free port).");
-ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port).");
+ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port, -1: off).");
+ABSL_FLAG(std::string, address_file, "",
+          "Once listening, write HOST:PORT here (atomically; with --port 0, "
+          "how a script learns the port).");
 ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
 ABSL_FLAG(int, slot_takeover_s, -1,
           "A lost train worker's slot that no idle train daemon took for "
@@ -43,7 +47,8 @@ int main(int argc, char** argv) {
   bertps::InitProcess(argc, argv, "bertps_coordinator [flags]");
   bertps::FlagChecks checks("bertps_coordinator");
   checks.Port("port", absl::GetFlag(FLAGS_port))
-      .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port))
+      .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port),
+            /*allow_off=*/true)
       .Range("member_timeout_s", absl::GetFlag(FLAGS_member_timeout_s), 1,
              86400)
       .Range("slot_takeover_s", absl::GetFlag(FLAGS_slot_takeover_s), -1,
@@ -94,14 +99,20 @@ int main(int argc, char** argv) {
   bertps::ClusterServiceImpl cluster(&coordinator);
 
   const std::string host = absl::GetFlag(FLAGS_host);
-  auto metrics = bertps::MetricsEndpoint::Start(
-      absl::StrCat(host, ":", absl::GetFlag(FLAGS_metrics_port)));
-  if (!metrics.ok()) {
-    std::fprintf(stderr, "bertps_coordinator: %s\n",
-                 metrics.status().ToString().c_str());
-    return 1;
+  std::unique_ptr<bertps::MetricsEndpoint> metrics;
+  std::unique_ptr<bertps::CoordinatorMetrics> coordinator_metrics;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    auto m = bertps::MetricsEndpoint::Start(
+        absl::StrCat(host, ":", absl::GetFlag(FLAGS_metrics_port)));
+    if (!m.ok()) {
+      std::fprintf(stderr, "bertps_coordinator: %s\n",
+                   m.status().ToString().c_str());
+      return 1;
+    }
+    metrics = std::move(*m);
+    coordinator_metrics =
+        std::make_unique<bertps::CoordinatorMetrics>(metrics->registry());
   }
-  bertps::CoordinatorMetrics coordinator_metrics((*metrics)->registry());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -117,9 +128,19 @@ int main(int argc, char** argv) {
                  absl::GetFlag(FLAGS_port));
     return 1;
   }
-  std::printf("bertps_coordinator listening on %s:%d, metrics on http://%s:%d/metrics\n",
-              host.c_str(), port, host.c_str(), (*metrics)->port());
+  if (metrics) {
+    std::printf("bertps_coordinator listening on %s:%d, metrics on http://%s:%d/metrics\n",
+                host.c_str(), port, host.c_str(), metrics->port());
+  } else {
+    std::printf("bertps_coordinator listening on %s:%d\n", host.c_str(), port);
+  }
   std::fflush(stdout);
+  if (absl::Status a = bertps::WriteAddressFile(
+          absl::GetFlag(FLAGS_address_file), absl::StrCat(host, ":", port));
+      !a.ok()) {
+    std::fprintf(stderr, "bertps_coordinator: %s\n", a.ToString().c_str());
+    return 1;
+  }
 
   std::atomic<bool> done{false};
   std::thread ticker([&] {
@@ -129,7 +150,7 @@ int main(int argc, char** argv) {
       // would lose what happened since the last good write.
       server->GetHealthCheckService()->SetServingStatus(
           coordinator.store_error().empty());
-      coordinator_metrics.Update(coordinator.List());
+      if (coordinator_metrics) coordinator_metrics->Update(coordinator.List());
       absl::SleepFor(absl::Milliseconds(500));
     }
   });

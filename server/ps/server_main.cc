@@ -30,6 +30,9 @@ ABSL_FLAG(bool, exit_when_job_ends, false,
           "With --coordinator: exit (status 0) once the first job this shard "
           "served has ended, instead of waiting for the next one.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(std::string, address_file, "",
+          "Once listening, write HOST:PORT here (atomically; with --port 0, "
+          "how a script learns the port).");
 ABSL_FLAG(int, metrics_port, -1,
           "Prometheus metrics port (0: any free port, -1: off).");
 ABSL_FLAG(int, port, 0, "Port (0: any free port; printed at start).");
@@ -154,6 +157,11 @@ int main(int argc, char** argv) {
     std::printf("bertps_server listening on %s, taking jobs from %s\n",
                 (*server)->address().c_str(), coordinator.c_str());
     std::fflush(stdout);
+    if (absl::Status a = bertps::WriteAddressFile(
+            absl::GetFlag(FLAGS_address_file), (*server)->address());
+        !a.ok()) {
+      return Fail(a);
+    }
     metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
     bertps::ps::ShardMember member(coordinator, server->get());
     member.set_update_threads(absl::GetFlag(FLAGS_update_threads));
@@ -229,6 +237,11 @@ int main(int argc, char** argv) {
   std::printf("bertps_server shard %d of %d listening on %s\n", o.shard,
               o.num_shards, (*server)->address().c_str());
   std::fflush(stdout);
+  if (absl::Status a = bertps::WriteAddressFile(
+          absl::GetFlag(FLAGS_address_file), (*server)->address());
+      !a.ok()) {
+    return Fail(a);
+  }
   metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
   std::thread waiter([&] {
     int sig = bertps::WaitForShutdownSignal();
