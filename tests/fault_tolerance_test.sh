@@ -9,6 +9,7 @@
 #  3. SIGTERM of shard 0: it leaves and exits 0; the job waits for a shard
 #     and starts again from its newest checkpoint on a new one;
 #  4. SIGTERM of a train daemon: it exits 0 and its slot is free at once.
+# With checkpoint.keep 3 only the newest three checkpoints remain.
 # The job succeeds after exactly 2 restarts, and its final parameters equal,
 # bit for bit, those of the same job run from its start with no fault (so
 # every fault above is covered: no update lost or applied twice).
@@ -60,7 +61,7 @@ num_ps_shards: 2
 num_workers: 2
 no_dropout: true
 optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-checkpoint { dir: "$2" every_steps: 20 ${4:+restore: \"$4\"} }
+checkpoint { dir: "$2" every_steps: 20 keep: 3 ${4:+restore: \"$4\"} }
 export_path: "$3"
 EOF2
 }
@@ -117,6 +118,14 @@ grep -q "left (shut down); its slot is free" "$work/watch.out" \
 from=$(grep -o "restart 2 of 10: .*resuming from the checkpoint of step [0-9]*" "$work/watch.out" \
        | grep -o "[0-9]*$") || fail "the second restart names no checkpoint"
 echo "the last restart resumed from the checkpoint of step $from"
+
+# checkpoint.keep 3: the newest three checkpoints remain (the restarts
+# resumed from kept ones), the older ones were removed as the job went.
+kept() { ls -d "$work"/ckpt/ckpt-*/manifest.json 2>/dev/null | sed 's#.*/ckpt-\([0-9]*\)/manifest.json#\1#' | sort -n | tr '\n' ' '; }
+for _ in $(seq 1 50); do [ "$(kept)" = "360 380 400 " ] && break; sleep 0.1; done
+[ "$(kept)" = "360 380 400 " ] || fail "checkpoint.keep 3 left: $(kept)"
+grep -q "removed the checkpoint.* (checkpoint.keep 3)" "$work/watch.out" || fail "no removal event"
+echo "checkpoint.keep 3: $(kept)remain"
 
 # The same job from its start, no fault: equal parameters, bit for bit.
 spec clean "$work/ckpt-clean" "$work/clean.safetensors" > "$work/clean.pbtxt"

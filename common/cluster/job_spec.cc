@@ -250,6 +250,12 @@ absl::Status ValidateJobSpec(const JobSpec& s) {
   if (s.checkpoint().every_steps() < 0) {
     return Bad("checkpoint.every_steps", "must be >= 0");
   }
+  if (s.checkpoint().keep() < 0 || s.checkpoint().keep() > 1000000) {
+    return Bad("checkpoint.keep", "must be in [0, 1000000] (0: keep all)");
+  }
+  if (s.checkpoint().keep() > 0 && s.checkpoint().dir().empty()) {
+    return Bad("checkpoint.dir", "is required with checkpoint.keep");
+  }
   if (s.checkpoint().every_steps() > 0 && s.checkpoint().dir().empty()) {
     return Bad("checkpoint.dir", "is required with checkpoint.every_steps");
   }

@@ -316,6 +316,7 @@ void Coordinator::Tick() {
   }
   FlushStore();
   FlushTensorBoard();
+  PruneCheckpoints();
 }
 
 void Coordinator::TickLocked() {

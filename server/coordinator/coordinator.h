@@ -314,6 +314,19 @@ class Coordinator {
   absl::Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::map<std::string, std::unique_ptr<io::EventLog>> tb_logs_
       ABSL_GUARDED_BY(tb_mu_);
+  // Checkpoint retention (checkpoint.keep): prunes queued under mu_ after a
+  // new checkpoint or a finished eval round, done by PruneCheckpoints (from
+  // Tick) outside mu_.
+  struct Prune {
+    std::string job, dir;
+    int keep = 0;
+    int64_t newest = 0;            // the newest checkpoint reported
+    std::set<int64_t> pinned;      // still needed: eval rounds, the restart
+  };
+  void QueuePruneLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PruneCheckpoints() ABSL_LOCKS_EXCLUDED(prune_mu_, mu_);
+  absl::Mutex prune_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<Prune> prunes_ ABSL_GUARDED_BY(mu_);
   bool urgent_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_flush_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string store_error_ ABSL_GUARDED_BY(mu_);

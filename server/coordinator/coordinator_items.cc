@@ -235,6 +235,7 @@ void Coordinator::FinishRoundLocked(Job& job, Round& round) {
   m.set_step(version);
   m.set_time_ms(NowMs());
   round.finished = true;
+  QueuePruneLocked(job);  // the round no longer pins its checkpoint
   *job.status.add_evals() = m;
   if (total.num_labels() > 0) {
     ScalarLocked(job, version, "eval/accuracy", m.accuracy());

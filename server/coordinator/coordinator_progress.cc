@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/ps/checkpoint_retention.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
@@ -31,6 +33,7 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
       AddRoundLocked(job, absl::StrCat("step-", ckpt_version), ckpt_version,
                      r.checkpoint());
     }
+    QueuePruneLocked(job);
   }
   if (r.step() < job.counted_floor) return;  // a repeat of an old step
   if (!job.counted.insert({r.step(), slot}).second) return;  // a repeat
@@ -118,6 +121,56 @@ void Coordinator::ScalarLocked(Job& job, int64_t step, const std::string& tag,
   job.tb_pending.push_back(io::ScalarEvent(
       step, tag, value,
       absl::ToDoubleSeconds(options_.now() - absl::UnixEpoch())));
+}
+
+void Coordinator::QueuePruneLocked(Job& job) {
+  const CheckpointSpec& c = job.status.spec().checkpoint();
+  if (c.keep() <= 0 || c.dir().empty() || job.last_checkpoint.empty()) return;
+  Prune p;
+  p.job = job.status.id();
+  p.dir = c.dir();
+  p.keep = c.keep();
+  p.newest = job.last_checkpoint_version;
+  p.pinned.insert(job.last_checkpoint_version);  // the restart point
+  for (const Round& rd : job.rounds) {
+    if (!rd.finished) p.pinned.insert(rd.version);
+  }
+  prunes_.push_back(std::move(p));
+}
+
+void Coordinator::PruneCheckpoints() {
+  absl::MutexLock pl(&prune_mu_);
+  std::vector<Prune> prunes;
+  {
+    absl::MutexLock l(&mu_);
+    prunes.swap(prunes_);
+  }
+  // Listing and removing run without the coordinator's lock.
+  for (const Prune& p : prunes) {
+    absl::StatusOr<std::vector<int64_t>> have = ps::ListCheckpoints(p.dir);
+    if (!have.ok()) {
+      LOG(WARNING) << "job " << p.job << ": checkpoint.keep: " << have.status();
+      continue;
+    }
+    std::vector<int64_t> removed;
+    for (int64_t v : ps::CheckpointsToRemove(*have, p.keep, p.newest, p.pinned)) {
+      absl::Status st = ps::RemoveCheckpoint(p.dir, v);
+      if (st.ok()) {
+        removed.push_back(v);
+      } else if (st.code() != absl::StatusCode::kNotFound) {
+        LOG(WARNING) << "job " << p.job << ": checkpoint.keep: " << st;
+      }
+    }
+    if (removed.empty()) continue;
+    absl::MutexLock l(&mu_);
+    auto it = jobs_.find(p.job);
+    if (it == jobs_.end()) continue;
+    EventLocked(it->second,
+                absl::StrCat("removed the checkpoint", removed.size() > 1 ? "s" : "",
+                             " of step", removed.size() > 1 ? "s " : " ",
+                             absl::StrJoin(removed, ", "), " (checkpoint.keep ",
+                             p.keep, ")"));
+  }
 }
 
 void Coordinator::FlushTensorBoard() {

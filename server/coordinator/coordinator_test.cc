@@ -605,6 +605,60 @@ TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
       << events;
 }
 
+// checkpoint.keep: after each new checkpoint the coordinator removes all but
+// the newest `keep` in the job's checkpoint directory; a checkpoint being
+// written (no manifest yet) and newer ones stay.
+TEST_F(CoordinatorTest, CheckpointKeepRemovesTheOldest) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::path(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") /
+      "keep-ckpt";
+  fs::remove_all(dir);
+  auto make = [&](int v, bool manifest) {
+    fs::create_directories(dir / absl::StrCat("ckpt-", v));
+    std::FILE* f = std::fopen(
+        (dir / absl::StrCat("ckpt-", v) /
+         (manifest ? "manifest.json" : "shard-0-of-1.safetensors"))
+            .c_str(),
+        "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  };
+  std::string p = Join(PS, "127.0.0.1:1"), w = Join(TRAIN);
+  JobSpec spec = Spec(1, 1, 50);
+  spec.mutable_checkpoint()->set_dir(dir.string());
+  spec.mutable_checkpoint()->set_every_steps(10);
+  spec.mutable_checkpoint()->set_keep(2);
+  auto id = *coord_.Submit(spec);
+  Beat(p), Beat(p, id);
+  Beat(w);
+  for (int step = 0; step < 40; ++step) {
+    StepReport r = Report(step, 0, 1, 10, 1.0);
+    if ((step + 1) % 10 == 0) {
+      make(step + 1, true);
+      r.set_checkpoint((dir / absl::StrCat("ckpt-", step + 1) / "manifest.json")
+                           .string());
+    }
+    Beat(w, id, {r});
+    coord_.Tick();
+  }
+  make(50, false);  // being written
+  auto exists = [&](int v) { return fs::exists(dir / absl::StrCat("ckpt-", v)); };
+  EXPECT_FALSE(exists(10));
+  EXPECT_FALSE(exists(20));
+  EXPECT_TRUE(exists(30));
+  EXPECT_TRUE(exists(40));
+  EXPECT_TRUE(exists(50));
+  std::string events;
+  int64_t seq = 0;
+  auto all = coord_.WaitForEvents(id, &seq, now_);
+  ASSERT_TRUE(all.ok());
+  for (const JobEvent& e : *all) absl::StrAppend(&events, e.message(), "\n");
+  EXPECT_NE(events.find("removed the checkpoint of step 20 (checkpoint.keep 2)"),
+            std::string::npos)
+      << events;
+}
+
 // With slot_takeover_after infinite the job waits for a daemon, and says so.
 TEST(CoordinatorTakeover, OffMeansTheJobWaits) {
   absl::Time now = absl::FromUnixSeconds(1000);
