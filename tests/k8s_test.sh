@@ -91,6 +91,35 @@ done < <(find "$work/k8s" -name kustomization.yaml | sort)
 validate "${rendered[@]}" "$work/k8s/secret.example.yaml" ||
     fail "the manifests are not valid (see above)"
 
+# The base pins the image to the release (VERSION), never a moving tag.
+if [ -f "$runfiles/VERSION" ]; then version=$(head -n1 "$runfiles/VERSION")
+else version=$(head -n1 "$(dirname "$(readlink -f "$0")")/../VERSION"); fi
+base="$work/rendered/base.yaml"
+[ -f "$base" ] || fail "no rendered base"
+images=$(grep -o 'image: .*' "$base" | sort -u)
+[ "$images" = "image: bertps:$version" ] || fail "the base's images are not bertps:$version: $images"
+# The coordinator's SQLite store is on its own ReadWriteOnce volume; the
+# shards have a disruption budget; the coordinator a startup probe.
+/usr/bin/python3 - "$base" <<'PY' || fail "deployment rules (see above)"
+import sys
+text = open(sys.argv[1]).read()
+docs = text.split("\n---\n")
+def doc(kind, name):
+    for d in docs:
+        if f"kind: {kind}\n" in d and f"\n  name: {name}\n" in d:
+            return d
+    raise SystemExit(f"no {kind} {name}")
+pvc = doc("PersistentVolumeClaim", "bertps-coordinator-state")
+assert "ReadWriteOnce" in pvc and "ReadWriteMany" not in pvc, pvc
+coord = doc("Deployment", "bertps-coordinator")
+assert "--state_db=/var/lib/bertps-state/" in coord, "state_db not on the state volume"
+assert "claimName: bertps-coordinator-state" in coord
+assert "startupProbe:" in coord
+pdb = doc("PodDisruptionBudget", "bertps-ps")
+assert "maxUnavailable: 1" in pdb, pdb
+PY
+echo "base: image bertps:$version; coordinator state on a ReadWriteOnce volume; shard disruption budget"
+
 # ----------------------------------------------------- negative cases
 # Each broken object must be refused, and the report must name it.
 mkdir -p "$work/k8s/overlays/broken"
