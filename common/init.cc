@@ -7,14 +7,35 @@
 #include <cstdlib>
 #include <string>
 
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/version.h"
 #include "glog/logging.h"
 
+ABSL_FLAG(std::string, log_level, "INFO",
+          "Least severe log messages written: INFO, WARNING or ERROR.");
+
 namespace bertps {
+namespace {
+
+// --help lists the flags of the binary's *_main.cc and the shared ones of
+// common/ (TLS, TCP, logging); Abseil's default looks for a file named like
+// the binary, which none is, and printed "No flags matched".
+bool IsOurFlagFile(absl::string_view file) {
+  return absl::EndsWith(file, "_main.cc") || absl::StrContains(file, "common/") ||
+         absl::StrContains(file, "tools/") || absl::StrContains(file, "deploy/");
+}
+
+}  // namespace
 
 std::vector<std::string> InitProcess(int argc, char** argv,
                                      const char* usage) {
@@ -31,9 +52,36 @@ std::vector<std::string> InitProcess(int argc, char** argv,
     }
   }
   absl::SetProgramUsageMessage(usage);
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  absl::FlagsUsageConfig config;
+  config.contains_helpshort_flags = IsOurFlagFile;
+  config.contains_help_flags = IsOurFlagFile;
+  absl::SetFlagsUsageConfig(config);
+  // As absl::ParseCommandLine, but --help and --helpfull print the flags to
+  // stdout and exit 0 (Abseil's own handling exits 1: a request answered is
+  // not an error).
+  namespace fi = absl::flags_internal;
+  std::vector<char*> rest = fi::ParseCommandLineImpl(
+      argc, argv, fi::ArgvListAction::kRemoveParsedArgs,
+      fi::UsageFlagsAction::kIgnoreUsage, fi::OnUndefinedFlag::kAbortIfUndefined);
+  if (fi::HandleUsageFlags(std::cout, absl::ProgramUsageMessage()) >= 0) {
+    std::cout.flush();
+    std::exit(0);
+  }
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  int min_level = -1;
+  if (level == "INFO") min_level = google::GLOG_INFO;
+  if (level == "WARNING") min_level = google::GLOG_WARNING;
+  if (level == "ERROR") min_level = google::GLOG_ERROR;
+  if (min_level < 0) {
+    std::string program = argv[0];
+    program = program.substr(program.rfind('/') + 1);
+    std::fprintf(stderr, "%s: --log_level: '%s' is not one of INFO, WARNING, "
+                 "ERROR\n", program.c_str(), level.c_str());
+    std::exit(2);
+  }
   google::InitGoogleLogging(argv[0]);
   FLAGS_logtostderr = true;
+  FLAGS_minloglevel = min_level;
   google::InstallFailureSignalHandler();
   // Large tensors are reused across steps and RPCs: keep freed pages instead
   // of handing them back to the kernel each time (see docs/performance.md).

@@ -58,6 +58,27 @@ expect_refused threads "$BERT_LOCAL" train --threads 0
 expect_refused masked_lm_prob "$BERT_LOCAL" create-pretraining-data --masked_lm_prob 1.5
 expect_refused max_predictions_per_seq "$BERT_LOCAL" create-pretraining-data --max_seq_length 16 --max_predictions_per_seq 17
 
+expect_refused log_level "$COORDINATOR" --log_level LOUD
+expect_refused log_level "$WORKER" --log_level debug
+
+# --help: exit 0 and the binary's own flags (not "No flags matched").
+expect_help() {  # expect_help BINARY FLAG...
+  local bin="$1" out rc f; shift
+  out=$("$bin" --help 2>&1); rc=$?
+  checks=$((checks + 1))
+  for f in "$@" log_level; do
+    if [ "$rc" -ne 0 ] || ! grep -q -- "--$f " <<<"$out"; then
+      echo "FAIL: $(basename "$bin") --help: exit $rc, no --$f: ${out:0:300}"
+      failures=$((failures + 1))
+      return
+    fi
+  done
+  echo "ok: $(basename "$bin") --help lists --$* --log_level"
+}
+expect_help "$COORDINATOR" port member_timeout_s slot_takeover_s address_file
+expect_help "$SERVER" port coordinator address_file
+expect_help "$WORKER" role coordinator threads
+
 # --version: the release and the commit, exit 0, never Abseil's "Debug build".
 for bin in "$COORDINATOR" "$SERVER" "$WORKER" "$PROBE" "$BERT_LOCAL" "$5"; do
   out=$("$bin" --version 2>&1); rc=$?
