@@ -67,6 +67,9 @@ void JobMember::Start(const Assignment& assignment, int slot) {
     state.finished = true;
     if (st.ok() || st.code() == absl::StatusCode::kCancelled || *cancel) return;
     const absl::Time now = absl::Now();
+    if (st.code() == absl::StatusCode::kUnavailable && unreachable_.empty()) {
+      unreachable_ = std::string(st.message());
+    }
     if (IsTransient(st)) {
       if (state.failing_since == absl::InfiniteFuture()) {
         state.failing_since = now;
@@ -89,10 +92,12 @@ absl::Status JobMember::Run(absl::Duration give_up) {
   while (!stop_) {
     std::vector<StepReport> reports;
     std::map<int, PartState> states;
+    std::string unreachable;
     {
       absl::MutexLock l(&mu_);
       reports.swap(pending_);
       states = states_;
+      unreachable.swap(unreachable_);
     }
     HeartbeatRequest req;
     req.set_job_id(job_);
@@ -115,6 +120,7 @@ absl::Status JobMember::Run(absl::Duration give_up) {
       req.clear_done_slots();
     }
     req.set_error(error);
+    req.set_unreachable(unreachable);
     absl::StatusOr<Assignment> a = member_.Heartbeat(req);
     if (!a.ok()) {
       // Keep the reports for the next attempt (they are idempotent).

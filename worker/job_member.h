@@ -17,6 +17,9 @@
 // part per slot, each on its own thread with the assignment's index set to
 // that slot, started, retried and stopped alone; each step report names its
 // slot, and the heartbeat lists the slots whose part finished (done_slots).
+// A part that fails with UNAVAILABLE (a shard gone) says so on the next
+// heartbeat (HeartbeatRequest.unreachable): the coordinator probes the
+// shards at once instead of waiting out their member timeout.
 // Thread-safety: Run() from one thread; Stop() and last_report() from any.
 #ifndef BERTPS_WORKER_JOB_MEMBER_H_
 #define BERTPS_WORKER_JOB_MEMBER_H_
@@ -66,6 +69,13 @@ class JobMember {
     return last_;
   }
 
+  // A part could not reach a shard (UNAVAILABLE): told to the coordinator
+  // on the next heartbeat, which probes the shards. Any thread.
+  void ReportUnreachable(const std::string& what) {
+    absl::MutexLock l(&mu_);
+    if (unreachable_.empty()) unreachable_ = what;
+  }
+
   // Whether a failure of a part is worth starting it again.
   static bool IsTransient(const absl::Status& st);
 
@@ -105,6 +115,8 @@ class JobMember {
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);
   std::map<int, PartState> states_ ABSL_GUARDED_BY(mu_);  // by slot
+  // A part's failure to reach a shard (UNAVAILABLE), for the next heartbeat.
+  std::string unreachable_ ABSL_GUARDED_BY(mu_);
   StepReport last_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -30,6 +30,11 @@ absl::Status TrainMember::RunPart(
   o->ps.security = security_;
   o->ps.incarnation = a.incarnation();
   o->ps.cancel = cancel;
+  // A shard unreachable: the coordinator hears it on the next heartbeat
+  // (and probes the shards), not only once this part gives up.
+  o->ps.on_unavailable = [this](const absl::Status& st) {
+    member_.ReportUnreachable(std::string(st.message()));
+  };
   o->cancel = cancel;
   o->on_step = [&report](const TrainStepReport& r) {
     StepReport s;

@@ -318,6 +318,10 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPull(
     p->threads_.emplace_back([this, raw, req, i, params] {
       raw->status_[i] = PullShard(i, req, raw->contexts_[i].get(), params,
                                   &raw->versions_[i], raw);
+      if (raw->status_[i].code() == absl::StatusCode::kUnavailable &&
+          options_.on_unavailable) {
+        options_.on_unavailable(raw->status_[i]);
+      }
       raw->ShardDone(raw->status_[i]);
     });
   }
@@ -334,7 +338,13 @@ void PsClient::PendingPull::Arrived(int tensor, int64_t elements,
 void PsClient::PendingPull::ShardDone(const absl::Status& status) {
   absl::MutexLock l(&mu_);
   --shards_left_;
-  if (!status.ok() && error_.ok()) error_ = status;
+  if (!status.ok() && error_.ok()) {
+    error_ = status;
+    // The pull has failed: the other shards' halves stop now rather than
+    // wait out a version that may never come (a shard gone stalls its
+    // peers' updates).
+    for (auto& c : contexts_) c->TryCancel();
+  }
 }
 
 absl::Status PsClient::PendingPull::Wait(const std::vector<int>& tensors,
@@ -358,6 +368,11 @@ absl::StatusOr<int64_t> PsClient::PendingPull::Finish() {
   for (auto& t : threads_) t.join();
   threads_.clear();
   finished_ = true;
+  {
+    // The first failure, not the cancellations it caused.
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(error_);
+  }
   for (const absl::Status& x : status_) RETURN_IF_ERROR(x);
   return *std::min_element(versions_.begin(), versions_.end());
 }
@@ -610,6 +625,10 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
   absl::Status first_error;
   for (auto& sh : shards_) {
     absl::Status st = FromGrpcStatus(sh->writer->Finish());
+    if (st.code() == absl::StatusCode::kUnavailable &&
+        client_->options_.on_unavailable) {
+      client_->options_.on_unavailable(st);
+    }
     if (!st.ok() && first_error.ok()) {
       first_error = Annotate(
           st, absl::StrCat("push to shard ", sh->index, " (",
@@ -662,6 +681,9 @@ absl::StatusOr<AnnounceResponse> PsClient::Announce(
   AnnounceResponse resp;
   absl::Status st =
       FromGrpcStatus(stubs_[0]->Announce(&ctx, request, &resp));
+  if (st.code() == absl::StatusCode::kUnavailable && options_.on_unavailable) {
+    options_.on_unavailable(st);
+  }
   if (!st.ok()) return Annotate(st, "batch totals from shard 0");
   return resp;
 }

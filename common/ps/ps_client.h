@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <future>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,11 @@ struct PsClientOptions {
   // shards sent far ahead, and the worker grew its receive buffers by
   // hundreds of MB it had to touch first (docs/ps.md, Overlap 10).
   std::optional<int> pull_window_bytes;
+  // Called (on the calling thread) with each UNAVAILABLE a shard's pull,
+  // push or announce ends in: a shard unreachable, perhaps gone. A member
+  // tells the coordinator at once, which probes the shards instead of
+  // waiting out their member timeout. Null: not told.
+  std::function<void(const absl::Status&)> on_unavailable;
 };
 
 // PsClientOptions::pull_window_bytes, when fixed by default.

@@ -244,6 +244,7 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
           const int slot = SlotOfLocked(m, s.has_slot() ? s.slot() : m.index);
           if (slot >= 0) RecordLocked(job, slot, s);
         }
+        if (!r.unreachable().empty()) QueueProbesLocked(job, m, r.unreachable());
       }
       if (m.role == PS && m.index == 0 && !r.example_ledger().empty()) {
         TakeLedgerLocked(job, r);
@@ -314,9 +315,53 @@ void Coordinator::Tick() {
     absl::MutexLock l(&mu_);
     TickLocked();
   }
+  ProbeMembers();
   FlushStore();
   FlushTensorBoard();
   PruneCheckpoints();
+}
+
+void Coordinator::QueueProbesLocked(Job& job, const Member& reporter,
+                                    const std::string& why) {
+  if (!options_.probe || job.training_done) return;
+  const absl::Time now = options_.now();
+  if (now - job.last_probe < absl::Seconds(1)) return;
+  job.last_probe = now;
+  for (const std::string& id : job.shards) {
+    auto it = members_.find(id);
+    if (it == members_.end() || !it->second.alive) continue;
+    probes_.push_back({job.status.id(), id, it->second.address,
+                       absl::StrCat("member ", reporter.id, " could not reach "
+                                    "the shards (", why, ")"),
+                       job.status.incarnation()});
+  }
+}
+
+void Coordinator::ProbeMembers() {
+  std::vector<Probe> probes;
+  {
+    absl::MutexLock l(&mu_);
+    probes.swap(probes_);
+  }
+  for (const Probe& p : probes) {
+    // Outside the lock: heartbeats and requests go on meanwhile.
+    absl::Status st = options_.probe(p.address);
+    if (st.ok()) continue;
+    absl::MutexLock l(&mu_);
+    auto m = members_.find(p.member);
+    auto job = jobs_.find(p.job);
+    if (m == members_.end() || !m->second.alive || m->second.job != p.job ||
+        job == jobs_.end() || job->second.status.incarnation() != p.incarnation) {
+      continue;  // already handled, or another start of the job
+    }
+    LOG(WARNING) << "member " << p.member << " at " << p.address
+                 << " failed a probe: " << st;
+    m->second.alive = false;
+    LoseMemberLocked(m->second,
+                     absl::StrCat("did not answer a probe (", st.message(),
+                                  ") after ", p.why));
+    TickLocked();
+  }
 }
 
 void Coordinator::TickLocked() {

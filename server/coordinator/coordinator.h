@@ -20,7 +20,9 @@
 //
 // Members register with a role and send heartbeats; the answer carries their
 // assignment (job, index, shard addresses, or stop). A member silent for
-// longer than member_timeout is dead. A coordinator that itself stalled
+// longer than member_timeout is dead, and so is a shard that a train member
+// could not reach and that then fails a probe (CoordinatorOptions::probe).
+// A coordinator that itself stalled
 // (two ticks further apart than stall_threshold: SIGSTOP, a long pause, a
 // slow disk) could not hear anyone meanwhile, so silence is counted from
 // when it resumed: members get a full member_timeout to be heard again.
@@ -92,6 +94,11 @@ struct CoordinatorOptions {
   std::function<absl::StatusOr<std::vector<DataFile>>(const JobSpec&)>
       describe_data;
   std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Asks the member serving at `address` whether it is alive (the daemon: a
+  // grpc.health.v1 check with a short deadline). When a train member reports
+  // it could not reach the job's shards, each shard is probed at once and
+  // one that fails is lost then, not after member_timeout. Null: no probes.
+  std::function<absl::Status(const std::string& address)> probe;
   // Ticks (Tick(), heartbeats, requests) further apart than this mean the
   // coordinator stalled (see above). The daemon ticks every 500 ms.
   absl::Duration stall_threshold = absl::Seconds(2);
@@ -209,6 +216,7 @@ class Coordinator {
     // What the store last got of the job (a change of either is urgent).
     JobState stored_state = JOB_STATE_UNSPECIFIED;
     int64_t stored_incarnation = -1;
+    absl::Time last_probe = absl::InfinitePast();  // of its shards
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -314,6 +322,18 @@ class Coordinator {
   absl::Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::map<std::string, std::unique_ptr<io::EventLog>> tb_logs_
       ABSL_GUARDED_BY(tb_mu_);
+  // Probes of a job's shards after a train member could not reach them:
+  // queued under mu_ (at most one round per job a second), run by
+  // ProbeMembers (from Tick) outside mu_.
+  struct Probe {
+    std::string job, member, address, why;
+    int64_t incarnation = 0;
+  };
+  void QueueProbesLocked(Job& job, const Member& reporter,
+                         const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ProbeMembers() ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<Probe> probes_ ABSL_GUARDED_BY(mu_);
   // Checkpoint retention (checkpoint.keep): prunes queued under mu_ after a
   // new checkpoint or a finished eval round, done by PruneCheckpoints (from
   // Tick) outside mu_.

@@ -14,6 +14,7 @@
 #include "common/security.h"
 #include "common/signals.h"
 #include "common/tcp_tuning.h"
+#include "deploy/probe/probe.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
   options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
   options.slot_takeover_after =
       absl::Seconds(absl::GetFlag(FLAGS_slot_takeover_s));
+  // A shard a train member could not reach is asked at once (1 s).
+  options.probe = [security = *security](const std::string& address) {
+    return bertps::CheckHealth(bertps::MakeChannel(address, security), address,
+                               "", absl::Seconds(1));
+  };
   options.roots.data_root = data_root;
   options.roots.output_root = output_root;
   std::unique_ptr<bertps::JobStore> store;

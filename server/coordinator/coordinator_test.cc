@@ -659,6 +659,78 @@ TEST_F(CoordinatorTest, CheckpointKeepRemovesTheOldest) {
       << events;
 }
 
+// A train member that could not reach the shards says so on its heartbeat:
+// the coordinator probes every shard of the job at once (at most once a
+// second per job); one that fails is lost now (the job restarts), not after
+// member_timeout; one that answers stays.
+TEST(CoordinatorProbe, AnUnreachableShardThatFailsAProbeIsLostAtOnce) {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  std::vector<std::string> probed;
+  CoordinatorOptions o;
+  o.member_timeout = absl::Seconds(60);
+  o.now = [&now] { return now; };
+  o.stall_threshold = absl::InfiniteDuration();
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+    return 100;
+  };
+  o.probe = [&probed](const std::string& address) {
+    probed.push_back(address);
+    return address == "127.0.0.1:2"
+               ? absl::UnavailableError("connection refused")
+               : absl::OkStatus();
+  };
+  Coordinator coord(o);
+  auto join = [&](Role role, const std::string& addr) {
+    RegisterRequest r;
+    r.set_role(role);
+    r.set_address(addr);
+    return coord.Register(r)->member_id();
+  };
+  auto beat = [&](const std::string& m, const std::string& job,
+                  const std::string& unreachable) {
+    HeartbeatRequest r;
+    r.set_member_id(m);
+    r.set_job_id(job);
+    r.set_unreachable(unreachable);
+    if (!job.empty()) r.set_incarnation(coord.Get(job)->incarnation());
+    return coord.Heartbeat(r)->assignment();
+  };
+  std::string p0 = join(PS, "127.0.0.1:1"), p1 = join(PS, "127.0.0.1:2");
+  std::string w = join(TRAIN, "");
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("data/*.tfrecord");
+  s.set_batch_size(10);
+  s.set_steps(10);
+  s.set_num_ps_shards(2);
+  s.set_num_workers(1);
+  const std::string id = *coord.Submit(s);
+  beat(p0, "", ""), beat(p1, "", ""), beat(p0, id, ""), beat(p1, id, "");
+  beat(w, "", "");
+  EXPECT_EQ(coord.Get(id)->restarts(), 0);
+  beat(w, id, "pull from 127.0.0.1:2: Socket closed");
+  coord.Tick();
+  EXPECT_EQ(probed, (std::vector<std::string>{"127.0.0.1:1", "127.0.0.1:2"}));
+  JobStatus st = *coord.Get(id);
+  EXPECT_EQ(st.restarts(), 1);
+  int64_t seq = 0;
+  auto events = coord.WaitForEvents(id, &seq, now);
+  ASSERT_TRUE(events.ok());
+  std::string all;
+  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
+  EXPECT_NE(all.find("restart 1 of 10: parameter-server shard 1 (member " + p1 +
+                     " at 127.0.0.1:2) did not answer a probe (connection "
+                     "refused) after member " + w + " could not reach the "
+                     "shards (pull from 127.0.0.1:2: Socket closed)"),
+            std::string::npos)
+      << all;
+  // Another report within the second: no new round of probes.
+  probed.clear();
+  beat(w, id, "again");
+  coord.Tick();
+  EXPECT_TRUE(probed.empty());
+}
+
 // With slot_takeover_after infinite the job waits for a daemon, and says so.
 TEST(CoordinatorTakeover, OffMeansTheJobWaits) {
   absl::Time now = absl::FromUnixSeconds(1000);
