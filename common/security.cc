@@ -148,6 +148,12 @@ absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
       return absl::InvalidArgumentError(absl::StrCat(
           "line ", line_no, ": token shorter than 16 characters"));
     }
+    if (f[1].size() > kMaxTokenBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "line ", line_no, ": token of ", f[1].size(), " bytes, longer than ",
+          kMaxTokenBytes, " (a client could not send it: gRPC's metadata "
+          "limit is 8 KiB)"));
+    }
     out.push_back({*role, std::string(f[1])});
   }
   if (out.empty()) return absl::InvalidArgumentError("no tokens");
@@ -307,6 +313,12 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFiles(
       return absl::InvalidArgumentError(absl::StrCat(
           "--token_file: ", f.token_file,
           " must hold one token (no spaces)"));
+    }
+    if (c.token.size() > kMaxTokenBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--token_file: ", f.token_file, " holds a token of ", c.token.size(),
+          " bytes, longer than ", kMaxTokenBytes,
+          " (gRPC's metadata limit is 8 KiB)"));
     }
   }
   if (!f.auth_tokens_file.empty()) {

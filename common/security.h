@@ -100,6 +100,10 @@ absl::Status ValidateSecurityConfig(const SecurityConfig& config);
 absl::Status ValidateServing(const SecurityConfig& config);
 
 // Parses an accepted-tokens file's text ("ROLE TOKEN" lines).
+// The longest bearer token accepted (--token_file, --auth_tokens_file): it
+// travels as call metadata, which gRPC limits to 8 KiB in all.
+inline constexpr size_t kMaxTokenBytes = 4096;
+
 absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
     absl::string_view text);
 absl::StatusOr<AuthRole> ParseAuthRole(absl::string_view name);

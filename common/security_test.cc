@@ -67,6 +67,13 @@ TEST(AuthTokensTest, BadLinesNameTheLine) {
   EXPECT_FALSE(ParseAuthTokens("worker short\n").ok());
   EXPECT_FALSE(ParseAuthTokens("worker a b\n").ok());
   EXPECT_FALSE(ParseAuthTokens("# only comments\n").ok());
+  // Longer than gRPC's metadata could carry: refused, naming the limit.
+  auto huge = ParseAuthTokens("worker " + std::string(5000, 'x') + "\n");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("longer than 4096"),
+            std::string::npos)
+      << huge.status();
+  EXPECT_TRUE(ParseAuthTokens("worker " + std::string(4096, 'x')).ok());
 }
 
 TEST(TokenTest, ConstantTimeEqualsAndLookup) {
@@ -175,6 +182,11 @@ TEST(SecurityConfigTest, ValidationNamesTheFlag) {
   f.tls_ca = d + "/ca.crt";
   f.token_file = d + "/two.token";
   EXPECT_NE(err(f).find("one token"), std::string::npos);
+  WriteFile(d + "/huge.token", std::string(100000, 'x') + "\n");
+  f.token_file = d + "/huge.token";
+  EXPECT_NE(err(f).find("holds a token of 100000 bytes, longer than 4096"),
+            std::string::npos)
+      << err(f);
   WriteFile(d + "/bad_tokens", "worker 0123456789abcdef\nguest 0123456789abcdef\n");
   f = {};
   f.tls_cert = d + "/server.crt";

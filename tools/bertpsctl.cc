@@ -55,6 +55,17 @@ std::string RpcError(const CtlOptions& o, absl::string_view rpc,
     case grpc::StatusCode::INVALID_ARGUMENT:
       return absl::StrCat("the coordinator at ", addr, " rejected ", rpc, ": ",
                           s.error_message());
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      if (absl::StrContains(s.error_message(), "metadata")) {
+        // gRPC's own words name no cause a user can act on.
+        return absl::StrCat(
+            "the coordinator at ", addr, " refused ", rpc,
+            ": the call's metadata (its bearer token and headers) is larger "
+            "than gRPC's limit (8 KiB; tokens may be at most 4096 bytes) (",
+            s.error_message(), ")");
+      }
+      return absl::StrCat("the coordinator at ", addr, " refused ", rpc,
+                          " as too large: ", s.error_message());
     default:
       break;
   }

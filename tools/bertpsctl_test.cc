@@ -51,6 +51,7 @@ class FakeJobService final : public JobService::Service {
     }
     if (Hang(ctx)) return grpc::Status(grpc::StatusCode::CANCELLED, "gone");
     absl::MutexLock l(&mu_);
+    if (!fail_.ok()) return fail_;
     auto it = jobs_.find(req->id());
     if (it == jobs_.end()) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -122,6 +123,11 @@ class FakeJobService final : public JobService::Service {
     absl::MutexLock l(&mu_);
     return get_calls_;
   }
+  // GetJob answers this status (OK: as usual).
+  void SetFailure(grpc::Status s) {
+    absl::MutexLock l(&mu_);
+    fail_ = std::move(s);
+  }
 
  private:
   static bool SleepUnlessCancelled(grpc::ServerContext* ctx, absl::Duration d) {
@@ -145,6 +151,7 @@ class FakeJobService final : public JobService::Service {
   int next_id_ ABSL_GUARDED_BY(mu_) = 0;
   int get_calls_ ABSL_GUARDED_BY(mu_) = 0;
   bool hang_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status fail_ ABSL_GUARDED_BY(mu_);
   absl::Duration gap_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::map<std::string, JobStatus> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<JobEvent>> scripts_ ABSL_GUARDED_BY(mu_);
@@ -330,6 +337,18 @@ TEST_F(BertpsctlTest, StatusShowsWhatAJobWaitsFor) {
       out_.str(), "waiting    for an idle train worker for slot 1 (since "))
       << out_.str();
   EXPECT_TRUE(absl::StrContains(out_.str(), ", 1:05)\n")) << out_.str();
+}
+
+// gRPC's "metadata size exceeds limit" names no cause: bertpsctl says which.
+TEST_F(BertpsctlTest, OversizedMetadataIsExplained) {
+  service_.SetFailure(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                   "received initial metadata size exceeds "
+                                   "limit"));
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-1", out_, err_), kExitError);
+  EXPECT_TRUE(absl::StrContains(
+      err_.str(), "the call's metadata (its bearer token and headers) is larger "
+                  "than gRPC's limit (8 KiB; tokens may be at most 4096 bytes)"))
+      << err_.str();
 }
 
 TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
