@@ -11,7 +11,8 @@ BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work probe
 tiny_model_data "$BERT_LOCAL"
-start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 60
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 60 \
+  --jobs_root "$work/jobs"
 coord="$BERTPS_COORDINATOR"
 shard_pids=()
 for s in a b c; do  # two for the job, one spare
@@ -31,7 +32,7 @@ field() {  # field JOB PYTHON-EXPRESSION-OF-s
   "$CTL" status "$1" --json | /usr/bin/python3 -c \
     "import json,sys; s=json.load(sys.stdin); print($2)"
 }
-spec() {  # spec NAME CKPT EXPORT
+spec() {  # spec NAME [CKPT EXPORT]: without them, the job's directory holds both
   cat <<EOF2
 name: "$1"
 task: PRETRAIN
@@ -42,8 +43,8 @@ steps: 300
 num_ps_shards: 2
 num_workers: 2
 optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-checkpoint { dir: "$2" every_steps: 10 }
-export_path: "$3"
+checkpoint { ${2:+dir: \"$2\"} every_steps: 10 }
+${3:+export_path: \"$3\"}
 EOF2
 }
 spec probe "$work/ckpt" "$work/probe.safetensors" > "$work/probe.pbtxt"
@@ -71,11 +72,17 @@ grep -q "restart 1 of 10: parameter-server shard 1 .* did not answer a probe .* 
   || fail "no probe restart event: $(grep -i restart "$work/watch.out")"
 grep -o "restart 1 of 10: .*" "$work/watch.out" | head -1 | sed 's/(member [^)]*) //' | cut -c1-200
 
-spec clean "$work/ckpt-clean" "$work/clean.safetensors" > "$work/clean.pbtxt"
+# The same job with no fault, its outputs in its own directory
+# (--jobs_root/<job id>: checkpoints/, model.safetensors, tensorboard/).
+spec clean > "$work/clean.pbtxt"
 clean=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
 "$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed"
-for _ in $(seq 1 100); do [ -f "$work/clean.safetensors" ] && [ -f "$work/probe.safetensors" ] && break; sleep 0.1; done
-worst=$(max_relative_difference "$work/probe.safetensors" "$work/clean.safetensors") \
+export="$work/jobs/$clean/model.safetensors"
+for _ in $(seq 1 100); do [ -f "$export" ] && [ -f "$work/probe.safetensors" ] && break; sleep 0.1; done
+ls "$work/jobs/$clean/checkpoints/ckpt-300/manifest.json" "$work/jobs/$clean"/tensorboard/events.out.tfevents.* \
+  > /dev/null || fail "the job's directory lacks its checkpoints or TensorBoard files: $(ls -R "$work/jobs" | head)"
+echo "job directory $work/jobs/$clean: $(ls "$work/jobs/$clean" | tr '\n' ' ')"
+worst=$(max_relative_difference "$work/probe.safetensors" "$export") \
   || fail "cannot compare the exports"
 echo "after the lost shard vs the same job without faults: worst relative difference $worst"
 [ "$worst" = "0.000e+00" ] || fail "the parameters differ ($worst)"

@@ -76,6 +76,22 @@ class Errors : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
+void ApplyJobDirDefaults(JobSpec* s) {
+  if (s->job_dir().empty()) return;
+  std::string dir = s->job_dir();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  auto under = [&dir](const char* name) { return absl::StrCat(dir, "/", name); };
+  if (s->task() == PRETRAIN || s->task() == CLASSIFY) {
+    if (s->checkpoint().dir().empty()) {
+      s->mutable_checkpoint()->set_dir(under("checkpoints"));
+    }
+    if (s->export_path().empty()) s->set_export_path(under("model.safetensors"));
+    if (s->tensorboard_dir().empty()) s->set_tensorboard_dir(under("tensorboard"));
+  } else if (s->output_dir().empty()) {
+    s->set_output_dir(under("output"));
+  }
+}
+
 void ApplyJobDefaults(JobSpec* s) {
   if (s->task() == TASK_UNSPECIFIED) s->set_task(PRETRAIN);
   if (s->model().empty()) s->set_model("tiny");
@@ -130,9 +146,14 @@ void ApplyJobDefaults(JobSpec* s) {
 
 namespace {
 
-absl::Status ValidatePreprocess(const JobSpec& s) {
+// Where an output path is required: the hint when it is missing.
+constexpr char kOrJobDir[] = " (or job_dir, or a coordinator with --jobs_root)";
+
+absl::Status ValidatePreprocess(const JobSpec& s, bool outputs_may_default) {
   const PreprocessSpec& p = s.preprocess();
-  if (s.output_dir().empty()) return Bad("output_dir", "is required for preprocess");
+  if (s.output_dir().empty() && !outputs_may_default) {
+    return Bad("output_dir", absl::StrCat("is required for preprocess", kOrJobDir));
+  }
   if (p.vocab().empty()) return Bad("preprocess.vocab", "is required");
   static const char* kFormats[] = {"text", "paragraphs", "jsonl", "fortunes"};
   if (std::find(std::begin(kFormats), std::end(kFormats), p.input_format()) ==
@@ -211,7 +232,7 @@ absl::Status ValidatePreprocess(const JobSpec& s) {
 
 }  // namespace
 
-absl::Status ValidateJobSpec(const JobSpec& s) {
+absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   RETURN_IF_ERROR(CheckBounds(s, ""));
   if (s.task() == TASK_UNSPECIFIED) return Bad("task", "is required");
   if (s.data().empty()) return Bad("data", "needs at least one glob");
@@ -253,26 +274,30 @@ absl::Status ValidateJobSpec(const JobSpec& s) {
   if (s.checkpoint().keep() < 0 || s.checkpoint().keep() > 1000000) {
     return Bad("checkpoint.keep", "must be in [0, 1000000] (0: keep all)");
   }
-  if (s.checkpoint().keep() > 0 && s.checkpoint().dir().empty()) {
-    return Bad("checkpoint.dir", "is required with checkpoint.keep");
+  const bool no_ckpt_dir = s.checkpoint().dir().empty() && !outputs_may_default;
+  if (s.checkpoint().keep() > 0 && no_ckpt_dir) {
+    return Bad("checkpoint.dir",
+               absl::StrCat("is required with checkpoint.keep", kOrJobDir));
   }
-  if (s.checkpoint().every_steps() > 0 && s.checkpoint().dir().empty()) {
-    return Bad("checkpoint.dir", "is required with checkpoint.every_steps");
+  if (s.checkpoint().every_steps() > 0 && no_ckpt_dir) {
+    return Bad("checkpoint.dir",
+               absl::StrCat("is required with checkpoint.every_steps", kOrJobDir));
   }
   if (s.eval().every_steps() < 0) return Bad("eval.every_steps", "must be >= 0");
   if (s.eval().shards() < 0) return Bad("eval.shards", "must be >= 0");
   for (const std::string& d : s.eval().data()) {
     if (d.empty()) return Bad("eval.data", "has an empty glob");
   }
-  if (s.task() == PREPROCESS) return ValidatePreprocess(s);
+  if (s.task() == PREPROCESS) return ValidatePreprocess(s, outputs_may_default);
   if (s.task() == EVAL && s.eval_checkpoint().empty()) {
     return Bad("eval_checkpoint", "is required for an eval job");
   }
   if ((s.task() == PRETRAIN || s.task() == CLASSIFY) &&
       s.eval().data_size() > 0) {
-    if (s.checkpoint().dir().empty()) {
+    if (no_ckpt_dir) {
       return Bad("checkpoint.dir",
-                 "is required with eval.data (eval reads checkpoints)");
+                 absl::StrCat("is required with eval.data (eval reads "
+                              "checkpoints)", kOrJobDir));
     }
     if (s.eval().every_steps() > 0 &&
         s.eval().every_steps() % s.checkpoint().every_steps() != 0) {
@@ -366,7 +391,10 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text) {
     }
   }
   ApplyJobDefaults(&spec);
-  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  ApplyJobDirDefaults(&spec);
+  // Outputs left empty may still come from the coordinator's --jobs_root,
+  // which it checks after filling them.
+  RETURN_IF_ERROR(ValidateJobSpec(spec, /*outputs_may_default=*/true));
   return spec;
 }
 

@@ -28,6 +28,28 @@ TEST(JobSpec, TextFormatWithDefaults) {
   EXPECT_EQ(oc->total_steps, 100);
 }
 
+// job_dir: the outputs left empty go under it; those given stay.
+TEST(JobSpec, JobDirHoldsTheOutputsLeftEmpty) {
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.set_job_dir("/runs/a/");
+  s.set_export_path("/elsewhere/final.safetensors");
+  ApplyJobDirDefaults(&s);
+  EXPECT_EQ(s.checkpoint().dir(), "/runs/a/checkpoints");
+  EXPECT_EQ(s.tensorboard_dir(), "/runs/a/tensorboard");
+  EXPECT_EQ(s.export_path(), "/elsewhere/final.safetensors");
+  EXPECT_EQ(s.output_dir(), "");
+  JobSpec p;
+  p.set_task(PREPROCESS);
+  p.set_job_dir("runs/p");
+  ApplyJobDirDefaults(&p);
+  EXPECT_EQ(p.output_dir(), "runs/p/output");
+  EXPECT_EQ(p.checkpoint().dir(), "");
+  JobSpec none;
+  ApplyJobDirDefaults(&none);
+  EXPECT_EQ(none.DebugString(), "");
+}
+
 TEST(JobSpec, Json) {
   auto s = ParseJobSpec(R"({"task": "CLASSIFY", "model": "mini", "data": ["d"],
                             "epochs": 3, "numLabels": 2,
@@ -52,11 +74,8 @@ TEST(JobSpec, BadSpecsNameTheField) {
            Case{"data: 'x' steps: 1 optimizer { kind: 'adagrad' }", "optimizer"},
            Case{"data: 'x' steps: 1 num_workers: 2 consistency { backup_workers: 2 }",
                 "backup_workers"},
-           Case{"data: 'x' steps: 1 checkpoint { every_steps: 10 }",
-                "checkpoint.dir"},
            Case{"data: 'x' steps: 1 checkpoint { dir: 'c' keep: -1 }",
                 "checkpoint.keep"},
-           Case{"data: 'x' steps: 1 checkpoint { keep: 3 }", "checkpoint.dir"},
            Case{"data: 'x' steps: 1 no_such_field: 3", "no_such_field"},
            Case{"data: 'x' steps: 1 task: TRAINING", "TRAINING"},
            Case{"{\"data\": [\"x\"], \"steps\": \"many\"}", "steps"},
@@ -68,6 +87,28 @@ TEST(JobSpec, BadSpecsNameTheField) {
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
     EXPECT_NE(s.status().message().find(c.field), std::string::npos)
         << c.text << " -> " << s.status();
+  }
+}
+
+// A missing checkpoint.dir or output_dir may come from the coordinator's
+// --jobs_root: a client's parse lets it pass; the coordinator's check after
+// filling the defaults names the field and the ways to give it.
+TEST(JobSpec, OutputsMayComeFromTheJobsRoot) {
+  for (const char* text : {"data: 'x' steps: 1 checkpoint { every_steps: 10 }",
+                           "data: 'x' steps: 1 checkpoint { keep: 3 }",
+                           "task: PREPROCESS data: 'x' preprocess { vocab: 'v' }"}) {
+    absl::StatusOr<JobSpec> s = ParseJobSpec(text);
+    ASSERT_TRUE(s.ok()) << text << " -> " << s.status();
+    absl::Status strict = ValidateJobSpec(*s);
+    ASSERT_FALSE(strict.ok()) << text;
+    EXPECT_NE(strict.message().find("or job_dir, or a coordinator with "
+                                    "--jobs_root"),
+              std::string::npos)
+        << strict;
+    JobSpec with_dir = *s;
+    with_dir.set_job_dir("/runs/j");
+    ApplyJobDirDefaults(&with_dir);
+    EXPECT_TRUE(ValidateJobSpec(with_dir).ok()) << text;
   }
 }
 

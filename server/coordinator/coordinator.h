@@ -104,6 +104,9 @@ struct CoordinatorOptions {
   absl::Duration stall_threshold = absl::Seconds(2);
   // Where submitted jobs may read and write (path_policy.h; empty: anywhere).
   PathRoots roots;
+  // A job without job_dir gets jobs_root/<job id> (created at submit), and
+  // its outputs left empty go there (ApplyJobDirDefaults). Empty: none.
+  std::string jobs_root;
   // Where jobs are kept across restarts (not owned; null: memory only).
   class JobStore* store = nullptr;
 };

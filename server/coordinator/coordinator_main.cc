@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/flag_checks.h"
 #include "common/init.h"
@@ -39,6 +40,10 @@ ABSL_FLAG(std::string, data_root, "",
 ABSL_FLAG(std::string, output_root, "",
           "When set, jobs may write (checkpoints, exports, records) only "
           "under this directory.");
+ABSL_FLAG(std::string, jobs_root, "",
+          "When set, a job without job_dir gets <jobs_root>/<job id>, and its "
+          "checkpoints, export, TensorBoard files and outputs left unset go "
+          "there (docs/jobs.md).");
 ABSL_FLAG(std::string, state_db, "",
           "SQLite database of the jobs (created if absent): a restarted "
           "coordinator resumes them. Empty: memory only.");
@@ -60,7 +65,11 @@ int main(int argc, char** argv) {
       .Require(data_root.empty() || data_root[0] == '/', "data_root",
                "must be an absolute directory")
       .Require(output_root.empty() || output_root[0] == '/', "output_root",
-               "must be an absolute directory");
+               "must be an absolute directory")
+      .Require(absl::GetFlag(FLAGS_jobs_root).empty() || output_root.empty() ||
+                   absl::StartsWith(absl::GetFlag(FLAGS_jobs_root),
+                                    output_root + "/"),
+               "jobs_root", "must be under --output_root when that is set");
   if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_coordinator: %s\n", tcp.ToString().c_str());
@@ -84,6 +93,7 @@ int main(int argc, char** argv) {
     return bertps::CheckHealth(bertps::MakeChannel(address, security), address,
                                "", absl::Seconds(1));
   };
+  options.jobs_root = absl::GetFlag(FLAGS_jobs_root);
   options.roots.data_root = data_root;
   options.roots.output_root = output_root;
   std::unique_ptr<bertps::JobStore> store;

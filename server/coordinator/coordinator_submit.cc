@@ -1,7 +1,9 @@
 // The Coordinator's Submission: a job spec checked (defaults, paths,
 // validation, the data described, outputs not shared with a running job)
 // and queued.
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -54,9 +56,28 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
 
 absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   ApplyJobDefaults(&spec);
+  // The job's directory: its id is taken now (a refused submission leaves a
+  // gap in the ids), so that the directory can be named after it.
+  std::string reserved;
+  if (spec.job_dir().empty() && !options_.jobs_root.empty()) {
+    absl::MutexLock l(&mu_);
+    reserved = absl::StrFormat("job-%06d", next_job_++);
+    spec.set_job_dir(absl::StrCat(options_.jobs_root, "/", reserved));
+  }
+  ApplyJobDirDefaults(&spec);
   // Paths first: validation reads a config.json model, counting reads data.
   RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
+  if (!spec.job_dir().empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spec.job_dir(), ec);
+    if (ec || !std::filesystem::is_directory(spec.job_dir())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job spec: job_dir \"", spec.job_dir(), "\": cannot create it",
+          ec ? absl::StrCat(" (", ec.message(), ")") : std::string(
+                                                            " (not a directory)")));
+    }
+  }
   int64_t examples = 0;
   std::vector<DataFile> data_files;
   if (spec.task() == PRETRAIN || spec.task() == CLASSIFY) {
@@ -130,7 +151,8 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
       }
     }
   }
-  const std::string id = absl::StrFormat("job-%06d", next_job_++);
+  const std::string id =
+      reserved.empty() ? absl::StrFormat("job-%06d", next_job_++) : reserved;
   Job& job = jobs_[id];
   job.examples_per_epoch = examples;
   job.status.set_id(id);

@@ -731,6 +731,56 @@ TEST(CoordinatorProbe, AnUnreachableShardThatFailsAProbeIsLostAtOnce) {
   EXPECT_TRUE(probed.empty());
 }
 
+// --jobs_root: a job without job_dir gets jobs_root/<its id>, created at
+// submit, holding the outputs it left empty; two jobs never share one.
+TEST(CoordinatorJobDir, EachJobGetsItsOwnDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path root =
+      fs::path(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") /
+      "jobs-root";
+  fs::remove_all(root);
+  CoordinatorOptions o;
+  o.jobs_root = root.string();
+  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+    return 100;
+  };
+  Coordinator coord(o);
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("data/*.tfrecord");
+  s.set_batch_size(10);
+  s.set_steps(10);
+  const std::string a = *coord.Submit(s);
+  const JobSpec got = coord.Get(a)->spec();
+  EXPECT_EQ(got.job_dir(), (root / a).string());
+  EXPECT_TRUE(fs::is_directory(root / a));
+  EXPECT_EQ(got.checkpoint().dir(), (root / a / "checkpoints").string());
+  EXPECT_EQ(got.export_path(), (root / a / "model.safetensors").string());
+  EXPECT_EQ(got.tensorboard_dir(), (root / a / "tensorboard").string());
+  // Another job is refused the first one's directory while it may write.
+  JobSpec b = s;
+  b.set_job_dir((root / a).string());
+  absl::StatusOr<std::string> refused = coord.Submit(b);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "of job " + a + " (PENDING), which writes there"),
+            std::string::npos)
+      << refused.status();
+  // The next job gets a directory of its own.
+  const std::string c = *coord.Submit(s);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(coord.Get(c)->spec().job_dir(), (root / c).string());
+  // A job_dir that cannot be created is refused, naming it.
+  JobSpec d = s;
+  d.set_job_dir("/proc/bertps-cannot/x");
+  absl::StatusOr<std::string> bad = coord.Submit(d);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("job_dir \"/proc/bertps-cannot/x\": "
+                                        "cannot create it"),
+            std::string::npos)
+      << bad.status();
+}
+
 // With slot_takeover_after infinite the job waits for a daemon, and says so.
 TEST(CoordinatorTakeover, OffMeansTheJobWaits) {
   absl::Time now = absl::FromUnixSeconds(1000);

@@ -44,7 +44,8 @@ std::vector<std::pair<const char*, std::string>> JobOutputPaths(
                                  "checkpoint.dir", s.checkpoint().dir()},
                              {"export_path", s.export_path()},
                              {"output_dir", s.output_dir()},
-                             {"tensorboard_dir", s.tensorboard_dir()}}) {
+                             {"tensorboard_dir", s.tensorboard_dir()},
+                             {"job_dir", s.job_dir()}}) {
     if (!path.empty()) out.emplace_back(field, std::move(path));
   }
   return out;
