@@ -102,6 +102,12 @@ grep -q "is taken over by member .* no idle train daemon registered within 1s" "
 grep -q "(taken back from member" "$work/watch.out" || fail "no take-back event"
 grep -qi "restart" "$work/watch.out" && fail "the job restarted: $(grep -i restart "$work/watch.out")"
 grep -q "taking over slot" "$work/w-a.log" || fail "the survivor's log does not say it took the slot over"
+# The job's log, with times, from the coordinator's kept events.
+"$CTL" events "$job" > "$work/events.out" || fail "events: $(cat "$work/events.out")"
+grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} .* worker [01] is taken over by member" "$work/events.out" \
+  || fail "events: $(head -20 "$work/events.out")"
+grep -qE " {2,}step [0-9]+$" "$work/events.out" && fail "events lists progress-only events"
+echo "events: $(wc -l < "$work/events.out") lines, e.g. $(grep -m1 "taken over by" "$work/events.out" | cut -c1-120)"
 
 # 3. The same job with no fault: equal parameters, bit for bit.
 spec clean "$work/clean.safetensors" > "$work/clean.pbtxt"

@@ -325,7 +325,8 @@ struct VerbInfo {
 };
 constexpr VerbInfo kVerbs[] = {{"submit", 1}, {"status", 1}, {"list", 0},
                                {"watch", 1},  {"cancel", 1}, {"metrics", 1},
-                               {"plot", 1},   {"help", 0}};
+                               {"plot", 1},   {"events", 1},
+                               {"resubmit", 1}, {"help", 0}};
 
 }  // namespace
 
@@ -399,6 +400,9 @@ std::string Usage() {
       "  metrics JOB [--json]   progress and loss history\n"
       "  plot JOB [-o FILE]     loss and learning rate as an SVG (default "
       "loss.svg)\n"
+      "  events JOB [--json]    the job's log: its events with their times\n"
+      "  resubmit JOB [--from_checkpoint]  submit an ended job's spec again "
+      "(from its newest checkpoint); prints the new id\n"
       "flags:\n"
       "  --coordinator HOST:PORT  default $BERTPS_COORDINATOR or ",
       kDefaultCoordinator,
@@ -459,13 +463,16 @@ absl::StatusOr<CommandLine> ParseCommandLine(
       }
       return args[++i];
     };
-    if (name == "json" || name == "help" || name == "h") {
+    if (name == "json" || name == "help" || name == "h" ||
+        name == "from_checkpoint") {
       bool b = true;
       if (value && !absl::SimpleAtob(*value, &b)) {
         return absl::InvalidArgumentError(
             absl::StrCat("flag --", name, " takes true or false"));
       }
-      (name == "json" ? cmd.options.json : cmd.help) = b;
+      (name == "json"              ? cmd.options.json
+       : name == "from_checkpoint" ? cmd.options.from_checkpoint
+                                   : cmd.help) = b;
     } else if (name == "coordinator") {
       ASSIGN_OR_RETURN(cmd.options.coordinator, take_value());
       if (cmd.options.coordinator.empty()) {
@@ -904,6 +911,75 @@ int CmdPlot(JobService::StubInterface* stub, const CtlOptions& o,
   return kExitOk;
 }
 
+int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
+              const std::string& job, std::ostream& out, std::ostream& err) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  WatchJobRequest req;
+  req.set_id(job);
+  req.set_backlog_only(true);
+  std::unique_ptr<grpc::ClientReaderInterface<JobEvent>> reader =
+      stub->WatchJob(&ctx, req);
+  JobEvent ev;
+  while (reader->Read(&ev)) {
+    const std::string& m = ev.message();
+    const bool progress_only =
+        m.empty() || (absl::StartsWith(m, "step ") &&
+                      m.find_first_not_of("0123456789", 5) == std::string::npos);
+    if (progress_only) continue;
+    const JobStatus& s = ev.status();
+    if (o.json) {
+      nlohmann::ordered_json j;
+      j["time_ms"] = ev.time_ms();
+      j["state"] = JobState_Name(s.state());
+      j["step"] = s.progress().step();
+      j["message"] = m;
+      out << j.dump() << "\n";
+    } else {
+      out << TimeText(ev.time_ms()) << "  "
+          << absl::StrFormat("%-9s step %-12s ", JobState_Name(s.state()),
+                             StepText(s.progress()))
+          << Printable(m) << "\n";
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  if (!st.ok()) return Fail(err, RpcError(o, "WatchJob", st, job));
+  return kExitOk;
+}
+
+int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
+                const std::string& job, std::ostream& out, std::ostream& err) {
+  JobStatus s;
+  grpc::Status st = GetJob(stub, o, job, &s);
+  if (!st.ok()) return Fail(err, RpcError(o, "GetJob", st, job));
+  if (!IsTerminal(s.state())) {
+    return Fail(err, absl::StrCat("job ", job, " is ", JobState_Name(s.state()),
+                                  ": only an ended job is submitted again "
+                                  "(cancel it first)"));
+  }
+  SubmitJobRequest req;
+  *req.mutable_spec() = s.spec();
+  std::string from;
+  if (o.from_checkpoint) {
+    if (s.last_checkpoint().empty()) {
+      return Fail(err, absl::StrCat("job ", job, " reported no checkpoint to "
+                                    "resume from (set checkpoint.dir)"));
+    }
+    req.mutable_spec()->mutable_checkpoint()->set_restore(s.last_checkpoint());
+    from = absl::StrCat(" from the checkpoint of step ",
+                        s.last_checkpoint_version());
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  SubmitJobResponse resp;
+  st = stub->SubmitJob(&ctx, req, &resp);
+  if (!st.ok()) return Fail(err, RpcError(o, "SubmitJob", st, ""));
+  err << "bertpsctl: resubmitted " << Printable(job) << " as "
+      << Printable(resp.id()) << from << "\n";
+  out << Printable(resp.id()) << "\n";
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------- driver
 
 int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
@@ -921,6 +997,8 @@ int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
   if (cmd.verb == "cancel") return CmdCancel(stub, o, arg, out, err);
   if (cmd.verb == "metrics") return CmdMetrics(stub, o, arg, out, err);
   if (cmd.verb == "plot") return CmdPlot(stub, o, arg, out, err);
+  if (cmd.verb == "events") return CmdEvents(stub, o, arg, out, err);
+  if (cmd.verb == "resubmit") return CmdResubmit(stub, o, arg, out, err);
   err << "bertpsctl: unknown verb '" << cmd.verb << "'\n" << Usage();
   return kExitUsage;
 }

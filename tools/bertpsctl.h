@@ -9,6 +9,8 @@
 //     cancel JOB
 //     metrics JOB [--json]   progress and loss history
 //     plot JOB [-o FILE]     loss and learning-rate curves as an SVG
+//     events JOB [--json]    the job's log, with times
+//     resubmit JOB [--from_checkpoint]  the ended job's spec again
 //
 // Every verb is a function that takes a JobService stub and two output
 // streams and returns the process exit code (see ExitCode), so the tests
@@ -55,7 +57,8 @@ struct CtlOptions {
   // watch: after this long without an event, ask GetJob whether the
   // coordinator is still alive (that call has `timeout` as its deadline).
   absl::Duration watch_probe_after = absl::Seconds(30);
-  bool json = false;             // status, list, metrics
+  bool json = false;             // status, list, metrics, events
+  bool from_checkpoint = false;  // resubmit: restore the newest checkpoint
   bool tty = false;              // watch: redraw one progress line in place
   // watch, not on a terminal (logs, CI): progress alone prints at most one
   // line this often; state changes and events with a message always print.
@@ -97,6 +100,16 @@ int CmdMetrics(JobService::StubInterface* stub, const CtlOptions& o,
                const std::string& job, std::ostream& out, std::ostream& err);
 int CmdPlot(JobService::StubInterface* stub, const CtlOptions& o,
             const std::string& job, std::ostream& out, std::ostream& err);
+// The job's log: its events kept by the coordinator (the newest 2000), with
+// their times, progress-only ones ("step N") left out; --json: one object
+// per event.
+int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
+              const std::string& job, std::ostream& out, std::ostream& err);
+// Submits the spec of an ended job again (its name, data, outputs);
+// --from_checkpoint restores the newest checkpoint it reported, so the new
+// job continues from that step. Prints the new job's id.
+int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
+                const std::string& job, std::ostream& out, std::ostream& err);
 
 // Checks the verb's arguments and runs it (kExitUsage for a bad verb or
 // argument count).

@@ -351,6 +351,83 @@ TEST_F(BertpsctlTest, OversizedMetadataIsExplained) {
       << err_.str();
 }
 
+// events: the job's log with times, progress-only events left out; --json
+// one object per event. The backlog only: it returns for a running job.
+TEST_F(BertpsctlTest, EventsListTheJobsLogWithTimes) {
+  service_.Put(Running("job-1", 0, 4, 0));
+  std::vector<JobEvent> story = Story("job-1", SUCCEEDED, "");
+  const int64_t t0 = absl::ToUnixMillis(absl::Now());
+  for (size_t i = 0; i < story.size(); ++i) story[i].set_time_ms(t0 + 1000 * i);
+  story[2].set_message("step 2");
+  story[3].set_message("worker 1 is taken over by member m-4");
+  service_.Script("job-1", story);
+  EXPECT_EQ(CmdEvents(stub_.get(), options_, "job-1", out_, err_), kExitOk)
+      << err_.str();
+  std::vector<std::string> lines =
+      absl::StrSplit(out_.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u) << out_.str();  // submitted, started, takeover, ended
+  EXPECT_TRUE(absl::StartsWith(
+      lines[0], absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixMillis(t0),
+                                 absl::LocalTimeZone())))
+      << lines[0];
+  EXPECT_TRUE(absl::StrContains(lines[0], "PENDING")) << lines[0];
+  EXPECT_TRUE(absl::EndsWith(lines[0], "submitted")) << lines[0];
+  EXPECT_TRUE(absl::EndsWith(lines[2], "worker 1 is taken over by member m-4"))
+      << lines[2];
+  EXPECT_EQ(out_.str().find("step 2\n"), std::string::npos) << out_.str();
+  std::ostringstream json, err;
+  CtlOptions j = options_;
+  j.json = true;
+  EXPECT_EQ(CmdEvents(stub_.get(), j, "job-1", json, err), kExitOk);
+  const std::vector<std::string> objects =
+      absl::StrSplit(json.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(objects.size(), 4u);
+  const nlohmann::json first = nlohmann::json::parse(objects[0]);
+  EXPECT_EQ(first["time_ms"], t0);
+  EXPECT_EQ(first["message"], "submitted");
+  std::ostringstream none, err2;
+  EXPECT_EQ(CmdEvents(stub_.get(), options_, "job-404", none, err2), kExitError);
+  EXPECT_EQ(err2.str(), "bertpsctl: no job job-404\n");
+}
+
+// resubmit: an ended job's spec again, --from_checkpoint restoring the newest
+// checkpoint it reported; a running job is refused.
+TEST_F(BertpsctlTest, ResubmitAnEndedJobFromItsCheckpoint) {
+  JobStatus failed = Running("job-7", 40, 100, 3.0);
+  failed.set_state(FAILED);
+  failed.mutable_spec()->set_name("long run");
+  failed.mutable_spec()->mutable_checkpoint()->set_dir("/runs/ckpt");
+  failed.set_last_checkpoint("/runs/ckpt/ckpt-40/manifest.json");
+  failed.set_last_checkpoint_version(40);
+  service_.Put(failed);
+  CtlOptions o = options_;
+  o.from_checkpoint = true;
+  EXPECT_EQ(CmdResubmit(stub_.get(), o, "job-7", out_, err_), kExitOk)
+      << err_.str();
+  const std::string id(absl::StripAsciiWhitespace(out_.str()));
+  EXPECT_EQ(err_.str(), "bertpsctl: resubmitted job-7 as " + id +
+                            " from the checkpoint of step 40\n");
+  std::ostringstream status, e1;
+  CtlOptions js = options_;
+  js.json = true;
+  ASSERT_EQ(CmdStatus(stub_.get(), js, id, status, e1), kExitOk);
+  const nlohmann::json got = nlohmann::json::parse(status.str());
+  EXPECT_EQ(got["spec"]["name"], "long run");
+  EXPECT_EQ(got["spec"]["checkpoint"]["restore"],
+            "/runs/ckpt/ckpt-40/manifest.json");
+  service_.Put(Running("job-8", 3, 10, 5.0));
+  std::ostringstream out2, err2;
+  EXPECT_EQ(CmdResubmit(stub_.get(), options_, "job-8", out2, err2), kExitError);
+  EXPECT_TRUE(absl::StrContains(err2.str(), "job-8 is RUNNING")) << err2.str();
+  JobStatus no_ckpt = failed;
+  no_ckpt.set_id("job-9");
+  no_ckpt.clear_last_checkpoint();
+  service_.Put(no_ckpt);
+  std::ostringstream out3, err3;
+  EXPECT_EQ(CmdResubmit(stub_.get(), o, "job-9", out3, err3), kExitError);
+  EXPECT_TRUE(absl::StrContains(err3.str(), "no checkpoint")) << err3.str();
+}
+
 TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
   JobStatus s = Running("job-4", 7, 40, 5.0);
   for (int k = 0; k < 3; ++k) {

@@ -556,6 +556,7 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
   per_epoch.Swap(job.status.mutable_progress()->mutable_examples_per_epoch());
   files.Swap(job.status.mutable_data_files());
   e.set_message(message);
+  e.set_time_ms(NowMs());
   job.events.push_back(std::move(e));
   while (job.events.size() > std::max<size_t>(1, options_.max_events)) {
     job.events.pop_front();

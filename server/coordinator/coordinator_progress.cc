@@ -26,6 +26,8 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
   if (!r.checkpoint().empty() && ckpt_version > job.last_checkpoint_version) {
     job.last_checkpoint = r.checkpoint();
     job.last_checkpoint_version = ckpt_version;
+    job.status.set_last_checkpoint(r.checkpoint());
+    job.status.set_last_checkpoint_version(ckpt_version);
     urgent_ = true;  // a restart of the coordinator resumes from it
     const JobSpec& spec = job.status.spec();
     const int64_t every = spec.eval().every_steps();

@@ -122,6 +122,8 @@ void Coordinator::AdoptNewerCheckpointLocked(Job& job) {
             << job.last_checkpoint_version << ")";
   job.last_checkpoint = *latest;
   job.last_checkpoint_version = m->version;
+  job.status.set_last_checkpoint(*latest);
+  job.status.set_last_checkpoint_version(m->version);
 }
 
 absl::Status Coordinator::Recover() {

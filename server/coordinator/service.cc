@@ -39,6 +39,15 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx,
                                       const WatchJobRequest* req,
                                       grpc::ServerWriter<JobEvent>* writer) {
   int64_t seq = 0;
+  if (req->backlog_only()) {
+    absl::StatusOr<std::vector<JobEvent>> events =
+        c_->WaitForEvents(req->id(), &seq, absl::Now());
+    if (!events.ok()) return ToGrpcStatus(events.status());
+    for (const JobEvent& e : *events) {
+      if (!writer->Write(e)) break;
+    }
+    return grpc::Status::OK;
+  }
   while (!ctx->IsCancelled()) {
     // Short waits so that a cancelled or expired call is noticed.
     absl::StatusOr<std::vector<JobEvent>> events = c_->WaitForEvents(
