@@ -40,17 +40,8 @@ common=(--vocab "$vocab" --max_seq_length 64 --max_predictions_per_seq 10 --dupe
 "$BERT_LOCAL" create-pretraining-data "${common[@]}" --input "$work/eval.txt" \
   --output "$work/evaldata/part" --num_output_files 3 --seed 777 > "$work/make-eval.log"
 
-rm -f "$work/coordinator.address"
-"$COORD" --port 0 --metrics_port 0 --address_file "$work/coordinator.address" \
-  --member_timeout_s 4 > "$work/coordinator.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 400); do  # until it listens and says where
-  [ -s "$work/coordinator.address" ] && break
-  sleep 0.05
-done
-[ -s "$work/coordinator.address" ] || { echo "FAIL: the coordinator did not start: $(tail -3 "$work/coordinator.log")"; exit 1; }
-coord=$(cat "$work/coordinator.address")
-export BERTPS_COORDINATOR="$coord"
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 4
+coord="$BERTPS_COORDINATOR"
 "$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
 pids+=($!)
 "$WORKER" --role=train --coordinator "$coord" > "$work/train.log" 2>&1 &

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <atomic>
@@ -17,6 +18,26 @@
 
 namespace bertps {
 namespace {
+
+// A member of `role` registered with `c`; its id.
+std::string JoinAs(Coordinator& c, Role role, const std::string& address = "") {
+  RegisterRequest r;
+  r.set_role(role);
+  r.set_address(address);
+  return c.Register(r)->member_id();
+}
+
+// A PRETRAIN job over data/*.tfrecord, batch 10.
+JobSpec TrainSpec(int shards, int workers, int64_t steps) {
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("data/*.tfrecord");
+  s.set_batch_size(10);
+  s.set_steps(steps);
+  s.set_num_ps_shards(shards);
+  s.set_num_workers(workers);
+  return s;
+}
 
 // A shard daemon and a train daemon registered with `c` (for the tests
 // that build their own coordinator).
@@ -56,20 +77,10 @@ class CoordinatorTest : public ::testing::Test {
     return o;
   }
   JobSpec Spec(int shards, int workers, int64_t steps) {
-    JobSpec s;
-    s.set_task(PRETRAIN);
-    s.add_data("data/*.tfrecord");
-    s.set_batch_size(10);
-    s.set_steps(steps);
-    s.set_num_ps_shards(shards);
-    s.set_num_workers(workers);
-    return s;
+    return TrainSpec(shards, workers, steps);
   }
   std::string Join(Role role, const std::string& addr = "") {
-    RegisterRequest r;
-    r.set_role(role);
-    r.set_address(addr);
-    return coord_.Register(r)->member_id();
+    return JoinAs(coord_, role, addr);
   }
   Assignment Beat(const std::string& member, const std::string& job = "",
                   std::vector<StepReport> steps = {}, bool done = false,
@@ -109,6 +120,41 @@ class CoordinatorTest : public ::testing::Test {
   }
   absl::Time now_ = absl::FromUnixSeconds(1000);
   Coordinator coord_;
+};
+
+// A coordinator on a fake clock for tests that need options of their own:
+// `tweak` sets them over the defaults (member timeout 10 s, no stall
+// detection, 100 examples per epoch).
+class ClockedCoordinator {
+ public:
+  explicit ClockedCoordinator(
+      const std::function<void(CoordinatorOptions&)>& tweak = nullptr) {
+    CoordinatorOptions o;
+    o.member_timeout = absl::Seconds(10);
+    o.stall_threshold = absl::InfiniteDuration();
+    o.now = [this] { return now; };
+    o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+      return 100;
+    };
+    if (tweak) tweak(o);
+    c = std::make_unique<Coordinator>(o);
+  }
+  std::string Join(Role role, const std::string& address = "") {
+    return JoinAs(*c, role, address);
+  }
+  // A heartbeat naming the current incarnation of `job`.
+  Assignment Beat(const std::string& member, const std::string& job,
+                  const std::string& unreachable = "") {
+    HeartbeatRequest r;
+    r.set_member_id(member);
+    r.set_job_id(job);
+    r.set_unreachable(unreachable);
+    if (!job.empty()) r.set_incarnation(c->Get(job)->incarnation());
+    return c->Heartbeat(r)->assignment();
+  }
+
+  absl::Time now = absl::FromUnixSeconds(1000);
+  std::unique_ptr<Coordinator> c;
 };
 
 // Two jobs writing to the same checkpoint directory, export file or output
@@ -664,47 +710,24 @@ TEST_F(CoordinatorTest, CheckpointKeepRemovesTheOldest) {
 // second per job); one that fails is lost now (the job restarts), not after
 // member_timeout; one that answers stays.
 TEST(CoordinatorProbe, AnUnreachableShardThatFailsAProbeIsLostAtOnce) {
-  absl::Time now = absl::FromUnixSeconds(1000);
   std::vector<std::string> probed;
-  CoordinatorOptions o;
-  o.member_timeout = absl::Seconds(60);
-  o.now = [&now] { return now; };
-  o.stall_threshold = absl::InfiniteDuration();
-  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
-    return 100;
+  ClockedCoordinator cc([&probed](CoordinatorOptions& o) {
+    o.member_timeout = absl::Seconds(60);
+    o.probe = [&probed](const std::string& address) {
+      probed.push_back(address);
+      return address == "127.0.0.1:2"
+                 ? absl::UnavailableError("connection refused")
+                 : absl::OkStatus();
+    };
+  });
+  Coordinator& coord = *cc.c;
+  auto beat = [&cc](const std::string& m, const std::string& job,
+                    const std::string& unreachable) {
+    return cc.Beat(m, job, unreachable);
   };
-  o.probe = [&probed](const std::string& address) {
-    probed.push_back(address);
-    return address == "127.0.0.1:2"
-               ? absl::UnavailableError("connection refused")
-               : absl::OkStatus();
-  };
-  Coordinator coord(o);
-  auto join = [&](Role role, const std::string& addr) {
-    RegisterRequest r;
-    r.set_role(role);
-    r.set_address(addr);
-    return coord.Register(r)->member_id();
-  };
-  auto beat = [&](const std::string& m, const std::string& job,
-                  const std::string& unreachable) {
-    HeartbeatRequest r;
-    r.set_member_id(m);
-    r.set_job_id(job);
-    r.set_unreachable(unreachable);
-    if (!job.empty()) r.set_incarnation(coord.Get(job)->incarnation());
-    return coord.Heartbeat(r)->assignment();
-  };
-  std::string p0 = join(PS, "127.0.0.1:1"), p1 = join(PS, "127.0.0.1:2");
-  std::string w = join(TRAIN, "");
-  JobSpec s;
-  s.set_task(PRETRAIN);
-  s.add_data("data/*.tfrecord");
-  s.set_batch_size(10);
-  s.set_steps(10);
-  s.set_num_ps_shards(2);
-  s.set_num_workers(1);
-  const std::string id = *coord.Submit(s);
+  std::string p0 = cc.Join(PS, "127.0.0.1:1"), p1 = cc.Join(PS, "127.0.0.1:2");
+  std::string w = cc.Join(TRAIN);
+  const std::string id = *coord.Submit(TrainSpec(2, 1, 10));
   beat(p0, "", ""), beat(p1, "", ""), beat(p0, id, ""), beat(p1, id, "");
   beat(w, "", "");
   EXPECT_EQ(coord.Get(id)->restarts(), 0);
@@ -714,7 +737,7 @@ TEST(CoordinatorProbe, AnUnreachableShardThatFailsAProbeIsLostAtOnce) {
   JobStatus st = *coord.Get(id);
   EXPECT_EQ(st.restarts(), 1);
   int64_t seq = 0;
-  auto events = coord.WaitForEvents(id, &seq, now);
+  auto events = coord.WaitForEvents(id, &seq, cc.now);
   ASSERT_TRUE(events.ok());
   std::string all;
   for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
@@ -783,46 +806,19 @@ TEST(CoordinatorJobDir, EachJobGetsItsOwnDirectory) {
 
 // With slot_takeover_after infinite the job waits for a daemon, and says so.
 TEST(CoordinatorTakeover, OffMeansTheJobWaits) {
-  absl::Time now = absl::FromUnixSeconds(1000);
-  CoordinatorOptions o;
-  o.member_timeout = absl::Seconds(10);
-  o.slot_takeover_after = absl::InfiniteDuration();
-  o.now = [&now] { return now; };
-  o.stall_threshold = absl::InfiniteDuration();
-  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
-    return 100;
-  };
-  Coordinator coord(o);
-  auto join = [&](Role role, const std::string& addr) {
-    RegisterRequest r;
-    r.set_role(role);
-    r.set_address(addr);
-    return coord.Register(r)->member_id();
-  };
-  auto beat = [&](const std::string& m, const std::string& job) {
-    HeartbeatRequest r;
-    r.set_member_id(m);
-    r.set_job_id(job);
-    if (!job.empty()) r.set_incarnation(coord.Get(job)->incarnation());
-    return coord.Heartbeat(r)->assignment();
-  };
-  std::string p = join(PS, "127.0.0.1:1");
-  std::string w0 = join(TRAIN, ""), w1 = join(TRAIN, "");
-  JobSpec s;
-  s.set_task(PRETRAIN);
-  s.add_data("data/*.tfrecord");
-  s.set_batch_size(10);
-  s.set_steps(4);
-  s.set_num_ps_shards(1);
-  s.set_num_workers(2);
-  const std::string id = *coord.Submit(s);
-  beat(p, ""), beat(p, id), beat(w0, ""), beat(w1, "");
+  ClockedCoordinator cc([](CoordinatorOptions& o) {
+    o.slot_takeover_after = absl::InfiniteDuration();
+  });
+  std::string p = cc.Join(PS, "127.0.0.1:1");
+  std::string w0 = cc.Join(TRAIN), w1 = cc.Join(TRAIN);
+  const std::string id = *cc.c->Submit(TrainSpec(1, 2, 4));
+  cc.Beat(p, ""), cc.Beat(p, id), cc.Beat(w0, ""), cc.Beat(w1, "");
   for (int i = 0; i < 20; ++i) {
-    now += absl::Seconds(6);
-    beat(p, id);
-    EXPECT_EQ(beat(w0, id).also_indices_size(), 0);
+    cc.now += absl::Seconds(6);
+    cc.Beat(p, id);
+    EXPECT_EQ(cc.Beat(w0, id).also_indices_size(), 0);
   }
-  EXPECT_EQ(coord.Get(id)->waiting(),
+  EXPECT_EQ(cc.c->Get(id)->waiting(),
             "an idle train worker for slot 1 (the other workers wait at the "
             "next step)");
 }
@@ -1257,34 +1253,18 @@ TEST_F(CoordinatorTest, PretrainMetricsFromSums) {
 // members dead when it resumes: silence counts from the resume, and only a
 // member still silent member_timeout later is lost.
 TEST(CoordinatorStall, MembersGetATimeoutFromTheResume) {
-  absl::Time now = absl::FromUnixSeconds(1000);
-  CoordinatorOptions o;
-  o.member_timeout = absl::Seconds(10);
-  o.stall_threshold = absl::Seconds(2);
-  o.now = [&now] { return now; };
-  o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
-    return 100;
+  ClockedCoordinator cc(
+      [](CoordinatorOptions& o) { o.stall_threshold = absl::Seconds(2); });
+  Coordinator& c = *cc.c;
+  absl::Time& now = cc.now;
+  auto join = [&cc](Role role, const std::string& addr) {
+    return cc.Join(role, addr);
   };
-  Coordinator c(o);
-  auto join = [&](Role role, const std::string& addr) {
-    RegisterRequest r;
-    r.set_role(role);
-    r.set_address(addr);
-    return c.Register(r)->member_id();
-  };
-  auto beat = [&](const std::string& id, const std::string& job) {
-    HeartbeatRequest r;
-    r.set_member_id(id);
-    r.set_job_id(job);
-    if (!job.empty()) r.set_incarnation(c.Get(job)->incarnation());
-    return c.Heartbeat(r)->assignment();
+  auto beat = [&cc](const std::string& id, const std::string& job) {
+    return cc.Beat(id, job);
   };
   const std::string ps = join(PS, "127.0.0.1:1"), w = join(TRAIN, "");
-  JobSpec spec;
-  spec.set_task(PRETRAIN);
-  spec.add_data("data/*.tfrecord");
-  spec.set_batch_size(10);
-  spec.set_steps(100);
+  JobSpec spec = TrainSpec(1, 1, 100);
   auto id = c.Submit(spec);
   ASSERT_TRUE(id.ok()) << id.status();
   beat(ps, "");
