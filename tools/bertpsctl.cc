@@ -598,11 +598,13 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                                    : "-");
   row("speed", absl::StrFormat("%.1f ex/s, %.0f tokens/s", p.examples_per_sec(),
                                p.tokens_per_sec()));
-  if (p.pull_ms() + p.compute_ms() + p.push_ms() + p.wait_ms() > 0) {
+  if (p.pull_ms() + p.compute_ms() + p.push_ms() + p.wait_ms() +
+          p.input_ms() > 0) {
     row("step time",
-        absl::StrFormat("pull %.1f ms, compute %.1f ms, push %.1f ms, "
-                        "wait %.1f ms",
-                        p.pull_ms(), p.compute_ms(), p.push_ms(), p.wait_ms()));
+        absl::StrFormat("input %.1f ms, pull %.1f ms, compute %.1f ms, push "
+                        "%.1f ms, wait %.1f ms",
+                        p.input_ms(), p.pull_ms(), p.compute_ms(), p.push_ms(),
+                        p.wait_ms()));
   }
   if (s.items_total() > 0) {
     row("items", absl::StrCat(s.items_done(), " of ", s.items_total(), " done",

@@ -59,6 +59,10 @@ struct TrainWorker::StepState {
   // next step's batch and announce, for parameters inside forward and at its
   // end; pull time spent in backward.
   double start_wait_ms = 0, wait_ms = 0, next_wait_ms = 0;
+  // Waits for batches to be read: this step's when not read ahead (inside
+  // StartStep), the next one's when its read outlasted this step.
+  double start_input_ms = 0, input_ms = 0;
+  Clock::time_point next_read_done;  // set by the prepare thread
   double forward_wait_ms = 0, pull_end_ms = 0, early_pull_ms = 0;
   PushHeader header;
   std::unique_ptr<PsClient::PushStream> stream;
@@ -99,8 +103,9 @@ absl::Status TrainWorker::StartStep(StepState& s) {
   if (prepared_step_ != s.step) {
     pull_.reset();
     RETURN_IF_ERROR(Prepare(s.step, &batch_, &mlm_denominator_,
-                            &example_denominator_, &s.wait_ms));
+                            &example_denominator_, &s.wait_ms, &s.input_ms));
     s.start_wait_ms = s.wait_ms;
+    s.start_input_ms = s.input_ms;
     const TensorRows first = FirstRows(batch_);
     pull_ = client_->StartPull(options_.worker, s.bsp ? s.step : 0, s.step,
                                model_->params(), &first);
@@ -231,7 +236,8 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
     const int64_t next_step = s.step + 1;
     prepare_thread_->Post([this, &s, done, next_step] {
       done->set_value(Prepare(next_step, &next_batch_, &s.next_mlm,
-                              &s.next_examples, &s.next_wait_ms));
+                              &s.next_examples, &s.next_wait_ms,
+                              /*input_ms=*/nullptr, &s.next_read_done));
     });
   }
   s.t1 = Clock::now();
@@ -280,7 +286,13 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
     const auto n0 = Clock::now();
     TakeNext(s, /*wait=*/true);
     RETURN_IF_ERROR(s.next_status);
-    s.wait_ms += Ms(n0, Clock::now());
+    // Of the wait, the part before the read ended was for the input; the
+    // rest for the announce (the other workers' batches).
+    const double waited = Ms(n0, Clock::now());
+    const double input =
+        std::min(waited, std::max(0.0, Ms(n0, s.next_read_done)));
+    s.input_ms += input;
+    s.wait_ms += waited - input;
     mlm_denominator_ = s.next_mlm;
     example_denominator_ = s.next_examples;
     if (s.next_pull == nullptr) s.stream->SendNextFirst(s.next_first);
@@ -335,10 +347,12 @@ void TrainWorker::Report(StepState& s) {
   rep.learning_rate = optim::LearningRate(
       options_.optimizer, std::max<int64_t>(rep.version - 1, 0));
   rep.wait_ms = s.wait_ms;
-  rep.pull_ms = Ms(s.t0, s.t1) - s.start_wait_ms + s.forward_wait_ms +
-                s.pull_end_ms + s.early_pull_ms;
+  rep.input_ms = s.input_ms;
+  rep.pull_ms = Ms(s.t0, s.t1) - s.start_wait_ms - s.start_input_ms +
+                s.forward_wait_ms + s.pull_end_ms + s.early_pull_ms;
   rep.compute_ms = Ms(s.t1, s.t2) - s.forward_wait_ms - s.early_pull_ms;
-  rep.push_ms = Ms(s.t3, s.t4) - (s.wait_ms - s.start_wait_ms);
+  rep.push_ms = Ms(s.t3, s.t4) - (s.wait_ms - s.start_wait_ms) -
+                (s.input_ms - s.start_input_ms);
 }
 
 }  // namespace bertps

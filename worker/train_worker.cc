@@ -179,9 +179,14 @@ absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
 absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
                                   double* mlm_denominator,
                                   double* example_denominator,
-                                  double* wait_ms) {
+                                  double* wait_ms, double* input_ms,
+                                  Clock::time_point* read_done) {
   const bool bsp = client_->description(0).mode() == BSP;
+  const auto r0 = Clock::now();
   RETURN_IF_ERROR(ReadBatch(step, batch));
+  const auto r1 = Clock::now();
+  if (input_ms != nullptr) *input_ms += Ms(r0, r1);
+  if (read_done != nullptr) *read_done = r1;
   *mlm_denominator = 0;
   *example_denominator = 0;
   if (bsp && client_->description(0).backup_workers() == 0) {
@@ -264,6 +269,7 @@ absl::Status TrainWorker::Run() {
     sum.compute_ms += rep.compute_ms;
     sum.push_ms += rep.push_ms;
     sum.wait_ms += rep.wait_ms;
+    sum.input_ms += rep.input_ms;
     // BSP: worker 0 checkpoints every checkpoint_every steps and after the
     // last step, before reporting the step, so the report names the
     // manifest (the coordinator evaluates it).
@@ -302,6 +308,7 @@ absl::Status TrainWorker::Run() {
       j["compute_ms"] = sum.compute_ms / count;
       j["push_ms"] = sum.push_ms / count;
       j["wait_ms"] = sum.wait_ms / count;
+      j["input_ms"] = sum.input_ms / count;
       *options_.log << j.dump() << std::endl;
       loss_sum = 0;
       count = 0;

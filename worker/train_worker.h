@@ -31,6 +31,7 @@
 #define BERTPS_WORKER_TRAIN_WORKER_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -99,6 +100,8 @@ struct TrainStepReport {
   double learning_rate = 0;
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
+  // Waiting for this step's batch to be read (input), apart from the rest.
+  double input_ms = 0;
   std::string checkpoint;  // manifest written after this step, if any
   int64_t checkpoint_version = 0;  // its version
 };
@@ -135,9 +138,13 @@ class TrainWorker {
   bool TakeNext(StepState& s, bool wait);
   void StartNextPull(StepState& s, PsClient::PushStream* ps);
   // The batch of `step`, its announced denominators, and its pull started.
+  // input_ms (optional) adds the read's time; read_done (optional) gets
+  // when the read ended.
   absl::Status Prepare(int64_t step, io::BertBatch* batch,
                        double* mlm_denominator, double* example_denominator,
-                       double* wait_ms);
+                       double* wait_ms, double* input_ms = nullptr,
+                       std::chrono::steady_clock::time_point* read_done =
+                           nullptr);
 
   const TrainWorkerOptions options_;
   std::unique_ptr<PsClient> client_;

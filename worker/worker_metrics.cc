@@ -50,8 +50,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
       push_seconds_(Seconds(r, "bertps_worker_push_seconds",
                             "Time of a step spent pushing its gradient")),
       wait_seconds_(Seconds(r, "bertps_worker_wait_seconds",
-                            "Time of a step spent waiting for other workers "
-                            "and the input")) {}
+                            "Time of a step spent waiting for other workers")),
+      input_seconds_(Seconds(r, "bertps_worker_input_seconds",
+                             "Time of a step spent waiting for its batch to "
+                             "be read")) {}
 
 void WorkerMetrics::Observe(const std::string& job_id, const StepReport& r) {
   const prometheus::Labels l = {{"job_id", job_id}};
@@ -60,12 +62,14 @@ void WorkerMetrics::Observe(const std::string& job_id, const StepReport& r) {
   step_.Add(l).Set(static_cast<double>(r.step() + 1));
   if (std::isfinite(r.loss())) loss_.Add(l).Set(r.loss());
   auto seconds = [](double ms) { return std::max(0.0, ms) / 1000.0; };
-  const double total = r.pull_ms() + r.compute_ms() + r.push_ms() + r.wait_ms();
+  const double total = r.pull_ms() + r.compute_ms() + r.push_ms() +
+                       r.wait_ms() + r.input_ms();
   step_seconds_.Add(l, Buckets()).Observe(seconds(total));
   pull_seconds_.Add(l, Buckets()).Observe(seconds(r.pull_ms()));
   compute_seconds_.Add(l, Buckets()).Observe(seconds(r.compute_ms()));
   push_seconds_.Add(l, Buckets()).Observe(seconds(r.push_ms()));
   wait_seconds_.Add(l, Buckets()).Observe(seconds(r.wait_ms()));
+  input_seconds_.Add(l, Buckets()).Observe(seconds(r.input_ms()));
 }
 
 }  // namespace bertps

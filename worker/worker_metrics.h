@@ -8,7 +8,8 @@
 //   bertps_worker_pull_seconds{job_id}            histogram: waiting for
 //   bertps_worker_compute_seconds{job_id}           parameters, forward and
 //   bertps_worker_push_seconds{job_id}              backward, pushing, and
-//   bertps_worker_wait_seconds{job_id}              waiting for the others
+//   bertps_worker_wait_seconds{job_id}              waiting for the others,
+//   bertps_worker_input_seconds{job_id}             and for the batch's read
 //
 // Thread-safety: thread-safe.
 #ifndef BERTPS_WORKER_WORKER_METRICS_H_
@@ -40,6 +41,7 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Histogram>& compute_seconds_;
   prometheus::Family<prometheus::Histogram>& push_seconds_;
   prometheus::Family<prometheus::Histogram>& wait_seconds_;
+  prometheus::Family<prometheus::Histogram>& input_seconds_;
 };
 
 }  // namespace bertps

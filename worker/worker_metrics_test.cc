@@ -20,6 +20,7 @@ TEST(WorkerMetrics, StepsCountAndTimesAreHistogramsInSeconds) {
     r.set_compute_ms(100);
     r.set_push_ms(20);
     r.set_wait_ms(5);
+    r.set_input_ms(15);
     m.Observe("job-000002", r);
   }
   const std::string text =
@@ -34,8 +35,10 @@ TEST(WorkerMetrics, StepsCountAndTimesAreHistogramsInSeconds) {
             std::string::npos) << text;
   EXPECT_NE(text.find("bertps_worker_step_seconds_count{job_id=\"job-000002\"} 3"),
             std::string::npos) << text;
-  // 3 steps of 0.135 s.
-  EXPECT_NE(text.find("bertps_worker_step_seconds_sum{job_id=\"job-000002\"} 0.405"),
+  // 3 steps of 0.15 s (input included).
+  EXPECT_NE(text.find("bertps_worker_step_seconds_sum{job_id=\"job-000002\"} 0.45"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("bertps_worker_input_seconds_sum{job_id=\"job-000002\"} 0.045"),
             std::string::npos) << text;
   EXPECT_NE(text.find("bertps_worker_compute_seconds_bucket{job_id=\"job-000002\",le=\"0.128\"} 3"),
             std::string::npos) << text;

@@ -70,8 +70,9 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     job.step_loss.erase(key);
     p->set_loss(loss);
     p->set_learning_rate(r.learning_rate());
-    double pull = 0, compute = 0, push = 0, wait = 0;
+    double pull = 0, compute = 0, push = 0, wait = 0, input = 0;
     for (const auto& [s, rep] : job.last_report) {
+      input += rep.input_ms();
       pull += rep.pull_ms();
       compute += rep.compute_ms();
       push += rep.push_ms();
@@ -82,12 +83,14 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     p->set_compute_ms(compute / n);
     p->set_push_ms(push / n);
     p->set_wait_ms(wait / n);
+    p->set_input_ms(input / n);
     if (r.examples() > 0) job.tokens_per_example = double(r.tokens()) / r.examples();
     const int64_t at = key + 1;
     ScalarLocked(job, at, "train/loss", loss);
     ScalarLocked(job, at, "train/learning_rate", r.learning_rate());
     ScalarLocked(job, at, "train/examples_per_second",
                  p->examples_per_sec());
+    ScalarLocked(job, at, "step_time/input_ms", p->input_ms());
     ScalarLocked(job, at, "step_time/pull_ms", p->pull_ms());
     ScalarLocked(job, at, "step_time/compute_ms", p->compute_ms());
     ScalarLocked(job, at, "step_time/push_ms", p->push_ms());
