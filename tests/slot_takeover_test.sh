@@ -46,7 +46,7 @@ task: PRETRAIN
 model: "$work/model.json"
 data: "$work/data/*.tfrecord"
 batch_size: 8
-steps: 1200
+steps: 800
 num_ps_shards: 2
 num_workers: 2
 optimizer { learning_rate: 2e-3 warmup_steps: 2 }
