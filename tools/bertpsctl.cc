@@ -30,6 +30,13 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
+// An event that only says a step was made ("step N", or no message).
+bool IsProgressOnly(const std::string& message) {
+  return message.empty() ||
+         (absl::StartsWith(message, "step ") && message.size() > 5 &&
+          message.find_first_not_of("0123456789", 5) == std::string::npos);
+}
+
 bool IsTerminal(JobState s) {
   return s == SUCCEEDED || s == FAILED || s == CANCELLED;
 }
@@ -755,10 +762,7 @@ int CmdWatch(JobService::StubInterface* stub, const CtlOptions& o,
       // Progress alone ("step N") prints a line at most every
       // watch_line_every; anything else prints at once.
       const std::string& m = ev.message();
-      const bool progress_only =
-          m.empty() || (absl::StartsWith(m, "step ") && m.size() > 5 &&
-                        m.find_first_not_of("0123456789", 5) ==
-                            std::string::npos);
+      const bool progress_only = IsProgressOnly(m);
       const absl::Time now = absl::Now();
       if (first || s.state() != prev_state || IsTerminal(s.state()) ||
           !progress_only || now - last_line >= o.watch_line_every) {
@@ -925,10 +929,7 @@ int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
   JobEvent ev;
   while (reader->Read(&ev)) {
     const std::string& m = ev.message();
-    const bool progress_only =
-        m.empty() || (absl::StartsWith(m, "step ") &&
-                      m.find_first_not_of("0123456789", 5) == std::string::npos);
-    if (progress_only) continue;
+    if (IsProgressOnly(m)) continue;
     const JobStatus& s = ev.status();
     if (o.json) {
       nlohmann::ordered_json j;

@@ -318,10 +318,7 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPull(
     p->threads_.emplace_back([this, raw, req, i, params] {
       raw->status_[i] = PullShard(i, req, raw->contexts_[i].get(), params,
                                   &raw->versions_[i], raw);
-      if (raw->status_[i].code() == absl::StatusCode::kUnavailable &&
-          options_.on_unavailable) {
-        options_.on_unavailable(raw->status_[i]);
-      }
+      NoteUnavailable(raw->status_[i]);
       raw->ShardDone(raw->status_[i]);
     });
   }
@@ -625,10 +622,7 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
   absl::Status first_error;
   for (auto& sh : shards_) {
     absl::Status st = FromGrpcStatus(sh->writer->Finish());
-    if (st.code() == absl::StatusCode::kUnavailable &&
-        client_->options_.on_unavailable) {
-      client_->options_.on_unavailable(st);
-    }
+    client_->NoteUnavailable(st);
     if (!st.ok() && first_error.ok()) {
       first_error = Annotate(
           st, absl::StrCat("push to shard ", sh->index, " (",
@@ -681,9 +675,7 @@ absl::StatusOr<AnnounceResponse> PsClient::Announce(
   AnnounceResponse resp;
   absl::Status st =
       FromGrpcStatus(stubs_[0]->Announce(&ctx, request, &resp));
-  if (st.code() == absl::StatusCode::kUnavailable && options_.on_unavailable) {
-    options_.on_unavailable(st);
-  }
+  NoteUnavailable(st);
   if (!st.ok()) return Annotate(st, "batch totals from shard 0");
   return resp;
 }

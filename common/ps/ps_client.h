@@ -133,6 +133,12 @@ class PsClient {
   absl::Status PushShard(int shard, const PushHeader& header,
                          const float* grads);
   grpc::ClientContext* NewContext(grpc::ClientContext* ctx) const;
+  // Tells options_.on_unavailable of `st` when it is UNAVAILABLE.
+  void NoteUnavailable(const absl::Status& st) const {
+    if (st.code() == absl::StatusCode::kUnavailable && options_.on_unavailable) {
+      options_.on_unavailable(st);
+    }
+  }
 
   const PsClientOptions options_;
   const BertConfig config_;

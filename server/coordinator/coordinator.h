@@ -163,10 +163,9 @@ class Coordinator {
     bool alive = true;
     std::string job;   // assigned job, empty when idle
     int index = -1;    // shard or worker index in that job; leased item
-    // Train members: worker slots taken over beside `index` (sorted), and
-    // since when (ms since the epoch, by slot).
-    std::vector<int> also;
-    std::map<int, int64_t> also_since_ms;
+    // Train members: worker slots taken over beside `index`, each with when
+    // (ms since the epoch).
+    std::map<int, int64_t> also;
     bool told = false; // the member has been sent its current assignment
   };
   struct Item {
@@ -245,8 +244,12 @@ class Coordinator {
   // Frees every slot `m` holds in `job` (its own and those taken over).
   void FreeSlotsLocked(Job& job, Member& m, const std::string& how)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // JobStatus.slots from job.slots and the members.
+  // JobStatus.slots from job.slots and the members (after a change).
   void UpdateSlotHoldersLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step reports of a train member's heartbeat, each for the slot it
+  // names (its own by default), those of slots it does not hold dropped.
+  void RecordReportsLocked(Job& job, const Member& m, const HeartbeatRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The slot a train member's report or "done" is for (its index, or one
   // it took over); -1 when it holds no such slot.
   static int SlotOfLocked(const Member& m, int slot);

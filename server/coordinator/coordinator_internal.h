@@ -1,6 +1,6 @@
 // Helpers shared by the files of the Coordinator class (coordinator.cc and
-// coordinator_{schedule,progress,items,store}.cc): facts derived from a job
-// spec, and the roles. Private to the coordinator target.
+// coordinator_{members,schedule,progress,items,store,submit}.cc): facts
+// derived from a job spec, and the roles. Private to the coordinator target.
 #ifndef BERTPS_SERVER_COORDINATOR_COORDINATOR_INTERNAL_H_
 #define BERTPS_SERVER_COORDINATOR_COORDINATOR_INTERNAL_H_
 

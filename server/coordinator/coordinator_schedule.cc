@@ -200,7 +200,11 @@ void Coordinator::FillSlotsLocked(Job& job) {
     }
     return nullptr;
   };
+  // JobStatus.slots is rebuilt only when a holder changed (this runs on
+  // every heartbeat).
+  bool changed = job.status.slots_size() != static_cast<int>(job.slots.size());
   auto assign = [&](Member& m, int i) {
+    changed = true;
     m.job = job.status.id();
     m.told = false;
     m.index = i;
@@ -220,8 +224,7 @@ void Coordinator::FillSlotsLocked(Job& job) {
       Member* m = idle();
       if (m == nullptr) continue;
       Member& h = host->second;
-      h.also.erase(std::remove(h.also.begin(), h.also.end(), i), h.also.end());
-      h.also_since_ms.erase(i);
+      h.also.erase(i);
       assign(*m, i);
       EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id,
                                     " (taken back from member ", h.id,
@@ -255,9 +258,8 @@ void Coordinator::FillSlotsLocked(Job& job) {
       }
     }
     if (host == nullptr) continue;  // no survivor: wait for a daemon
-    host->also.insert(
-        std::upper_bound(host->also.begin(), host->also.end(), i), i);
-    host->also_since_ms[i] = NowMs();
+    host->also[i] = NowMs();
+    changed = true;
     job.slots[i] = host->id;
     job.slot_free_since[i] = absl::InfiniteFuture();
     EventLocked(job, absl::StrCat(
@@ -267,15 +269,11 @@ void Coordinator::FillSlotsLocked(Job& job) {
                          absl::FormatDuration(takeover_after),
                          "; it computes both slots, slower, until one does"));
   }
-  UpdateSlotHoldersLocked(job);
+  if (changed) UpdateSlotHoldersLocked(job);
 }
 
 void Coordinator::UpdateSlotHoldersLocked(Job& job) {
   auto* holders = job.status.mutable_slots();
-  if (job.slots.empty()) {
-    holders->Clear();
-    return;
-  }
   holders->Clear();
   for (size_t k = 0; k < job.slots.size(); ++k) {
     SlotHolder* h = holders->Add();
@@ -287,8 +285,8 @@ void Coordinator::UpdateSlotHoldersLocked(Job& job) {
     }
     h->set_shared(true);
     h->set_own_slot(it->second.index);
-    auto since = it->second.also_since_ms.find(static_cast<int>(k));
-    if (since != it->second.also_since_ms.end()) h->set_since_ms(since->second);
+    auto since = it->second.also.find(static_cast<int>(k));
+    if (since != it->second.also.end()) h->set_since_ms(since->second);
   }
 }
 
