@@ -1,0 +1,182 @@
+// bertpsctl's verbs over a job's history: metrics (progress and the loss
+// history), plot (the loss curve as SVG), events (the job's log), resubmit
+// (an ended job's spec again).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/io/file_util.h"
+#include "nlohmann/json.hpp"
+#include "tools/bertpsctl.h"
+#include "tools/bertpsctl_internal.h"
+#include "tools/printable.h"
+#include "tools/svg_plot.h"
+
+namespace bertps {
+namespace ctl {
+
+using internal::Fail;
+using internal::GetJob;
+using internal::IsProgressOnly;
+using internal::IsTerminal;
+using internal::MessageToObject;
+using internal::RpcError;
+using internal::SetDeadline;
+using internal::StepText;
+using internal::TimeText;
+
+int CmdMetrics(JobService::StubInterface* stub, const CtlOptions& o,
+               const std::string& job, std::ostream& out, std::ostream& err) {
+  JobStatus s;
+  const grpc::Status st = GetJob(stub, o, job, &s);
+  if (!st.ok()) return Fail(err, RpcError(o, "GetJob", st, job));
+  if (o.json) {
+    nlohmann::json j;
+    j["id"] = s.id();
+    j["name"] = s.spec().name();
+    j["state"] = JobState_Name(s.state());
+    j["reason"] = s.reason();
+    j["progress"] = MessageToObject(s.progress());
+    nlohmann::json history = nlohmann::json::array();
+    for (const LossPoint& p : s.history()) {
+      history.push_back(MessageToObject(p));
+    }
+    j["history"] = std::move(history);
+    nlohmann::json evals = nlohmann::json::array();
+    for (const EvalMetrics& e : s.evals()) evals.push_back(MessageToObject(e));
+    j["evals"] = std::move(evals);
+    if (s.items_total() > 0) {
+      j["items_total"] = s.items_total();
+      j["items_done"] = s.items_done();
+      j["records_written"] = s.records_written();
+    }
+    out << j.dump() << "\n";
+    return kExitOk;
+  }
+  out << "# job " << s.id() << " " << JobState_Name(s.state()) << " step "
+      << StepText(s.progress()) << "\n";
+  out << "step\tloss\tlearning_rate\n";
+  for (const LossPoint& p : s.history()) {
+    out << p.step() << "\t" << absl::StrFormat("%.6g", p.loss()) << "\t"
+        << absl::StrFormat("%.6g", p.learning_rate()) << "\n";
+  }
+  return kExitOk;
+}
+
+int CmdPlot(JobService::StubInterface* stub, const CtlOptions& o,
+            const std::string& job, std::ostream& out, std::ostream& err) {
+  JobStatus s;
+  const grpc::Status st = GetJob(stub, o, job, &s);
+  if (!st.ok()) return Fail(err, RpcError(o, "GetJob", st, job));
+  if (s.history_size() == 0) {
+    return Fail(err, absl::StrCat("job ", job, " has no loss history yet"));
+  }
+  plot::Series loss{"training loss",    {}, {}, plot::Axis::kLeft,
+                    plot::Style::kLine, ""};
+  plot::Series lr{"learning rate",    {}, {}, plot::Axis::kRight,
+                  plot::Style::kLine, ""};
+  bool any_lr = false;
+  for (const LossPoint& p : s.history()) {
+    loss.x.push_back(p.step());
+    loss.y.push_back(p.loss());
+    lr.x.push_back(p.step());
+    lr.y.push_back(p.learning_rate());
+    any_lr = any_lr || p.learning_rate() != 0;
+  }
+  std::vector<plot::Series> series = {loss};
+  // Eval rounds as points on the loss axis (same loss: MLM + NSP, or the
+  // classification loss).
+  plot::Series eval{"eval loss (held out)", {}, {}, plot::Axis::kLeft,
+                    plot::Style::kPoints, ""};
+  for (const EvalMetrics& e : s.evals()) {
+    eval.x.push_back(e.step());
+    eval.y.push_back(e.stats().num_labels() > 0 ? e.loss()
+                                                : e.mlm_loss() + e.nsp_loss());
+  }
+  if (!eval.x.empty()) series.push_back(eval);
+  if (any_lr) series.push_back(lr);
+  plot::PlotOptions po;
+  po.title = s.spec().name().empty()
+                 ? absl::StrCat("job ", s.id())
+                 : absl::StrCat("job ", s.id(), " (", s.spec().name(), ")");
+  absl::StrAppend(&po.title, ": ", JobState_Name(s.state()), ", step ",
+                  StepText(s.progress()));
+  const absl::Status w =
+      io::WriteFileAtomically(o.out, plot::RenderLossSvg(series, po));
+  if (!w.ok()) return Fail(err, w.message());
+  out << "wrote " << o.out << " (" << s.history_size() << " points, steps "
+      << s.history(0).step() << "-" << s.history(s.history_size() - 1).step()
+      << ")\n";
+  return kExitOk;
+}
+
+int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
+              const std::string& job, std::ostream& out, std::ostream& err) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  WatchJobRequest req;
+  req.set_id(job);
+  req.set_backlog_only(true);
+  std::unique_ptr<grpc::ClientReaderInterface<JobEvent>> reader =
+      stub->WatchJob(&ctx, req);
+  JobEvent ev;
+  while (reader->Read(&ev)) {
+    const std::string& m = ev.message();
+    if (IsProgressOnly(m)) continue;
+    const JobStatus& s = ev.status();
+    if (o.json) {
+      nlohmann::ordered_json j;
+      j["time_ms"] = ev.time_ms();
+      j["state"] = JobState_Name(s.state());
+      j["step"] = s.progress().step();
+      j["message"] = m;
+      out << j.dump() << "\n";
+    } else {
+      out << TimeText(ev.time_ms()) << "  "
+          << absl::StrFormat("%-9s step %-12s ", JobState_Name(s.state()),
+                             StepText(s.progress()))
+          << Printable(m) << "\n";
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  if (!st.ok()) return Fail(err, RpcError(o, "WatchJob", st, job));
+  return kExitOk;
+}
+
+int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
+                const std::string& job, std::ostream& out, std::ostream& err) {
+  JobStatus s;
+  grpc::Status st = GetJob(stub, o, job, &s);
+  if (!st.ok()) return Fail(err, RpcError(o, "GetJob", st, job));
+  if (!IsTerminal(s.state())) {
+    return Fail(err, absl::StrCat("job ", job, " is ", JobState_Name(s.state()),
+                                  ": only an ended job is submitted again "
+                                  "(cancel it first)"));
+  }
+  SubmitJobRequest req;
+  *req.mutable_spec() = s.spec();
+  std::string from;
+  if (o.from_checkpoint) {
+    if (s.last_checkpoint().empty()) {
+      return Fail(err, absl::StrCat("job ", job, " reported no checkpoint to "
+                                    "resume from (set checkpoint.dir)"));
+    }
+    req.mutable_spec()->mutable_checkpoint()->set_restore(s.last_checkpoint());
+    from = absl::StrCat(" from the checkpoint of step ",
+                        s.last_checkpoint_version());
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  SubmitJobResponse resp;
+  st = stub->SubmitJob(&ctx, req, &resp);
+  if (!st.ok()) return Fail(err, RpcError(o, "SubmitJob", st, ""));
+  err << "bertpsctl: resubmitted " << Printable(job) << " as "
+      << Printable(resp.id()) << from << "\n";
+  out << Printable(resp.id()) << "\n";
+  return kExitOk;
+}
+
+}  // namespace ctl
+}  // namespace bertps
