@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "common/cluster/job_spec.h"
+#include "common/memory_limit.h"
 #include "tools/printable.h"
 #include "tools/bertpsctl_internal.h"
 
@@ -671,6 +672,16 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   }
   if (s.ps_addresses_size() > 0) {
     row("ps", absl::StrJoin(s.ps_addresses(), ", "));
+  }
+  if (s.memory().shard_bytes() > 0) {
+    // The estimate members are placed by (and check before allocating).
+    row("memory", absl::StrCat(
+                      "~", FormatBytes(s.memory().shard_bytes()), " per shard",
+                      s.memory().worker_bytes() > 0
+                          ? absl::StrCat(", ~", FormatBytes(
+                                                    s.memory().worker_bytes()),
+                                         " per train worker")
+                          : ""));
   }
   if (s.state() == RUNNING && s.slots_size() > 0) {
     // Who computes each worker slot.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/cluster/memory_plan.h"
 #include "common/io/file_util.h"
 #include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
@@ -83,24 +84,12 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     w->seq_ = static_cast<int>(e.input_ids.size());
   }
   {
-    // The model, its gradients and activations, plus a parameter-sized
-    // buffer of the client (bf16 residuals or pull staging).
-    const int64_t preds = std::max(w->preds_, 1);
-    const int64_t params = ParamLayout::ForBert(o.config, o.task).total_size();
-    const int64_t need =
-        BertModel<float>::MemoryBytes(o.config, o.task, o.batch, w->seq_,
-                                      preds) +
-        params * static_cast<int64_t>(sizeof(float));
-    const MemoryLimit limit =
-        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit();
+    const MemoryNeed need = TrainWorkerMemoryNeed(
+        o.config, o.task, o.batch, w->seq_, std::max(w->preds_, 1));
     RETURN_IF_ERROR(CheckFits(
-        absl::StrCat("train worker ", o.worker), need,
-        absl::StrCat(params, " parameters; activations of batch ", o.batch,
-                     " x seq ", w->seq_, ": ",
-                     FormatBytes(BertModel<float>::ActivationBytes(
-                         o.config, o.task, o.batch, w->seq_, preds)),
-                     "; lower batch_size or use a smaller model"),
-        limit));
+        absl::StrCat("train worker ", o.worker), need.bytes, need.detail,
+        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
+        kMemoryHeadroom));
   }
   ASSIGN_OR_RETURN(w->model_, BertModel<float>::Create(
                                   o.config, o.task, o.batch, w->seq_,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/memory_limit.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 
@@ -32,6 +33,10 @@ absl::Status MemberClient::Register() {
   RegisterRequest req;
   req.set_role(role_);
   req.set_address(my_address_);
+  // What the member may use: the coordinator places train jobs by it.
+  const MemoryLimit limit = DetectMemoryLimit();
+  req.set_memory_limit_bytes(limit.bytes);
+  req.set_memory_limit_source(limit.source);
   RegisterResponse resp;
   absl::Status st = FromGrpcStatus(stub_->Register(&ctx, req, &resp));
   if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));

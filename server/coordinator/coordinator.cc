@@ -158,6 +158,11 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
     return absl::InvalidArgumentError(
         "register: a parameter-server member needs its address");
   }
+  if (r.memory_limit_bytes() < 0 || r.memory_limit_source().size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register: memory_limit_bytes must be >= 0 (got ",
+        r.memory_limit_bytes(), ") and memory_limit_source at most 256 bytes"));
+  }
   absl::MutexLock l(&mu_);
   // A shard or stage registering at the address of a live member of its role
   // is that member's process started again: the old one is gone (two
@@ -179,6 +184,8 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   m.id = absl::StrFormat("m%d-%s", next_member_++, instance_);
   m.role = r.role();
   m.address = r.address();
+  m.memory_limit = r.memory_limit_bytes();
+  m.memory_source = r.memory_limit_source();
   m.last_seen = options_.now();
   members_[m.id] = m;
   RegisterResponse resp;

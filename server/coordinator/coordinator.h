@@ -167,6 +167,8 @@ class Coordinator {
     // (ms since the epoch).
     std::map<int, int64_t> also;
     bool told = false; // the member has been sent its current assignment
+    int64_t memory_limit = 0;  // bytes it may use (0: unknown)
+    std::string memory_source;
   };
   struct Item {
     WorkItem item;
@@ -255,6 +257,24 @@ class Coordinator {
   static int SlotOfLocked(const Member& m, int slot);
   // Gives free shard indices of a running job to idle shard members.
   void FillShardsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether member m has the memory for its part of `job` (train members:
+  // `parts` worker slots at once).
+  bool FitsLocked(const Member& m, const Job& job, int parts = 1) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A train job none of whose registered members of a role could ever hold
+  // its part is refused (RESOURCE_EXHAUSTED with the figures); with no
+  // member of the role registered yet, or one whose limit is unknown, it
+  // may wait.
+  absl::Status CheckMemberMemoryLocked(const JobSpec& spec,
+                                       const MemoryEstimate& need) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a surviving train member of the job could take a free slot
+  // over beside what it computes (or none survives: nothing to say).
+  bool SurvivorCanTakeOverLocked(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "; K idle ... daemon(s) have too little memory (...)" or "".
+  std::string TooSmallLocked(const Job& job, Role role) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member is gone (`how`: stopped answering, left, was restarted): its
   // lease, slot or shard is taken back; a lost shard or pipeline stage
   // starts its job again (RestartLocked).

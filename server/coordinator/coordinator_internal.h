@@ -34,6 +34,13 @@ inline int64_t ExamplesPerUpdate(const JobSpec& s) {
 // CoordinatorOptions::describe_data. Runs in the SubmitJob handler.
 absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec);
 
+// What the job's members need in memory (common/cluster/memory_plan.h):
+// the largest shard's, and a train worker's at the data's shape (0 where
+// the data's shape is unknown or the job is a pipeline, whose stages hold
+// parts of the model). Train jobs only.
+absl::StatusOr<MemoryEstimate> EstimateMemory(
+    const JobSpec& spec, const std::vector<DataFile>& data_files);
+
 inline bool IsTrainer(Role r) { return r == TRAIN || r == STAGE_ROLE; }
 
 inline bool IsPool(Role r) { return r == PREPROCESS_ROLE || r == EVAL_ROLE; }

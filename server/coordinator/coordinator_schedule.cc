@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/memory_limit.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
@@ -37,7 +38,7 @@ std::string Coordinator::RunningWaitLocked(const Job& job) const {
   if (!shards.empty()) {
     what = absl::StrCat("an idle parameter-server daemon for shard",
                         shards.size() > 1 ? "s " : " ",
-                        absl::StrJoin(shards, ", "));
+                        absl::StrJoin(shards, ", "), TooSmallLocked(job, PS));
   }
   if (!slots.empty()) {
     const absl::Duration takeover_after =
@@ -51,9 +52,14 @@ std::string Coordinator::RunningWaitLocked(const Job& job) const {
         " (the other workers wait at the next step",
         stages || takeover_after == absl::InfiniteDuration()
             ? ")"
+        : !SurvivorCanTakeOverLocked(job)
+            ? absl::StrCat("; no surviving worker has the memory to take a "
+                           "slot over beside its own: each part needs ~",
+                           FormatBytes(job.status.memory().worker_bytes()), ")")
             : absl::StrCat("; a surviving worker takes the slot over if none "
                            "registers within ",
-                           absl::FormatDuration(takeover_after), ")"));
+                           absl::FormatDuration(takeover_after), ")"),
+        TooSmallLocked(job, stages ? STAGE_ROLE : TRAIN));
   }
   return what;
 }
@@ -76,7 +82,7 @@ void Coordinator::FillShardsLocked(Job& job) {
   for (size_t i = 0; i < job.shards.size(); ++i) {
     if (!job.shards[i].empty()) continue;
     for (auto& [id, m] : members_) {
-      if (m.alive && m.job.empty() && m.role == PS) {
+      if (m.alive && m.job.empty() && m.role == PS && FitsLocked(m, job)) {
         m.job = job.status.id();
         m.index = static_cast<int>(i);
         m.told = false;
@@ -136,7 +142,7 @@ void Coordinator::StartJobsLocked() {
     const Role trainer = S > 1 ? STAGE_ROLE : TRAIN;
     std::vector<Member*> ps, train;
     for (auto& [id, m] : members_) {
-      if (!m.alive || !m.job.empty()) continue;
+      if (!m.alive || !m.job.empty() || !FitsLocked(m, job)) continue;
       if (m.role == PS) ps.push_back(&m);
       if (m.role == trainer) train.push_back(&m);
     }
@@ -151,6 +157,8 @@ void Coordinator::StartJobsLocked() {
       if (HasEval(spec) && pool[1] == 0) {
         absl::StrAppend(&members, ", an eval worker");
       }
+      absl::StrAppend(&members, TooSmallLocked(job, PS),
+                      TooSmallLocked(job, trainer));
       SetWaitingLocked(job, absl::StrCat("members: ", members));
       const std::string why = absl::StrCat("job ", *qit, " waits for ",
                                            members);
@@ -196,7 +204,9 @@ void Coordinator::FillSlotsLocked(Job& job) {
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   auto idle = [&]() -> Member* {
     for (auto& [id, m] : members_) {
-      if (m.alive && m.job.empty() && m.role == trainer) return &m;
+      if (m.alive && m.job.empty() && m.role == trainer && FitsLocked(m, job)) {
+        return &m;
+      }
     }
     return nullptr;
   };
@@ -249,8 +259,9 @@ void Coordinator::FillSlotsLocked(Job& job) {
     Member* host = nullptr;
     for (auto& [id, m] : members_) {
       if (!m.alive || m.job != job.status.id() || m.role != TRAIN ||
-          m.index < 0) {
-        continue;
+          m.index < 0 ||
+          !FitsLocked(m, job, static_cast<int>(m.also.size()) + 2)) {
+        continue;  // a survivor takes a slot only where both parts fit
       }
       if (host == nullptr || m.also.size() < host->also.size() ||
           (m.also.size() == host->also.size() && m.index < host->index)) {

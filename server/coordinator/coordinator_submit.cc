@@ -2,6 +2,7 @@
 // validation, the data described, outputs not shared with a running job)
 // and queued.
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "common/cluster/job_spec.h"
 #include "common/io/bert_example.h"
 #include "common/io/record_index.h"
+#include "common/io/tfrecord.h"
 #include "common/ps/checkpoint.h"
 #include "common/status.h"
 #include "server/coordinator/coordinator.h"
@@ -26,6 +28,41 @@ using coordinator_internal::EvalGlobs;
 using coordinator_internal::HasEval;
 
 namespace coordinator_internal {
+namespace {
+
+struct ExampleShape {
+  int seq = 0;
+  int preds = 0;
+};
+
+// The shape of a train data file's first example (its tokens and masked
+// positions), which the workers size their buffers by.
+absl::StatusOr<ExampleShape> FirstExampleShape(const JobSpec& spec,
+                                               const std::string& path) {
+  ExampleShape shape;
+  ASSIGN_OR_RETURN(std::unique_ptr<io::TFRecordReader> reader,
+                   io::TFRecordReader::Open(path));
+  std::string record;
+  ASSIGN_OR_RETURN(bool got, reader->Next(&record));
+  if (!got) return shape;
+  if (spec.task() == PRETRAIN) {
+    absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
+    if (!e.ok()) {
+      return Annotate(e.status(), absl::StrCat(path, " record 0 (offset 0)"));
+    }
+    shape.seq = static_cast<int>(e->input_ids.size());
+    shape.preds = static_cast<int>(e->masked_lm_ids.size());
+  } else if (spec.task() == CLASSIFY) {
+    absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
+    if (!e.ok()) {
+      return Annotate(e.status(), absl::StrCat(path, " record 0 (offset 0)"));
+    }
+    shape.seq = static_cast<int>(e->input_ids.size());
+  }
+  return shape;
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
   std::vector<std::string> globs(spec.data().begin(), spec.data().end());
@@ -40,6 +77,9 @@ absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
     d.set_path(f);
     d.set_bytes(index.file_size);
     d.set_records(static_cast<int64_t>(index.offsets.size()));
+    ASSIGN_OR_RETURN(ExampleShape shape, FirstExampleShape(spec, f));
+    d.set_seq_length(shape.seq);
+    d.set_masked_positions(shape.preds);
     out.push_back(std::move(d));
   }
   return out;
@@ -129,6 +169,12 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
           absl::StrCat("job spec: eval.data: ", w.status().message()));
     }
   }
+  absl::StatusOr<MemoryEstimate> memory =
+      coordinator_internal::EstimateMemory(spec, data_files);
+  if (!memory.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job spec: ", memory.status().message()));
+  }
   if (spec.steps() == 0 && spec.epochs() > 0) {
     // What the workers, the shards and the LR schedule run to (the plan's
     // updates); steps now say it (a valid spec, as stored).
@@ -136,6 +182,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
     spec.set_epochs(0);
   }
   absl::MutexLock l(&mu_);
+  RETURN_IF_ERROR(CheckMemberMemoryLocked(spec, *memory));
   // Two jobs that write to the same place would overwrite each other's
   // checkpoints, exports or records: refused while the other may write.
   for (const auto& [mine_field, mine_path] : JobOutputPaths(spec)) {
@@ -159,6 +206,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   *job.status.mutable_spec() = spec;
   job.status.set_state(PENDING);
   job.status.set_submit_time_ms(NowMs());
+  *job.status.mutable_memory() = *memory;
   job.status.mutable_progress()->set_total_steps(PlanOf(spec).updates);
   for (DataFile& f : data_files) *job.status.add_data_files() = std::move(f);
   for (WorkItem& w : items) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model/weights.h"
 #include "glog/logging.h"
+#include "common/cluster/memory_plan.h"
 #include "common/io/half.h"
 #include "common/status.h"
 #include "common/ps/checkpoint.h"
@@ -125,25 +126,14 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   ParamLayout layout = ParamLayout::ForBert(o.config, o.task);
   ASSIGN_OR_RETURN(PartitionPlan plan, PartitionPlan::Make(layout, o.num_shards));
   {
-    // The whole model while initialising, then this shard's slice: the
-    // parameters, the snapshot being made, the aggregate, optimizer state,
-    // one staging buffer per worker (BSP) and a spare.
-    int64_t n = 0;
-    for (const SliceSpec& s : plan.slices()) {
-      if (s.shard == o.shard) n += s.size();
-    }
-    const int64_t slots = optim::StateSlots(o.optimizer);
-    const int64_t f = static_cast<int64_t>(sizeof(float));
-    const int64_t need =
-        layout.total_size() * f + n * f * (4 + slots + o.num_workers);
+    ASSIGN_OR_RETURN(MemoryNeed need,
+                     ShardMemoryNeed(o.config, o.task, o.optimizer,
+                                     o.num_shards, o.num_workers, o.shard));
     RETURN_IF_ERROR(CheckFits(
-        absl::StrCat("parameter-server shard ", o.shard), need,
-        absl::StrCat(n, " of the model's ", layout.total_size(),
-                     " parameters on ", o.num_shards, " shard(s), ", slots,
-                     " optimizer slot(s), ", o.num_workers,
-                     " worker staging buffer(s); use more shards or a "
-                     "smaller model"),
-        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit()));
+        absl::StrCat("parameter-server shard ", o.shard), need.bytes,
+        need.detail,
+        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
+        kMemoryHeadroom));
   }
   std::unique_ptr<ShardCore> core(
       new ShardCore(o, peers, std::move(layout), std::move(plan)));
