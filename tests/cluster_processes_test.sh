@@ -120,6 +120,13 @@ for log in "$work"/coordinator.log "$work"/ps*.log "$work"/worker*.log; do
   if grep -q 'job="' "$out"; then fail "a label named job in $out"; fi
 done
 [ "$scrapes" -ge 5 ] || fail "only $scrapes daemons answered a scrape"
+# The coordinator exports every 500 ms: its step may trail the job's end.
+cport=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/coordinator.log" | head -1)
+for _ in $(seq 1 25); do
+  grep -q "^bertps_job_step{job_id=\"$job\"} 30$" "$work/metrics-coordinator.txt" && break
+  sleep 0.2
+  /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$cport/metrics',timeout=5).read().decode())" > "$work/metrics-coordinator.txt"
+done
 grep -q "^bertps_job_step{job_id=\"$job\"} 30$" "$work/metrics-coordinator.txt" || fail "coordinator metrics: $(grep bertps_job_step "$work/metrics-coordinator.txt")"
 cat "$work"/metrics-ps*.txt | grep -q "^bertps_shard_pushes_total{job_id=\"$job\",result=\"applied\"} [1-9]" || fail "no shard counted the job's pushes"
 cat "$work"/metrics-worker*.txt | grep -q "^bertps_worker_step_seconds_count{job_id=\"$job\"} [1-9]" || fail "no worker's step histogram"

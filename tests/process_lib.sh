@@ -41,6 +41,19 @@ stop_gently() {
   echo "$what: exit 0, $(( ($(date +%s%N) - start) / 1000000 )) ms after SIGTERM"
 }
 
+# scrape_until PORT OUT REGEX [SECONDS]: scrapes http://127.0.0.1:PORT/metrics
+# into OUT until a line matches REGEX (exported values trail events by up
+# to a daemon's export period); fails with the matching family otherwise.
+scrape_until() {
+  local port="$1" out="$2" regex="$3" limit="${4:-5}"
+  for _ in $(seq 1 $((limit * 5))); do
+    /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$port/metrics',timeout=5).read().decode())" \
+      > "$out" 2>/dev/null && grep -qE "$regex" "$out" && return 0
+    sleep 0.2
+  done
+  fail "metrics on port $port: no line matches $regex: $(grep -E "^${regex%%[{ ]*}" "$out" | head -5)"
+}
+
 free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

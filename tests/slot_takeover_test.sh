@@ -75,10 +75,8 @@ grep -q "taken over beside slot" "$work/status.out" \
   || fail "status does not say who computes the slot: $(cat "$work/status.out")"
 mport=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/coordinator.log" | head -1)
 [ -n "$mport" ] || fail "no metrics port in the coordinator's log"
-/usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$mport/metrics',timeout=5).read().decode())" \
-  > "$work/metrics.txt" || fail "scrape"
-grep -q "^bertps_job_worker_slots{holder=\"taken_over\",job_id=\"$job\"} 1$" "$work/metrics.txt" \
-  || fail "metrics: $(grep bertps_job_worker_slots "$work/metrics.txt")"
+scrape_until "$mport" "$work/metrics.txt" \
+  "^bertps_job_worker_slots\\{holder=\"taken_over\",job_id=\"$job\"\\} 1$"
 # The job moves on with one daemon.
 before=$(field "$job" 's["progress"]["step"]'); t0=$(date +%s%N)
 wait_for "progress with one daemon" 120 step_at_least $((before + 100))

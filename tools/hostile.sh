@@ -127,7 +127,10 @@ after_case() {  # after_case ID: a daemon that died is a crash
   fi
   # No job may stay RUNNING or PENDING.
   local left
-  left=$(timeout 10 "$CTL" list 2>/dev/null | awk '$2 == "RUNNING" || $2 == "PENDING" {print $1}')
+  left=$(timeout 10 "$CTL" list --json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+for j in json.load(sys.stdin).get("jobs", []):
+    if j.get("state") in ("RUNNING", "PENDING"): print(j["id"])' 2>/dev/null)
   for j in $left; do timeout 10 "$CTL" cancel "$j" > /dev/null 2>&1; done
   return 0
 }

@@ -28,8 +28,18 @@ absl::Status ShardServer::Install(const ShardOptions& options,
   link_.SetAddresses(std::move(peers));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardCore> core,
                    ShardCore::Create(options, &link_));
+  if (std::shared_ptr<ShardCore> old = service_->core(); old && on_retire_) {
+    on_retire_(*old);
+  }
   service_->Install(std::shared_ptr<ShardCore>(std::move(core)));
   return absl::OkStatus();
+}
+
+void ShardServer::Uninstall() {
+  if (std::shared_ptr<ShardCore> old = service_->core(); old && on_retire_) {
+    on_retire_(*old);
+  }
+  service_->Install(nullptr);
 }
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(

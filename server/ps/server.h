@@ -5,6 +5,7 @@
 #ifndef BERTPS_SERVER_PS_SERVER_H_
 #define BERTPS_SERVER_PS_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +35,14 @@ class ShardServer {
   // Creates the shard of a job and serves it; replaces any previous one.
   absl::Status Install(const ShardOptions& options,
                        std::vector<std::string> peers);
-  void Uninstall() { service_->Install(nullptr); }
+  // Stops serving the installed shard (on_retire sees it first).
+  void Uninstall();
+  // Called with an installed shard just before it stops being served
+  // (uninstalled or replaced): e.g. a last export of its counters. Set it
+  // before the first Install.
+  void set_on_retire(std::function<void(ShardCore&)> f) {
+    on_retire_ = std::move(f);
+  }
   ~ShardServer();
 
   int port() const { return port_; }
@@ -44,6 +52,8 @@ class ShardServer {
   }
   // The installed shard (null when idle).
   ShardCore* core() { return service_->core().get(); }
+  // The same, kept alive while the caller holds it.
+  std::shared_ptr<ShardCore> shared_core() { return service_->core(); }
   void Shutdown();
   void Wait() { server_->Wait(); }
   const SecurityConfig& security() const { return security_; }
@@ -57,6 +67,8 @@ class ShardServer {
   std::unique_ptr<grpc::Server> server_;
   std::string host_;
   int port_ = 0;
+  // Set before the first Install; called from the installing thread.
+  std::function<void(ShardCore&)> on_retire_;
 };
 
 }  // namespace ps

@@ -90,10 +90,15 @@ std::thread StartMetrics(bertps::ps::ShardServer* server,
               absl::GetFlag(FLAGS_host).c_str(), (*out)->port());
   std::fflush(stdout);
   auto metrics = std::make_shared<bertps::ps::ShardMetrics>((*out)->registry());
+  // A job shorter than the period still gets its counters: the install's
+  // last figures are exported as it retires.
+  server->set_on_retire([metrics](bertps::ps::ShardCore& core) {
+    metrics->Update(core.options().job_id, &core, core.Stats());
+  });
   return std::thread([server, done, metrics] {
     while (!done->load()) {
-      if (bertps::ps::ShardCore* core = server->core()) {
-        metrics->Update(core->options().job_id, core, core->Stats());
+      if (std::shared_ptr<bertps::ps::ShardCore> core = server->shared_core()) {
+        metrics->Update(core->options().job_id, core.get(), core->Stats());
       }
       absl::SleepFor(absl::Seconds(1));
     }

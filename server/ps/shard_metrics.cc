@@ -30,6 +30,7 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry)
 
 void ShardMetrics::Update(const std::string& job_id, const void* install,
                           const StatsResponse& s) {
+  absl::MutexLock l(&mu_);
   if (install != install_) {  // a new install counts from 0
     install_ = install;
     applied_ = duplicate_ = rejected_ = bytes_ = 0;

@@ -11,13 +11,16 @@
 // Counters count for the life of the process: a new install of a job (a
 // restart, a new incarnation) adds to them instead of starting them again.
 //
-// Thread-safety: Update() from one thread at a time.
+// Thread-safety: thread-safe (the metrics loop and a retiring install's last
+// call may overlap).
 #ifndef BERTPS_SERVER_PS_SHARD_METRICS_H_
 #define BERTPS_SERVER_PS_SHARD_METRICS_H_
 
 #include <cstdint>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -34,7 +37,7 @@ class ShardMetrics {
   // The stats of the installed core; `install` names the install (the
   // core's identity), so counters add what it counted since the last call.
   void Update(const std::string& job_id, const void* install,
-              const StatsResponse& stats);
+              const StatsResponse& stats) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   prometheus::Family<prometheus::Gauge>& version_;
@@ -42,8 +45,12 @@ class ShardMetrics {
   prometheus::Family<prometheus::Counter>& push_bytes_;
   prometheus::Family<prometheus::Gauge>& grad_norm_;
   prometheus::Family<prometheus::Gauge>& learning_rate_;
-  const void* install_ = nullptr;
-  int64_t applied_ = 0, duplicate_ = 0, rejected_ = 0, bytes_ = 0;
+  absl::Mutex mu_;
+  const void* install_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t duplicate_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ps
