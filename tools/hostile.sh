@@ -63,8 +63,13 @@ num_ps_shards: 2
 num_workers: 2
 optimizer.learning_rate: 1e-3
 EOF
+# A whole model's weights (one training step) for the weights cases to spoil.
+"$BERT_LOCAL" train --config "$work/model.json" --data "$work/data/*.tfrecord" \
+  --batch 4 --steps 1 --out "$work/full.safetensors" > "$work/full.log" 2>&1 \
+  || { echo "hostile: bert_local train: $(tail -3 "$work/full.log")"; exit 1; }
 /usr/bin/python3 "$here/hostile/make_files.py" "$work/model.json" \
-  "$work/data" "$work/files" || { echo "hostile: make_files failed"; exit 1; }
+  "$work/data" "$work/files" "$work/full.safetensors" \
+  || { echo "hostile: make_files failed"; exit 1; }
 F="$work/files"
 
 # --- the cluster ----------------------------------------------------------
@@ -141,10 +146,14 @@ spec() {
   local id="$1" expect="$2" pattern="$3"; shift 3
   selected "$id" || return 0
   /usr/bin/python3 "$here/hostile/spec.py" "$work/base.txt" "$@" > "$work/case.pbtxt"
-  spec_file "$id" "$expect" "$pattern" "$work/case.pbtxt"
+  submit_case "$id" "$expect" "$pattern" "$work/case.pbtxt"
 }
 # spec_file ID EXPECT PATTERN FILE: the spec as a file (or any path).
 spec_file() {
+  selected "$1" || return 0
+  submit_case "$@"
+}
+submit_case() {
   local id="$1" expect="$2" pattern="$3" file="$4" out rc job
   out=$(timeout 40 "$CTL" submit "$file" 2>&1); rc=$?
   if [ "$rc" -eq 124 ]; then

@@ -103,8 +103,9 @@ int main(int argc, char** argv) {
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role != "train" && role != "preprocess" && role != "eval" &&
       role != "stage") {
-    return fail(absl::InvalidArgumentError(absl::StrCat(
+    fail(absl::InvalidArgumentError(absl::StrCat(
         "--role: '", role, "' is not one of train, preprocess, eval, stage")));
+    return 2;  // a bad flag, as for every range check
   }
   if (role != "train" && role != "stage" &&
       absl::GetFlag(FLAGS_coordinator).empty()) {

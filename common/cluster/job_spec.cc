@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/io/file_util.h"
 #include "common/status.h"
+#include "utf8proc.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -47,6 +48,19 @@ absl::Status CheckBounds(const google::protobuf::Message& m,
           return Bad(f->is_repeated() ? absl::StrCat(name, "[", i, "]") : name,
                      absl::StrCat("is ", v.size(), " bytes, over the limit of ",
                                   limit));
+        }
+        // proto3 strings are UTF-8: a spec that is not cannot be sent.
+        for (size_t at = 0; at < v.size();) {
+          utf8proc_int32_t c;
+          const utf8proc_ssize_t k = utf8proc_iterate(
+              reinterpret_cast<const utf8proc_uint8_t*>(v.data() + at),
+              static_cast<utf8proc_ssize_t>(v.size() - at), &c);
+          if (k <= 0) {
+            return Bad(
+                f->is_repeated() ? absl::StrCat(name, "[", i, "]") : name,
+                absl::StrCat("is not valid UTF-8 (at byte ", at, ")"));
+          }
+          at += static_cast<size_t>(k);
         }
       } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
         const google::protobuf::Message& sub =
@@ -324,6 +338,13 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
                  absl::StrCat("has ", pl.layers_per_stage_size(),
                               " entries for ", pl.stages(), " stages"));
     }
+    for (int n : pl.layers_per_stage()) {
+      if (n < 1) {
+        return Bad("pipeline.layers_per_stage",
+                   absl::StrCat("has an entry of ", n,
+                                " (every stage needs a layer at least)"));
+      }
+    }
     if (s.consistency().mode() != BSP || s.consistency().backup_workers() > 0) {
       return Bad("consistency", "pipeline jobs run BSP without backup workers");
     }
@@ -338,11 +359,25 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   }
   absl::StatusOr<BertConfig> config = JobModelConfig(s);
   if (!config.ok()) return Bad("model", config.status().message());
+  if (pl.stages() > 1 && pl.layers_per_stage_size() > 0) {
+    int64_t sum = 0;
+    for (int n : pl.layers_per_stage()) sum += n;
+    if (sum != config->num_hidden_layers) {
+      return Bad("pipeline.layers_per_stage",
+                 absl::StrCat("adds up to ", sum, " layers but the model has ",
+                              config->num_hidden_layers));
+    }
+  }
   if (pl.stages() > config->num_hidden_layers) {
     return Bad("pipeline.stages",
                absl::StrCat("is ", pl.stages(), " but the model has ",
                             config->num_hidden_layers,
                             " encoder layers (one at least per stage)"));
+  }
+  if (absl::StatusOr<optim::OptimizerKind> kind =
+          optim::ParseOptimizerKind(s.optimizer().kind());
+      !kind.ok()) {
+    return Bad("optimizer.kind", kind.status().message());
   }
   absl::StatusOr<optim::OptimizerConfig> opt = JobOptimizerConfig(s);
   if (!opt.ok()) return Bad("optimizer", opt.status().message());

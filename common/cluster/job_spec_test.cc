@@ -1,5 +1,6 @@
 #include "common/cluster/job_spec.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 
@@ -71,7 +72,12 @@ TEST(JobSpec, BadSpecsNameTheField) {
            Case{"data: 'x'", "steps"},
            Case{"data: 'x' steps: 1 epochs: 2", "exclusive"},
            Case{"data: 'x' steps: 1 model: 'huge'", "model"},
-           Case{"data: 'x' steps: 1 optimizer { kind: 'adagrad' }", "optimizer"},
+           Case{"data: 'x' steps: 1 optimizer { kind: 'adagrad' }",
+                "optimizer.kind"},
+           Case{"data: 'x' steps: 1 name: '\xff\xfe'",
+                "name is not valid UTF-8 (at byte 0)"},
+           Case{"data: 'x' data: 'ok\xc3' steps: 1",
+                "data[1] is not valid UTF-8 (at byte 2)"},
            Case{"data: 'x' steps: 1 num_workers: 2 consistency { backup_workers: 2 }",
                 "backup_workers"},
            Case{"data: 'x' steps: 1 checkpoint { dir: 'c' keep: -1 }",
@@ -196,6 +202,25 @@ TEST(JobSpec, MoreStagesThanLayersCanNeverRun) {
   EXPECT_EQ(s.status().message(),
             "job spec: pipeline.stages is 64 but the model has 2 encoder "
             "layers (one at least per stage)");
+}
+
+// Layers given per stage must cover the model's layers exactly.
+TEST(JobSpec, LayersPerStageCoverTheModel) {
+  for (const char* layers : {"layers_per_stage: [5, 5]",
+                             "layers_per_stage: [2, 0]"}) {
+    auto s = ParseJobSpec(absl::StrCat(R"pb(
+      task: PRETRAIN data: "d/*.tfrecord" steps: 5 model: "tiny"
+      batch_size: 8 pipeline { stages: 2 micro_batches: 4 )pb",
+                                       layers, "}"));
+    ASSERT_FALSE(s.ok()) << layers;
+    EXPECT_NE(s.status().message().find("pipeline.layers_per_stage"),
+              std::string::npos)
+        << s.status();
+  }
+  EXPECT_TRUE(ParseJobSpec(R"pb(
+    task: PRETRAIN data: "d/*.tfrecord" steps: 5 model: "tiny"
+    batch_size: 8 pipeline { stages: 2 micro_batches: 4 layers_per_stage: [1, 1] }
+  )pb").ok());
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/cluster/job_plan.h"
 #include "common/cluster/job_spec.h"
 #include "common/io/bert_example.h"
+#include "common/io/file_util.h"
 #include "common/io/record_index.h"
 #include "common/io/tfrecord.h"
 #include "common/ps/checkpoint.h"
@@ -116,6 +117,17 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
           "job spec: job_dir \"", spec.job_dir(), "\": cannot create it",
           ec ? absl::StrCat(" (", ec.message(), ")") : std::string(
                                                             " (not a directory)")));
+    }
+  }
+  if (!spec.tensorboard_dir().empty()) {
+    // The coordinator writes the job's TensorBoard events itself: a
+    // directory it cannot write is found now, not after the training.
+    if (absl::Status st = io::CheckWritableDir(
+            spec.tensorboard_dir(),
+            absl::StrCat("tensorboard_dir \"", spec.tensorboard_dir(), "\""));
+        !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: ", st.message()));
     }
   }
   int64_t examples = 0;

@@ -87,9 +87,15 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
                                        a->ps_addresses().end());
         RETURN_IF_ERROR(server_->Install(o, peers));
         if (!a->spec().checkpoint().restore().empty()) {
-          ASSIGN_OR_RETURN(int64_t v,
-                           server_->core()->Restore(a->spec().checkpoint().restore()));
-          LOG(INFO) << "restored version " << v;
+          absl::StatusOr<int64_t> v =
+              server_->core()->Restore(a->spec().checkpoint().restore());
+          if (!v.ok()) {
+            return Annotate(v.status(),
+                            absl::StrCat("checkpoint.restore \"",
+                                         a->spec().checkpoint().restore(),
+                                         "\""));
+          }
+          LOG(INFO) << "restored version " << *v;
         }
         return absl::OkStatus();
       }();

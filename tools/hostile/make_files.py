@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Writes the hostile list's bad inputs into DIR (tools/hostile.sh):
 
-  make_files.py MODEL_JSON DATA_DIR DIR
+  make_files.py MODEL_JSON DATA_DIR DIR FULL_SAFETENSORS
 
 Corrupt TFRecord files (each in a directory of its own, for a glob), model
 configs out of range or malformed, safetensors with non-finite values or
@@ -39,7 +39,7 @@ def safetensors(path, tensors, header_extra=None, cut=0):
 
 
 def main():
-    model_json, data, out = sys.argv[1:4]
+    model_json, data, out, full = sys.argv[1:5]
     model = json.load(open(model_json))
     good = sorted(glob.glob(os.path.join(data, "*.tfrecord")))[0]
     raw = open(good, "rb").read()
@@ -78,21 +78,30 @@ def main():
         f.write("{" + " " * (64 << 20) + "}")
     os.symlink("/dev/zero", os.path.join(out, "zero.json"))
     os.mkfifo(os.path.join(out, "fifo.json"))
-    # Weights over the small model's word embeddings.
-    v, h = model["vocab_size"], model["hidden_size"]
-    word = np.random.default_rng(1).normal(0, 0.02, (v, h))
-    name = "bert.embeddings.word_embeddings.weight"
-    nan = word.copy(); nan[5, 3] = np.nan
-    safetensors(os.path.join(out, "nan.safetensors"), {name: nan})
-    inf = word.copy(); inf[0, 0] = np.inf
-    safetensors(os.path.join(out, "inf.safetensors"), {name: inf})
-    safetensors(os.path.join(out, "cut.safetensors"), {name: word}, cut=100)
-    safetensors(os.path.join(out, "shape.safetensors"), {name: word[:, :16]})
+    # Weights: the whole model's (one training step), spoilt one way each.
+    raw = open(full, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    weights = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        weights[k] = np.frombuffer(raw[8 + n + a: 8 + n + b],
+                                   dtype=np.float32).reshape(v["shape"]).copy()
+    name = "bert.encoder.layer.1.attention.output.dense.weight"
+    nan = dict(weights); nan[name] = weights[name].copy(); nan[name][3, 5] = np.nan
+    safetensors(os.path.join(out, "nan.safetensors"), nan)
+    inf = dict(weights); inf[name] = weights[name].copy(); inf[name][0, 0] = -np.inf
+    safetensors(os.path.join(out, "inf.safetensors"), inf)
+    safetensors(os.path.join(out, "cut.safetensors"), weights, cut=100)
+    shape = dict(weights); shape[name] = weights[name][:, :16].copy()
+    safetensors(os.path.join(out, "shape.safetensors"), shape)
     with open(os.path.join(out, "header.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", 1 << 62) + b"{}")
     with open(os.path.join(out, "notjson.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", 8) + b"not json")
-    safetensors(os.path.join(out, "offsets.safetensors"), {name: word},
+    safetensors(os.path.join(out, "offsets.safetensors"), weights,
                 header_extra={"x": {"dtype": "F32", "shape": [4],
                                     "data_offsets": [1 << 40, (1 << 40) + 16]}})
     # Specs that are not regular files, or not specs.
