@@ -75,7 +75,8 @@ TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
 // Runs `workers` workers to completion; returns the final parameters.
 std::vector<float> Train(int shards, int workers, int batch,
                          const std::string& data, int backup_workers = 0,
-                         bool bf16_push = false, bool shuffle = false) {
+                         bool bf16_push = false, bool shuffle = false,
+                         int accumulation = 1, bool dropout = false) {
   ps::ShardOptions so = ShardOpts(workers);
   so.backup_workers = backup_workers;
   Cluster c = StartCluster(shards, so);
@@ -85,6 +86,8 @@ std::vector<float> Train(int shards, int workers, int batch,
       TrainWorkerOptions o = WorkerOpts(c, w, workers, batch, data);
       o.ps.compress_bf16 = bf16_push;
       o.shuffle = shuffle;
+      o.accumulation = accumulation;
+      o.dropout = dropout;
       auto tw = TrainWorker::Create(o);
       ASSERT_TRUE(tw.ok()) << tw.status();
       absl::Status st = (*tw)->Run();
@@ -127,6 +130,25 @@ TEST_F(Distributed, TwoWorkersEqualOneWorkerWithTheCombinedBatch) {
     std::vector<float> one = Train(shards, 1, 8, data());
     ExpectClose(two, one, 1e-5);
   }
+}
+
+// Gradient accumulation: 2 workers x 2 micro-batches of 2 (the model holds
+// activations of 2 examples) train as 2 workers x 4 and as 1 worker x 8, the
+// same examples in the same global batches, with dropout on (its keys follow
+// the examples) and shuffled data; within float summation order.
+TEST_F(Distributed, AccumulatedMicroBatchesEqualTheWholeBatch) {
+  std::vector<float> acc = Train(2, 2, 2, data(), 0, false, true, 2, true);
+  std::vector<float> whole = Train(2, 2, 4, data(), 0, false, true, 1, true);
+  std::vector<float> one = Train(2, 1, 8, data(), 0, false, true, 1, true);
+  ExpectClose(acc, whole, 1e-5);
+  ExpectClose(acc, one, 1e-5);
+  // And it is not the run of batch 2 alone.
+  std::vector<float> small = Train(2, 2, 2, data(), 0, false, true, 1, true);
+  double diff = 0;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(acc[i]) - small[i]));
+  }
+  EXPECT_GT(diff, 1e-3);
 }
 
 // A shuffled order is a function of (seed, epoch, files) and of the stream

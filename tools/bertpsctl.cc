@@ -610,6 +610,10 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
       absl::StrCat(Task_Name(spec.task()), ", model ",
                    spec.model().empty() ? "-" : spec.model(), ", ",
                    spec.num_workers(), " worker(s) x batch ", spec.batch_size(),
+                   spec.accumulation_steps() > 1
+                       ? absl::StrCat(" x ", spec.accumulation_steps(),
+                                      " accumulated")
+                       : "",
                    ", ", spec.num_ps_shards(), " PS shard(s)"));
   std::string step = StepText(p);
   if (p.total_steps() > 0) {

@@ -25,6 +25,7 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.num_workers = plan.replicas;
   o.data.assign(spec.data().begin(), spec.data().end());
   o.batch = plan.batch;
+  o.accumulation = static_cast<int>(plan.accumulation);
   o.steps = plan.updates;
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();

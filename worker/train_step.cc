@@ -113,7 +113,7 @@ absl::Status TrainWorker::StartStep(StepState& s) {
   }
   s.header.set_worker(options_.worker);
   s.header.set_step(s.step);
-  s.header.set_examples(options_.batch);
+  s.header.set_examples(push_examples());
   // The examples this step's batch was read from (ReadBatch): global batch
   // step * N + worker's share (BSP: worker i's B of global batch `step`;
   // ASP/SSP: update ticket step * N + i). Shard 0 counts them.
@@ -207,7 +207,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   so.seed = options_.seed;
   so.step = s.step;
   // Dropout keys: (seed, step, index within the global batch).
-  so.example_offset = static_cast<int64_t>(options_.worker) * options_.batch;
+  so.example_offset = static_cast<int64_t>(options_.worker) * push_examples();
   so.mlm_denominator = mlm_denominator_;
   so.example_denominator = example_denominator_;
   // Forward reads each group of parameters once it arrived.
@@ -241,7 +241,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
     });
   }
   s.t1 = Clock::now();
-  absl::StatusOr<StepResult> r = model_->Step(ViewOf(batch_), so);
+  absl::StatusOr<StepResult> r = ComputeMicroBatches(so);
   RETURN_IF_ERROR(r.status());
   s.t2 = Clock::now();
   // Every parameter arrived before backward; the pull is over.
@@ -251,6 +251,41 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   prepared_step_ = -1;
   s.pull_end_ms = Ms(p0, Clock::now());
   return r;
+}
+
+absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
+    const StepOptions& so) {
+  const BertBatchView all = ViewOf(batch_);
+  if (options_.accumulation == 1) return model_->Step(all, so);
+  // Gradient accumulation: the micro-batches in order, each adding to the
+  // gradients (the global denominators make the sum the whole batch's);
+  // only the last one streams its gradients out, the first one waits for
+  // the parameters.
+  StepResult sum;
+  const int64_t b = options_.batch;
+  for (int m = 0; m < options_.accumulation; ++m) {
+    StepOptions mo = so;
+    mo.example_offset = so.example_offset + m * b;
+    mo.accumulate = m > 0;
+    if (m > 0) mo.before_params = nullptr;
+    if (m + 1 < options_.accumulation) {
+      mo.on_grads_ready = nullptr;
+      mo.on_grads_ready_except_rows = nullptr;
+    }
+    ASSIGN_OR_RETURN(StepResult r, model_->Step(SliceOf(all, m * b, b), mo));
+    sum.loss += r.loss;
+    sum.mlm_loss += r.mlm_loss;
+    sum.nsp_loss += r.nsp_loss;
+    for (auto [to, from] : {std::pair{&sum.mlm, &r.mlm},
+                            std::pair{&sum.nsp, &r.nsp},
+                            std::pair{&sum.cls, &r.cls}}) {
+      to->weighted_nll += from->weighted_nll;
+      to->weight += from->weight;
+      to->correct += from->correct;
+    }
+    sum.logits.insert(sum.logits.end(), r.logits.begin(), r.logits.end());
+  }
+  return sum;
 }
 
 absl::Status TrainWorker::CheckLoss(StepState& s, const StepResult& r) {
@@ -341,7 +376,7 @@ absl::Status TrainWorker::PushWhole(StepState& s, const StepResult& r) {
 void TrainWorker::Report(StepState& s) {
   TrainStepReport& rep = s.rep;
   rep.first_example = s.header.first_example();
-  rep.examples = options_.batch;
+  rep.examples = push_examples();
   // The rate the shard applied to this update: its index is the version
   // before it (BSP: the step; ASP/SSP: the update this push became).
   rep.learning_rate = optim::LearningRate(

@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
   if (o.batch <= 0 || o.steps < 0) {
     return absl::InvalidArgumentError("batch must be > 0 and steps >= 0");
   }
+  if (o.accumulation < 1 || o.accumulation > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "accumulation must be in [1, 1024], got ", o.accumulation));
+  }
   if (o.data.empty()) return absl::InvalidArgumentError("no training data");
   if (o.worker == 0) {
     // Worker 0 writes these at the end of the run: found unwritable now,
@@ -114,20 +118,20 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
 }
 
 absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
-  // Worker w's B examples of global batch `step`, read where they lie (the
-  // stream wraps around at the end of the data: epochs).
+  // Worker w's E = B x accumulation examples of global batch `step`, read
+  // where they lie (the stream wraps around at the end of the data: epochs).
   const int64_t first =
-      (step * options_.num_workers + options_.worker) * options_.batch;
+      (step * options_.num_workers + options_.worker) * push_examples();
   std::string record;
   int64_t at = first;
   auto next = [&]() { return source_->Read(at++, &record); };
-  // Decode this worker's B examples.
+  // Decode this worker's E examples.
   io::BertBatch& b = *out;
   b = io::BertBatch();
   b.seq = seq_;
   b.preds = preds_;
   b.first_position = first;  // what the push will say it trained on
-  for (int i = 0; i < options_.batch; ++i) {
+  for (int64_t i = 0; i < push_examples(); ++i) {
     RETURN_IF_ERROR(next());
     auto check = [&](size_t s, size_t p) -> absl::Status {
       if (static_cast<int>(s) != seq_ || static_cast<int>(p) != preds_) {
@@ -188,7 +192,7 @@ absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
     double w = 0;
     for (float x : batch->masked_lm_weights) w += x;
     a.set_mlm_weight(w);
-    a.set_examples(options_.batch);
+    a.set_examples(push_examples());
     ASSIGN_OR_RETURN(AnnounceResponse totals, client_->Announce(a));
     *mlm_denominator = totals.mlm_weight_total() + 1e-5;
     *example_denominator = static_cast<double>(totals.examples_total());
@@ -291,8 +295,8 @@ absl::Status TrainWorker::Run() {
       j["worker"] = options_.worker;
       j["step"] = step + 1;
       j["loss"] = loss_sum / count;
-      j["examples_per_sec"] = (step + 1 - start) * options_.batch / secs;
-      j["tokens_per_sec"] = (step + 1 - start) * options_.batch * seq_ / secs;
+      j["examples_per_sec"] = (step + 1 - start) * push_examples() / secs;
+      j["tokens_per_sec"] = (step + 1 - start) * push_examples() * seq_ / secs;
       j["pull_ms"] = sum.pull_ms / count;
       j["compute_ms"] = sum.compute_ms / count;
       j["push_ms"] = sum.push_ms / count;

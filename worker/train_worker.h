@@ -58,7 +58,11 @@ struct TrainWorkerOptions {
   int worker = 0;
   int num_workers = 1;
   std::vector<std::string> data;  // TFRecord globs
-  int batch = 32;                 // examples per worker per step
+  int batch = 32;                 // examples per micro-batch
+  // Micro-batches computed and summed per push (gradient accumulation): a
+  // step reads, announces and pushes batch x accumulation examples, while
+  // the model holds the activations of one micro-batch.
+  int accumulation = 1;
   // Updates the shards apply in all (the job plan's step counter): BSP one
   // per global batch; ASP/SSP one per push, so with N workers worker i
   // pushes its steps j while the update ticket j * N + i < steps, and
@@ -122,6 +126,13 @@ class TrainWorker {
  private:
   TrainWorker(const TrainWorkerOptions& options);
   absl::Status ReadBatch(int64_t step, io::BertBatch* out);
+  // The step's model computation over batch_: one Step, or with
+  // accumulation one per micro-batch, summed.
+  absl::StatusOr<StepResult> ComputeMicroBatches(const StepOptions& so);
+  // Examples per step (one push): batch x accumulation.
+  int64_t push_examples() const {
+    return static_cast<int64_t>(options_.batch) * options_.accumulation;
+  }
   // Step's phases (train_step.cc) and the state they share.
   struct StepState;
   absl::Status StartStep(StepState& s);

@@ -57,7 +57,9 @@ ABSL_FLAG(int, num_workers, 1, "Number of train workers.");
 ABSL_FLAG(std::string, data, "", "Comma-separated TFRecord globs.");
 ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
 ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
-ABSL_FLAG(int, batch, 32, "Examples per worker per step.");
+ABSL_FLAG(int, batch, 32, "Examples per micro-batch (per step without --accumulation).");
+ABSL_FLAG(int, accumulation, 1,
+          "Micro-batches of --batch summed per push (gradient accumulation).");
 ABSL_FLAG(int64_t, steps, 100, "Total steps of the job.");
 ABSL_FLAG(uint64_t, seed, 12345, "Dropout seed (and, with --shuffle, the data order).");
 ABSL_FLAG(bool, dropout, true, "Dropout on.");
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
       .Range("worker_index", absl::GetFlag(FLAGS_worker_index), 0,
              std::max(num_workers - 1, 0))
       .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
+      .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
       .Range("steps", absl::GetFlag(FLAGS_steps), 1, int64_t{1} << 40)
       .Range("threads", absl::GetFlag(FLAGS_threads), 1, 256)
       .Range("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0,
@@ -237,6 +240,7 @@ int main(int argc, char** argv) {
   o.num_workers = absl::GetFlag(FLAGS_num_workers);
   o.data = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
   o.batch = absl::GetFlag(FLAGS_batch);
+  o.accumulation = absl::GetFlag(FLAGS_accumulation);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.dropout = absl::GetFlag(FLAGS_dropout);

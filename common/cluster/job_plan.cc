@@ -18,7 +18,10 @@ JobPlan PlanOf(const JobSpec& spec) {
   p.stages = std::max(1, spec.pipeline().stages());
   p.pushers = p.replicas * p.stages;
   p.batch = std::max<int64_t>(1, spec.batch_size());
-  p.examples_per_update = p.mode == BSP ? p.batch * p.replicas : p.batch;
+  p.accumulation = std::max(1, spec.accumulation_steps());
+  p.examples_per_push = p.batch * p.accumulation;
+  p.examples_per_update =
+      p.mode == BSP ? p.examples_per_push * p.replicas : p.examples_per_push;
   p.updates = spec.steps();
   if (!spec.checkpoint().dir().empty()) {
     p.checkpoint_every = spec.checkpoint().every_steps();

@@ -33,8 +33,12 @@ struct JobPlan {
   int stages = 1;    // pipeline stages per replica
   // The shards' workers: every replica's every stage pushes as one.
   int pushers = 1;
-  int64_t batch = 1;                // examples per worker per step
-  int64_t examples_per_update = 1;  // BSP: batch * replicas; else batch
+  int64_t batch = 1;         // examples per micro-batch (batch_size)
+  int64_t accumulation = 1;  // micro-batches summed per push
+  // Examples per worker per step (one push): batch * accumulation.
+  int64_t examples_per_push = 1;
+  // BSP: examples_per_push * replicas; else examples_per_push.
+  int64_t examples_per_update = 1;
   int64_t updates = 0;              // what the shards apply in all
   // Updates between checkpoints (0: none). Under ASP and SSP the shards
   // pause at each multiple until its checkpoint is written (consistent
@@ -48,7 +52,7 @@ struct JobPlan {
   }
   // The stream position of the first example of worker w's batch at step j.
   int64_t FirstExample(int worker, int64_t step) const {
-    return (step * replicas + worker) * batch;
+    return (step * replicas + worker) * examples_per_push;
   }
   // The steps worker w runs in all: every j whose ticket is an update.
   int64_t WorkerSteps(int worker) const {

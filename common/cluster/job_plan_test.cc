@@ -1,5 +1,6 @@
 #include "common/cluster/job_plan.h"
 
+#include <algorithm>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -21,11 +22,18 @@ JobSpec Spec(ConsistencyMode mode, int workers, int64_t batch, int64_t steps) {
 // Under every mode, the tickets of all workers' steps are exactly the
 // updates 0..U-1, each once, and each ticket's examples are the fixed range
 // [k * E, (k + 1) * E) of the stream, whoever computes it.
+// With gradient accumulation a ticket's examples are its A micro-batches.
 TEST(JobPlan, EveryUpdateIsOneTicketWithItsFixedExamples) {
   for (ConsistencyMode mode : {BSP, ASP, SSP}) {
     for (int workers : {1, 2, 3}) {
       for (int64_t steps : {1, 7, 12}) {
-        const JobPlan p = PlanOf(Spec(mode, workers, 4, steps));
+       for (int acc : {0, 1, 3}) {
+        JobSpec spec = Spec(mode, workers, 4, steps);
+        spec.set_accumulation_steps(acc);
+        const JobPlan p = PlanOf(spec);
+        const int64_t e = 4 * std::max(acc, 1);
+        EXPECT_EQ(p.batch, 4);
+        EXPECT_EQ(p.examples_per_push, e);
         EXPECT_EQ(p.updates, steps);
         std::multiset<int64_t> tickets;
         std::multiset<int64_t> positions;
@@ -34,25 +42,26 @@ TEST(JobPlan, EveryUpdateIsOneTicketWithItsFixedExamples) {
             const int64_t k = p.Ticket(w, j);
             ASSERT_LT(k, steps) << "mode " << mode << " worker " << w;
             tickets.insert(k);
-            for (int64_t e = 0; e < p.batch; ++e) {
-              positions.insert(p.FirstExample(w, j) + e);
+            for (int64_t x = 0; x < p.examples_per_push; ++x) {
+              positions.insert(p.FirstExample(w, j) + x);
             }
           }
         }
         if (mode == BSP) {
           // Every worker runs every step: a ticket is one global batch.
           EXPECT_EQ(tickets.size(), static_cast<size_t>(steps * workers));
-          EXPECT_EQ(p.examples_per_update, 4 * workers);
+          EXPECT_EQ(p.examples_per_update, e * workers);
         } else {
           EXPECT_EQ(tickets.size(), static_cast<size_t>(steps));
           for (int64_t k = 0; k < steps; ++k) EXPECT_EQ(tickets.count(k), 1u);
-          EXPECT_EQ(p.examples_per_update, 4);
+          EXPECT_EQ(p.examples_per_update, e);
         }
         // The examples consumed are exactly [0, U * E), each once.
         ASSERT_EQ(positions.size(),
                   static_cast<size_t>(steps * p.examples_per_update));
         int64_t want = 0;
         for (int64_t x : positions) EXPECT_EQ(x, want++);
+       }
       }
     }
   }

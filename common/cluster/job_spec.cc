@@ -257,6 +257,19 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
     return Bad("batch_size", absl::StrCat("must be in [1, 65536], got ",
                                           s.batch_size()));
   }
+  if (s.accumulation_steps() < 0 || s.accumulation_steps() > 1024) {
+    return Bad("accumulation_steps",
+               absl::StrCat("must be in [0, 1024] (0: 1), got ",
+                            s.accumulation_steps()));
+  }
+  if (s.accumulation_steps() > 1 &&
+      static_cast<int64_t>(s.batch_size()) * s.accumulation_steps() > 1 << 20) {
+    return Bad("accumulation_steps",
+               absl::StrCat("x batch_size is ",
+                            static_cast<int64_t>(s.batch_size()) *
+                                s.accumulation_steps(),
+                            " examples per push, over the limit of 1048576"));
+  }
   if (s.task() != PREPROCESS && s.task() != EVAL) {
     if (s.steps() < 0) return Bad("steps", "must be >= 0");
     if (s.epochs() < 0) return Bad("epochs", "must be >= 0");
@@ -323,6 +336,11 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
     return Bad("pipeline.stages", "must be in [0, 64]");
   }
   if (pl.stages() > 1) {
+    if (s.accumulation_steps() > 1) {
+      return Bad("accumulation_steps",
+                 "does not apply to pipeline jobs (their micro_batches "
+                 "already split each batch)");
+    }
     if (s.task() != PRETRAIN && s.task() != CLASSIFY) {
       return Bad("pipeline.stages", "applies to PRETRAIN and CLASSIFY jobs");
     }

@@ -83,6 +83,12 @@ TEST(JobSpec, BadSpecsNameTheField) {
            Case{"data: 'x' steps: 1 checkpoint { dir: 'c' keep: -1 }",
                 "checkpoint.keep"},
            Case{"data: 'x' steps: 1 no_such_field: 3", "no_such_field"},
+           Case{"data: 'x' steps: 1 accumulation_steps: -2", "accumulation_steps"},
+           Case{"data: 'x' steps: 1 batch_size: 65536 accumulation_steps: 1000",
+                "accumulation_steps x batch_size is 65536000 examples per push"},
+           Case{"data: 'x' steps: 1 model: 'tiny' accumulation_steps: 2 "
+                "pipeline { stages: 2 micro_batches: 4 }",
+                "accumulation_steps does not apply to pipeline jobs"},
            Case{"data: 'x' steps: 1 task: TRAINING", "TRAINING"},
            Case{"{\"data\": [\"x\"], \"steps\": \"many\"}", "steps"},
            Case{"{\"data\": [\"x\"], \"steps\": 1, \"bogus\": 1}", "bogus"},

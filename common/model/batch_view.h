@@ -25,6 +25,23 @@ inline BertBatchView ViewOf(const io::BertBatch& b) {
   return v;
 }
 
+// Examples [first, first + n) of a view (a micro-batch of it).
+inline BertBatchView SliceOf(const BertBatchView& v, int64_t first,
+                             int64_t n) {
+  BertBatchView s = v;
+  s.batch = n;
+  const int64_t t = first * v.seq, p = first * v.preds;
+  s.input_ids += t;
+  s.input_mask += t;
+  s.segment_ids += t;
+  if (s.masked_lm_positions != nullptr) s.masked_lm_positions += p;
+  if (s.masked_lm_ids != nullptr) s.masked_lm_ids += p;
+  if (s.masked_lm_weights != nullptr) s.masked_lm_weights += p;
+  if (s.next_sentence_labels != nullptr) s.next_sentence_labels += first;
+  if (s.label_ids != nullptr) s.label_ids += first;
+  return s;
+}
+
 }  // namespace bertps
 
 #endif  // BERTPS_COMMON_MODEL_BATCH_VIEW_H_

@@ -463,7 +463,7 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   auto G = [&](const std::string& name) { return gr + layout_.Offset(name); };
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
 
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  if (!o.accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
   // d of the last layer output (B*S, H).
   T* dout = f.d_a;
   std::fill(dout, dout + bs * h, T(0));

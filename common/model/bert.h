@@ -73,6 +73,10 @@ struct StepOptions {
   // (ParamGroup*): lets a worker start forward while parameters still
   // arrive. A non-OK status ends the step with it.
   std::function<absl::Status(int group)> before_params;
+  // Backward adds to the gradients of the previous Step instead of
+  // overwriting them: gradient accumulation over micro-batches (with the
+  // whole batch's denominators the sum is the whole batch's gradient).
+  bool accumulate = false;
 };
 
 // Parameter groups of forward, in the order it reads them:
@@ -127,7 +131,7 @@ class BertModel {
 
   // Validates the batch (shapes within capacity, ids/labels in range, mask
   // 0/1), then runs forward and, if requested, backward: the gradients are
-  // overwritten (not accumulated across calls).
+  // overwritten, or added to with StepOptions::accumulate.
   absl::StatusOr<StepResult> Step(const BertBatchView& batch,
                                   const StepOptions& options);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/model/batch_view.h"
 #include "common/model/test_util.h"
 #include "gtest/gtest.h"
 
@@ -259,6 +260,49 @@ TEST(BertMemory, EstimateMatchesWhatCreateAllocates) {
   EXPECT_GT(BertModel<float>::MemoryBytes(*tiny, BertTask::kPretrain, 65536,
                                           128, 20),
             int64_t{160} << 30);
+}
+
+// Gradient accumulation: micro-batches of 2 + 2 + 1 examples, each with
+// the whole batch's denominators and its examples' dropout offsets, add up
+// to the gradient and loss of the 5 examples in one step (double: exact to
+// rounding), with dropout on.
+TEST(BertAccumulation, MicroBatchesAddUpToTheWholeBatch) {
+  for (BertTask task : {BertTask::kPretrain, BertTask::kClassify}) {
+    const BertConfig c = TinyTestConfig();
+    kernels::MatmulEngine mm;
+    auto whole = *BertModel<double>::Create(c, task, 5, 7, 2, &mm);
+    auto micro = *BertModel<double>::Create(c, task, 2, 7, 2, &mm);
+    PerturbedParams(whole->layout(), c, 11, whole->params());
+    std::copy(whole->params(), whole->params() + whole->num_params(),
+              micro->params());
+    OwnedBatch batch = RandomBatch(c, 5, 7, 2, 5);
+    double wsum = 0;
+    for (float w : batch.mlm_w) wsum += w;
+    StepOptions opt;
+    opt.train = true;
+    opt.seed = 3;
+    opt.step = 9;
+    opt.example_offset = 10;
+    opt.mlm_denominator = wsum + 1e-5;
+    opt.example_denominator = 5;
+    auto all = whole->Step(batch.View(), opt);
+    ASSERT_TRUE(all.ok()) << all.status();
+    double loss = 0;
+    for (int64_t first : {0, 2, 4}) {
+      StepOptions m = opt;
+      m.example_offset = opt.example_offset + first;
+      m.accumulate = first > 0;
+      auto r = micro->Step(SliceOf(batch.View(), first, first == 4 ? 1 : 2), m);
+      ASSERT_TRUE(r.ok()) << r.status();
+      loss += r->loss;
+    }
+    EXPECT_NEAR(loss, all->loss, 1e-12 * std::fabs(all->loss));
+    for (int64_t i = 0; i < whole->num_params(); ++i) {
+      ASSERT_NEAR(micro->grads()[i], whole->grads()[i],
+                  1e-12 + 1e-10 * std::fabs(whole->grads()[i]))
+          << "parameter " << i;
+    }
+  }
 }
 
 }  // namespace
