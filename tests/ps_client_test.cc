@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "common/ps/partition.h"
+#include "server/ps/server.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -215,6 +216,72 @@ TEST(PsClientOptionsTest, PullWindowIsKeptOrRefused) {
   EXPECT_NE(bad.status().message().find("pull_window_bytes"),
             absl::string_view::npos)
       << bad.status();
+}
+
+// A partial pull (PsClient::PullInto): only the named tensors, each into a
+// place of its own, with the values a whole pull gets; a shard sending a
+// tensor not asked for is refused; a wrong number of destinations too.
+TEST(PsClientPullInto, FetchesOnlyTheTensorsAskedForWhereTheyGo) {
+  ps::ShardOptions so;
+  so.config = Small();
+  so.init_seed = 3;
+  std::vector<std::unique_ptr<ps::ShardServer>> shards;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    so.shard = i;
+    so.num_shards = 2;
+    auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});
+    ASSERT_TRUE(server.ok()) << server.status();
+    addresses.push_back((*server)->address());
+    shards.push_back(std::move(*server));
+  }
+  for (auto& s : shards) s->SetPeers(addresses);
+  PsClientOptions o;
+  o.addresses = addresses;
+  o.rpc_timeout = absl::Seconds(30);
+  auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const ParamLayout& layout = (*client)->layout();
+  std::vector<float> whole(layout.total_size());
+  ASSERT_TRUE((*client)->Pull(0, 0, 0, whole.data()).ok());
+  // Encoder layer 1's tensors, packed one after the other.
+  std::vector<float*> dest(layout.tensors().size(), nullptr);
+  std::vector<float> mine(layout.total_size(), -7.f);
+  int64_t at = 0;
+  std::vector<std::pair<int, int64_t>> placed;
+  for (size_t t = 0; t < layout.tensors().size(); ++t) {
+    if (layout.tensors()[t].name.rfind("bert.encoder.layer.1.", 0) != 0) continue;
+    dest[t] = mine.data() + at;
+    placed.push_back({static_cast<int>(t), at});
+    at += layout.tensors()[t].size;
+  }
+  ASSERT_FALSE(placed.empty());
+  absl::StatusOr<int64_t> v = (*client)->PullInto(0, 0, 0, dest);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(*v, 0);
+  for (auto [t, off] : placed) {
+    const ParamSpec& p = layout.tensors()[t];
+    for (int64_t i = 0; i < p.size; ++i) {
+      ASSERT_EQ(mine[off + i], whole[p.offset + i]) << p.name << "[" << i << "]";
+    }
+  }
+  EXPECT_EQ(mine[at], -7.f);  // nothing past them
+  dest.pop_back();
+  EXPECT_EQ((*client)->PullInto(0, 0, 0, dest).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A shard that sends everything whatever was asked: refused.
+  ScriptedShard scripted(Fault::kNone);
+  Serving serving(&scripted);
+  auto one = PsClient::Connect(serving.Options(), Small(), BertTask::kPretrain);
+  ASSERT_TRUE(one.ok()) << one.status();
+  std::vector<float*> first_only((*one)->layout().tensors().size(), nullptr);
+  std::vector<float> buf((*one)->layout().tensors()[0].size);
+  first_only[0] = buf.data();
+  absl::StatusOr<int64_t> unasked = (*one)->PullInto(0, 0, 0, first_only);
+  ASSERT_FALSE(unasked.ok());
+  EXPECT_NE(unasked.status().message().find("sent an unasked chunk"),
+            absl::string_view::npos)
+      << unasked.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -255,10 +255,6 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
     largest = std::max(largest, t.size);
   }
   p->zeros_.assign(largest, 0.0f);
-  for (const std::string& a : o.ps.addresses) {
-    p->ps_stubs_.push_back(ParameterServer::NewStub(
-        MakeChannel(a, o.ps.security, ps::ClientChannelArguments())));
-  }
 
   p->service_ = std::make_unique<Service>(p.get());
   MethodRoles roles = DefaultMethodRoles();
@@ -421,85 +417,16 @@ void PipelineStage::AbortPeers(const absl::Status& why) {
   }
 }
 
-// Pulls this stage's tensors (version >= step) from the shards that hold
-// any of them, straight into the stage's local buffer.
-absl::Status PipelineStage::PullShard(int shard, int64_t step) {
-  const ps::PartitionPlan& plan = client_->plan();
-  const ParamLayout& layout = stage_->model_layout();
-  PullRequest req;
-  req.set_worker(ps_worker());
-  req.set_min_version(step);
-  req.set_step(step);
-  int64_t expected = 0;
-  for (int si : plan.shard_slices(shard)) {
-    const ps::SliceSpec& sl = plan.slices()[si];
-    if (stage_->local_offset(sl.tensor) < 0) continue;
-    expected += sl.size();
-    if (req.names_size() == 0 || req.names(req.names_size() - 1) != sl.name) {
-      req.add_names(sl.name);
-    }
-  }
-  if (expected == 0) return absl::OkStatus();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.ps.rpc_timeout));
-  auto reader = ps_stubs_[shard]->Pull(&ctx, req);
-  PullResponse msg;
-  int64_t received = 0;
-  bool have_version = false;
-  while (reader->Read(&msg)) {
-    if (msg.has_version()) {
-      have_version = true;
-      continue;
-    }
-    // One chunk, or several in one message (small tensors travel together).
-    std::vector<const TensorChunk*> chunks;
-    if (msg.has_chunk()) chunks.push_back(&msg.chunk());
-    for (const TensorChunk& c : msg.chunks().chunks()) chunks.push_back(&c);
-    for (const TensorChunk* cp : chunks) {
-      const TensorChunk& c = *cp;
-      const ParamSpec* spec = layout.Find(c.name());
-      const int64_t n = static_cast<int64_t>(c.data().size() / sizeof(float));
-      const int64_t off =
-          spec == nullptr ? -1
-                          : stage_->local_offset(static_cast<int>(
-                                spec - layout.tensors().data()));
-      if (off < 0 || c.dtype() != F32 || c.offset() < 0 ||
-          c.offset() + n > spec->size) {
-        ctx.TryCancel();
-        reader->Finish();
-        return absl::DataLossError(
-            absl::StrCat("shard ", shard,
-                         " sent a malformed or unasked chunk of ", c.name()));
-      }
-      std::memcpy(stage_->params() + off + c.offset(), c.data().data(),
-                  sizeof(float) * n);
-      received += n;
-    }
-  }
-  absl::Status st = FromGrpcStatus(reader->Finish());
-  if (!st.ok()) {
-    return Annotate(st, absl::StrCat("pull from shard ", shard, " (",
-                                     options_.ps.addresses[shard], ")"));
-  }
-  if (!have_version || received != expected) {
-    return absl::DataLossError(absl::StrCat("pull from shard ", shard,
-                                            " returned ", received, " of ",
-                                            expected, " elements"));
-  }
-  return absl::OkStatus();
-}
-
+// Pulls this stage's tensors (version >= step) through the client, from
+// the shards that hold any of them, straight into the stage's local buffer.
 absl::Status PipelineStage::PullOwnTensors(int64_t step) {
-  const int n = static_cast<int>(ps_stubs_.size());
-  std::vector<absl::Status> st(n);
-  std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) {
-    threads.emplace_back([&, i] { st[i] = PullShard(i, step); });
+  const ParamLayout& layout = stage_->model_layout();
+  std::vector<float*> dest(layout.tensors().size(), nullptr);
+  for (size_t t = 0; t < dest.size(); ++t) {
+    const int64_t off = stage_->local_offset(static_cast<int>(t));
+    if (off >= 0) dest[t] = stage_->params() + off;
   }
-  st[0] = PullShard(0, step);
-  for (auto& t : threads) t.join();
-  for (const absl::Status& x : st) RETURN_IF_ERROR(x);
-  return absl::OkStatus();
+  return client_->PullInto(ps_worker(), step, step, dest).status();
 }
 
 absl::Status PipelineStage::ReadBatch(int64_t step) {

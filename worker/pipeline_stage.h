@@ -148,7 +148,7 @@ class PipelineStage {
   class Service;
   explicit PipelineStage(const PipelineStageOptions& options);
   absl::Status ReadBatch(int64_t step);
-  absl::Status PullShard(int shard, int64_t step);
+  // This stage's tensors, through client_ (PsClient::PullInto).
   absl::Status PullOwnTensors(int64_t step);
   absl::Status SendTensor(int to_stage, StageTensorKind kind, int64_t step,
                           int micro_batch, const float* data, int64_t n);
@@ -165,7 +165,6 @@ class PipelineStage {
 
   const PipelineStageOptions options_;
   std::unique_ptr<PsClient> client_;
-  std::vector<std::unique_ptr<ParameterServer::Stub>> ps_stubs_;
   kernels::MatmulEngine mm_;
   StageSpec spec_;
   std::unique_ptr<BertStage<float>> stage_;

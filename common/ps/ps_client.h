@@ -107,6 +107,14 @@ class PsClient {
   std::unique_ptr<PendingPull> StartPull(int worker, int64_t min_version,
                                          int64_t step, float* params,
                                          const TensorRows* first = nullptr);
+  // Pulls only some tensors, each to a place of its own: dest[t] (one per
+  // layout tensor) receives tensor t's elements in order; null: not pulled
+  // (the request names only the wanted tensors, and a shard holding none of
+  // them is not asked). E.g. a pipeline stage's own layers into its local
+  // buffer. Returns the version, as Pull.
+  absl::StatusOr<int64_t> PullInto(int worker, int64_t min_version,
+                                   int64_t step,
+                                   const std::vector<float*>& dest);
 
   // Starts a push of one step's gradient.
   absl::StatusOr<std::unique_ptr<PushStream>> BeginPush(const PushHeader& header);
@@ -127,9 +135,15 @@ class PsClient {
  private:
   PsClient(const PsClientOptions& options, const BertConfig& config,
            BertTask task, ParamLayout layout, ps::PartitionPlan plan);
+  // dest: where each layout tensor goes (null: not asked of the shard).
   absl::Status PullShard(int shard, const PullRequest& request,
-                         grpc::ClientContext* ctx, float* params,
-                         int64_t* version, PendingPull* progress);
+                         grpc::ClientContext* ctx,
+                         const std::vector<float*>& dest, int64_t* version,
+                         PendingPull* progress);
+  std::unique_ptr<PendingPull> StartPullInto(int worker, int64_t min_version,
+                                             int64_t step,
+                                             std::vector<float*> dest,
+                                             const TensorRows* first);
   absl::Status PushShard(int shard, const PushHeader& header,
                          const float* grads);
   grpc::ClientContext* NewContext(grpc::ClientContext* ctx) const;
@@ -163,7 +177,7 @@ class PsClient::PendingPull {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for all of it; the version (as Pull).
   absl::StatusOr<int64_t> Finish();
-  // After Finish(): the version each shard sent.
+  // After Finish(): the version each shard sent (-1: not asked).
   const std::vector<int64_t>& versions() const { return versions_; }
 
  private:
@@ -182,6 +196,7 @@ class PsClient::PendingPull {
   std::vector<std::thread> threads_;
   std::vector<absl::Status> status_;  // per shard, written by its thread
   std::vector<int64_t> versions_;     // per shard, written by its thread
+  std::vector<float*> dest_;          // per layout tensor (null: not pulled)
   bool finished_ = false;
   absl::Mutex mu_;
   std::vector<int64_t> received_ ABSL_GUARDED_BY(mu_);  // per tensor
