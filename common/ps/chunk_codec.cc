@@ -180,22 +180,24 @@ bool ParseTensorChunk(Cursor* c, size_t end, ChunkRef* out) {
   bool ok;
   while (NextField(c, end, &field, &wt, &ok)) {
     uint64_t v;
-    if (field == 1 && wt == kLen) {  // name
+    if (field == TensorChunk::kNameFieldNumber && wt == kLen) {
       if (!c->ReadVarint(&v) || v > end - c->pos() ||
           !c->ReadString(v, &out->name)) {
         return false;
       }
-    } else if (field == 2 && wt == kVarint) {  // dtype
+    } else if (field == TensorChunk::kDtypeFieldNumber && wt == kVarint) {
       if (!c->ReadVarint(&v)) return false;
       out->dtype = static_cast<DType>(static_cast<int32_t>(v));
-    } else if (field == 3 && (wt == kLen || wt == kVarint)) {  // shape
+    } else if (field == TensorChunk::kShapeFieldNumber &&
+               (wt == kLen || wt == kVarint)) {
       if (!ReadInt64s(c, end, wt, &out->shape)) return false;
-    } else if (field == 4 && wt == kVarint) {  // offset
+    } else if (field == TensorChunk::kOffsetFieldNumber && wt == kVarint) {
       if (!c->ReadVarint(&v)) return false;
       out->offset = static_cast<int64_t>(v);
-    } else if (field == 6 && (wt == kLen || wt == kVarint)) {  // rows
+    } else if (field == TensorChunk::kRowsFieldNumber &&
+               (wt == kLen || wt == kVarint)) {
       if (!ReadInt64s(c, end, wt, &out->rows)) return false;
-    } else if (field == 5 && wt == kLen) {  // data
+    } else if (field == TensorChunk::kDataFieldNumber && wt == kLen) {
       if (!c->ReadVarint(&v) || v > end - c->pos()) return false;
       out->data.clear();
       if (!c->ReadPieces(v, &out->data)) return false;
@@ -214,7 +216,7 @@ bool ParseTensorChunks(Cursor* c, size_t end, std::vector<ChunkRef>* out) {
   int field, wt;
   bool ok;
   while (NextField(c, end, &field, &wt, &ok)) {
-    if (field == 1 && wt == kLen) {
+    if (field == TensorChunks::kChunksFieldNumber && wt == kLen) {
       uint64_t v;
       if (!c->ReadVarint(&v) || v > end - c->pos() ||
           out->size() >= kMaxChunksPerMessage) {
@@ -419,8 +421,10 @@ grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {
   return grpc::ByteBuffer(&s, 1);
 }
 
-absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
-                              ParsedPushRequest* out) {
+namespace {
+
+absl::Status FastParsePushRequest(const grpc::ByteBuffer& buffer,
+                                  ParsedPushRequest* out) {
   *out = ParsedPushRequest();
   if (!buffer.Valid()) return Malformed("push");
   if (!buffer.Dump(&out->slices).ok()) return Malformed("push");
@@ -430,14 +434,17 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
   bool ok;
   // The oneof: each member read ends the others (protobuf's merge).
   auto only = [&](int field) {
-    if (field != 1 && out->has_header) out->header.Clear();
-    if (field != 2 && out->has_chunk) out->chunk = ChunkRef();
-    if (field != 3 && out->has_next_first) out->next_first.Clear();
-    if (field != 4 && out->has_chunks) out->chunks.clear();
-    out->has_header = field == 1;
-    out->has_chunk = field == 2;
-    out->has_next_first = field == 3;
-    out->has_chunks = field == 4;
+    using R = PushRequest;
+    if (field != R::kHeaderFieldNumber && out->has_header) out->header.Clear();
+    if (field != R::kChunkFieldNumber && out->has_chunk) out->chunk = ChunkRef();
+    if (field != R::kNextFirstFieldNumber && out->has_next_first) {
+      out->next_first.Clear();
+    }
+    if (field != R::kChunksFieldNumber && out->has_chunks) out->chunks.clear();
+    out->has_header = field == R::kHeaderFieldNumber;
+    out->has_chunk = field == R::kChunkFieldNumber;
+    out->has_next_first = field == R::kNextFirstFieldNumber;
+    out->has_chunks = field == R::kChunksFieldNumber;
   };
   // An embedded message, merged by protobuf (small: no payload).
   auto merge = [&](google::protobuf::MessageLite* m) {
@@ -448,20 +455,20 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
   };
   while (NextField(&c, total, &field, &wt, &ok)) {
     size_t end;
-    if (field == 1 && wt == kLen) {  // header
-      only(1);
+    if (field == PushRequest::kHeaderFieldNumber && wt == kLen) {
+      only(PushRequest::kHeaderFieldNumber);
       if (!merge(&out->header)) return Malformed("push header");
-    } else if (field == 3 && wt == kLen) {  // next_first
-      only(3);
+    } else if (field == PushRequest::kNextFirstFieldNumber && wt == kLen) {
+      only(PushRequest::kNextFirstFieldNumber);
       if (!merge(&out->next_first)) return Malformed("push next_first");
-    } else if (field == 2 && wt == kLen) {  // chunk
-      only(2);
+    } else if (field == PushRequest::kChunkFieldNumber && wt == kLen) {
+      only(PushRequest::kChunkFieldNumber);
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunk(&c, end, &out->chunk)) {
         return Malformed("push chunk");
       }
-    } else if (field == 4 && wt == kLen) {  // chunks
-      only(4);
+    } else if (field == PushRequest::kChunksFieldNumber && wt == kLen) {
+      only(PushRequest::kChunksFieldNumber);
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunks(&c, end, &out->chunks)) {
         return Malformed("push chunks");
@@ -474,8 +481,8 @@ absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
   return absl::OkStatus();
 }
 
-absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
-                               ParsedPullResponse* out) {
+absl::Status FastParsePullResponse(const grpc::ByteBuffer& buffer,
+                                   ParsedPullResponse* out) {
   *out = ParsedPullResponse();
   if (!buffer.Valid()) return Malformed("pull");
   if (!buffer.Dump(&out->slices).ok()) return Malformed("pull");
@@ -485,28 +492,29 @@ absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
   bool ok;
   // The oneof: each member read ends the others (protobuf's merge).
   auto only = [&](int field) {
-    if (field != 1) out->version = 0;
-    if (field != 2 && out->has_chunk) out->chunk = ChunkRef();
-    if (field != 3 && out->has_chunks) out->chunks.clear();
-    out->has_version = field == 1;
-    out->has_chunk = field == 2;
-    out->has_chunks = field == 3;
+    using R = PullResponse;
+    if (field != R::kVersionFieldNumber) out->version = 0;
+    if (field != R::kChunkFieldNumber && out->has_chunk) out->chunk = ChunkRef();
+    if (field != R::kChunksFieldNumber && out->has_chunks) out->chunks.clear();
+    out->has_version = field == R::kVersionFieldNumber;
+    out->has_chunk = field == R::kChunkFieldNumber;
+    out->has_chunks = field == R::kChunksFieldNumber;
   };
   while (NextField(&c, total, &field, &wt, &ok)) {
     uint64_t v;
     size_t end;
-    if (field == 1 && wt == kVarint) {  // version
+    if (field == PullResponse::kVersionFieldNumber && wt == kVarint) {
       if (!c.ReadVarint(&v)) return Malformed("pull");
-      only(1);
+      only(PullResponse::kVersionFieldNumber);
       out->version = static_cast<int64_t>(v);
-    } else if (field == 2 && wt == kLen) {  // chunk
-      only(2);
+    } else if (field == PullResponse::kChunkFieldNumber && wt == kLen) {
+      only(PullResponse::kChunkFieldNumber);
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunk(&c, end, &out->chunk)) {
         return Malformed("pull chunk");
       }
-    } else if (field == 3 && wt == kLen) {  // chunks
-      only(3);
+    } else if (field == PullResponse::kChunksFieldNumber && wt == kLen) {
+      only(PullResponse::kChunksFieldNumber);
       if (!ReadLength(&c, total, &end) ||
           !ParseTensorChunks(&c, end, &out->chunks)) {
         return Malformed("pull chunks");
@@ -516,6 +524,96 @@ absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
     }
   }
   if (!ok || c.pos() != total) return Malformed("pull");
+  return absl::OkStatus();
+}
+
+// What the copy-free parser does not take (protobuf groups, a chunk count
+// over kMaxChunksPerMessage aside, or an encoding it does not expect) goes
+// to protobuf's own parser over the flattened bytes: whatever protobuf
+// accepts is accepted, with its meaning; the chunks then view the parsed
+// message, which the result owns.
+template <typename Message>
+std::shared_ptr<Message> ParseWithProtobuf(
+    const std::vector<grpc::Slice>& slices) {
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  auto m = std::make_shared<Message>();
+  if (!m->ParseFromString(bytes)) return nullptr;
+  return m;
+}
+
+bool WithinChunkLimit(const TensorChunks& c) {
+  return c.chunks_size() <= static_cast<int>(kMaxChunksPerMessage);
+}
+
+}  // namespace
+
+absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
+                              ParsedPushRequest* out) {
+  absl::Status fast = FastParsePushRequest(buffer, out);
+  if (fast.ok() || out->slices.empty()) return fast;
+  std::shared_ptr<PushRequest> m = ParseWithProtobuf<PushRequest>(out->slices);
+  if (m == nullptr || !WithinChunkLimit(m->chunks())) return fast;
+  std::vector<grpc::Slice> slices = std::move(out->slices);
+  *out = ParsedPushRequest();
+  out->slices = std::move(slices);
+  switch (m->msg_case()) {
+    case PushRequest::kHeader:
+      out->has_header = true;
+      out->header = m->header();
+      break;
+    case PushRequest::kNextFirst:
+      out->has_next_first = true;
+      out->next_first = m->next_first();
+      break;
+    case PushRequest::kChunk:
+      out->has_chunk = true;
+      out->chunk = ChunkRef::Of(m->chunk());
+      break;
+    case PushRequest::kChunks:
+      out->has_chunks = true;
+      for (const TensorChunk& c : m->chunks().chunks()) {
+        out->chunks.push_back(ChunkRef::Of(c));
+      }
+      break;
+    case PushRequest::MSG_NOT_SET:
+      break;
+  }
+  out->owned = std::move(m);
+  return absl::OkStatus();
+}
+
+absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
+                               ParsedPullResponse* out) {
+  absl::Status fast = FastParsePullResponse(buffer, out);
+  if (fast.ok() || out->slices.empty()) return fast;
+  std::shared_ptr<PullResponse> m =
+      ParseWithProtobuf<PullResponse>(out->slices);
+  if (m == nullptr || !WithinChunkLimit(m->chunks())) return fast;
+  std::vector<grpc::Slice> slices = std::move(out->slices);
+  *out = ParsedPullResponse();
+  out->slices = std::move(slices);
+  switch (m->msg_case()) {
+    case PullResponse::kVersion:
+      out->has_version = true;
+      out->version = m->version();
+      break;
+    case PullResponse::kChunk:
+      out->has_chunk = true;
+      out->chunk = ChunkRef::Of(m->chunk());
+      break;
+    case PullResponse::kChunks:
+      out->has_chunks = true;
+      for (const TensorChunk& c : m->chunks().chunks()) {
+        out->chunks.push_back(ChunkRef::Of(c));
+      }
+      break;
+    case PullResponse::MSG_NOT_SET:
+      break;
+  }
+  out->owned = std::move(m);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #define BERTPS_COMMON_PS_CHUNK_CODEC_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,8 @@ struct ParsedPushRequest {
   ChunkRef chunk;
   bool has_chunks = false;  // `chunks`: several, in order
   std::vector<ChunkRef> chunks;
+  // Set when protobuf's parser took the message (the chunks view it).
+  std::shared_ptr<const PushRequest> owned;
 };
 struct ParsedPullResponse {
   std::vector<grpc::Slice> slices;
@@ -123,10 +126,14 @@ struct ParsedPullResponse {
   ChunkRef chunk;
   bool has_chunks = false;
   std::vector<ChunkRef> chunks;
+  std::shared_ptr<const PullResponse> owned;  // as ParsedPushRequest's
 };
 
 // Parse a received message (any valid protobuf encoding, unknown fields
-// skipped); InvalidArgument on malformed bytes. `out` is reset first.
+// skipped): copy-free for what senders write, through protobuf's own parser
+// for the rare rest (groups, encodings the fast path does not expect);
+// InvalidArgument on malformed bytes or more than kMaxChunksPerMessage
+// chunks. `out` is reset first.
 absl::Status ParsePushRequest(const grpc::ByteBuffer& buffer,
                               ParsedPushRequest* out);
 absl::Status ParsePullResponse(const grpc::ByteBuffer& buffer,
