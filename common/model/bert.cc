@@ -13,6 +13,7 @@
 #include "common/model/embedding.h"
 #include "common/model/encoder_layer.h"
 #include "common/model/heads.h"
+#include "common/model/model_tensors.h"
 #include "common/model/layernorm.h"
 #include "common/model/linear.h"
 #include "common/status.h"
@@ -59,6 +60,9 @@ struct BertModel<T>::Layer : EncoderLayerActs<T> {};
 template <typename T>
 struct BertModel<T>::Buffers {
   AlignedVector<T> arena;
+  // The parameters and gradients by role, resolved once.
+  ModelTensors<const T> w;
+  ModelTensors<T> g;
   // Embeddings.
   T* emb_sum;   // (B*S, H) LayerNorm input
   T* emb_mean;  // (B*S)
@@ -226,6 +230,14 @@ BertModel<T>::BertModel(const BertConfig& config, BertTask task,
   }
   f.mlm_labels.resize(bp);
   f.argmax.resize(std::max(bp, b));
+  // The tensors by role, resolved once (params_ and grads_ never move).
+  const std::function<const T*(const std::string&)> wl =
+      [this](const std::string& n) { return params_.data() + layout_.Offset(n); };
+  const std::function<T*(const std::string&)> gl =
+      [this](const std::string& n) { return grads_.data() + layout_.Offset(n); };
+  f.w = ModelTensorsOf<const T>(task, 0, config.num_hidden_layers, true, true,
+                                wl);
+  f.g = ModelTensorsOf<T>(task, 0, config.num_hidden_layers, true, true, gl);
 }
 
 template <typename T>
@@ -411,8 +423,7 @@ absl::Status BertModel<T>::Forward(const BertBatchView& bt,
   const int64_t bs = b * s;
   const double eps = c.layer_norm_eps;
   const double hp = o.train ? c.hidden_dropout_prob : 0.0;
-  const T* w = params_.data();
-  auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
+  const ModelTensors<const T>& w = f.w;
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
   auto need = [&](int group) {
     return o.before_params ? o.before_params(group) : absl::OkStatus();
@@ -420,13 +431,9 @@ absl::Status BertModel<T>::Forward(const BertBatchView& bt,
 
   // Embeddings: sum, LayerNorm, dropout.
   RETURN_IF_ERROR(need(kParamGroupEmbeddings));
-  EmbeddingForward(bt.input_ids, bt.segment_ids, b, s, h,
-                   P("bert.embeddings.word_embeddings.weight"),
-                   P("bert.embeddings.position_embeddings.weight"),
-                   P("bert.embeddings.token_type_embeddings.weight"),
-                   f.emb_sum);
-  LayerNormForward(f.emb_sum, P("bert.embeddings.LayerNorm.weight"),
-                   P("bert.embeddings.LayerNorm.bias"), bs, h, eps, f.x0,
+  EmbeddingForward(bt.input_ids, bt.segment_ids, b, s, h, w.emb.word,
+                   w.emb.position, w.emb.token_type, f.emb_sum);
+  LayerNormForward(f.emb_sum, w.emb.ln_g, w.emb.ln_b, bs, h, eps, f.x0,
                    f.emb_mean, f.emb_rstd);
   DropoutForward(key(kSiteEmbedding), hp, bs, h, s, o.example_offset, f.x0,
                  f.x0);
@@ -436,17 +443,14 @@ absl::Status BertModel<T>::Forward(const BertBatchView& bt,
   for (int64_t li = 0; li < c.num_hidden_layers; ++li) {
     Layer& l = f.layers[li];
     RETURN_IF_ERROR(need(ParamGroupOfLayer(static_cast<int>(li))));
-    EncoderLayerForward<T>(mm_, c, LayerStep(li, bt, o),
-                           EncoderLayerTensorsOf<const T>(li, P), x,
+    EncoderLayerForward<T>(mm_, c, LayerStep(li, bt, o), w.layers[li], x,
                            bt.input_mask, l, scratch);
     x = l.out;
   }
 
   // Pooler and heads.
   RETURN_IF_ERROR(need(ParamGroupRest(c)));
-  const std::function<const T*(const std::string&)> lookup = P;
-  HeadsForward<T>(mm_, c, task_, bt, o, HeadTensorsOf<const T>(task_, lookup),
-                  HeadBuffersOf<T>(f), x, r);
+  HeadsForward<T>(mm_, c, task_, bt, o, w.heads, HeadBuffersOf<T>(f), x, r);
   return absl::OkStatus();
 }
 
@@ -457,10 +461,8 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size;
   const int64_t bs = b * s;
   const double hp = o.train ? c.hidden_dropout_prob : 0.0;
-  const T* w = params_.data();
-  T* gr = grads_.data();
-  auto P = [&](const std::string& name) { return w + layout_.Offset(name); };
-  auto G = [&](const std::string& name) { return gr + layout_.Offset(name); };
+  const ModelTensors<const T>& w = f.w;
+  const ModelTensors<T>& g = f.g;
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
 
   if (!o.accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
@@ -475,11 +477,8 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   };
 
   // Heads and pooler.
-  const std::function<const T*(const std::string&)> lookup = P;
-  const std::function<T*(const std::string&)> glookup = G;
-  HeadsBackward<T>(mm_, c, task_, bt, o, HeadTensorsOf<const T>(task_, lookup),
-                   HeadTensorsOf<T>(task_, glookup), HeadBuffersOf<T>(f), dout,
-                   word_ready_except_inputs);
+  HeadsBackward<T>(mm_, c, task_, bt, o, w.heads, g.heads, HeadBuffersOf<T>(f),
+                   dout, word_ready_except_inputs);
   // Tensor groups in layout order: 5 embedding tensors, 16 per layer, then
   // the pooler and the heads.
   constexpr int kEmbeddingTensors = 5, kLayerTensors = 16;
@@ -497,24 +496,18 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   for (int64_t li = c.num_hidden_layers - 1; li >= 0; --li) {
     Layer& l = f.layers[li];
     const T* x = li == 0 ? f.x0 : f.layers[li - 1].out;
-    EncoderLayerBackward<T>(mm_, c, LayerStep(li, bt, o),
-                            EncoderLayerTensorsOf<const T>(li, P),
-                            EncoderLayerTensorsOf<T>(li, G), x, l, scratch,
-                            f.d_a);
+    EncoderLayerBackward<T>(mm_, c, LayerStep(li, bt, o), w.layers[li],
+                            g.layers[li], x, l, scratch, f.d_a);
     ready(kEmbeddingTensors + kLayerTensors * li,
           kEmbeddingTensors + kLayerTensors * (li + 1));
   }
   // Embeddings.
   DropoutBackward(key(kSiteEmbedding), hp, bs, h, s, o.example_offset, f.d_a,
                   f.d_b);
-  LayerNormBackward(f.d_b, f.emb_sum, P("bert.embeddings.LayerNorm.weight"),
-                    f.emb_mean, f.emb_rstd, bs, h, f.d_c,
-                    G("bert.embeddings.LayerNorm.weight"),
-                    G("bert.embeddings.LayerNorm.bias"));
-  EmbeddingBackward(f.d_c, bt.input_ids, bt.segment_ids, b, s, h,
-                    G("bert.embeddings.word_embeddings.weight"),
-                    G("bert.embeddings.position_embeddings.weight"),
-                    G("bert.embeddings.token_type_embeddings.weight"));
+  LayerNormBackward(f.d_b, f.emb_sum, w.emb.ln_g, f.emb_mean, f.emb_rstd, bs,
+                    h, f.d_c, g.emb.ln_g, g.emb.ln_b);
+  EmbeddingBackward(f.d_c, bt.input_ids, bt.segment_ids, b, s, h, g.emb.word,
+                    g.emb.position, g.emb.token_type);
   ready(0, kEmbeddingTensors);
 }
 

@@ -10,6 +10,7 @@
 #include "common/model/dropout.h"
 #include "common/model/embedding.h"
 #include "common/model/heads.h"
+#include "common/model/model_tensors.h"
 #include "common/model/layernorm.h"
 #include "common/model/linear.h"
 #include "common/model/softmax.h"
@@ -166,6 +167,9 @@ struct BertStage<T>::Slot {
 template <typename T>
 struct BertStage<T>::Shared {
   AlignedVector<T> mem;
+  // This stage's parameters and gradients by role, resolved once.
+  ModelTensors<const T> w;
+  ModelTensors<T> g;
   EncoderLayerScratch<T> scratch;
   T* d_a = nullptr;  // (B*S, H) running gradient
   T* d_b = nullptr;  // (B*S, H)
@@ -297,6 +301,14 @@ void BertStage<T>::Allocate(int slots) {
   }
   f.mlm_labels.resize(bp);
   f.argmax.resize(std::max(bp, b));
+  const std::function<const T*(const std::string&)> wl =
+      [this](const std::string& n) { return P(n); };
+  const std::function<T*(const std::string&)> gl =
+      [this](const std::string& n) { return G(n); };
+  f.w = ModelTensorsOf<const T>(task_, spec_.layer_begin, spec_.layer_end,
+                                spec_.first(), spec_.last(), wl);
+  f.g = ModelTensorsOf<T>(task_, spec_.layer_begin, spec_.layer_end,
+                          spec_.first(), spec_.last(), gl);
 }
 
 template <typename T>
@@ -442,14 +454,11 @@ absl::StatusOr<StepResult> BertStage<T>::Forward(int slot_index,
   const T* x;
   if (spec_.first()) {
     const double hp = o.train ? c.hidden_dropout_prob : 0.0;
-    EmbeddingForward(bt.input_ids, bt.segment_ids, b, s, h,
-                     P("bert.embeddings.word_embeddings.weight"),
-                     P("bert.embeddings.position_embeddings.weight"),
-                     P("bert.embeddings.token_type_embeddings.weight"),
-                     sl.emb_sum);
-    LayerNormForward(sl.emb_sum, P("bert.embeddings.LayerNorm.weight"),
-                     P("bert.embeddings.LayerNorm.bias"), bs, h,
-                     c.layer_norm_eps, sl.x0, sl.emb_mean, sl.emb_rstd);
+    const EmbeddingTensors<const T>& e = shared_->w.emb;
+    EmbeddingForward(bt.input_ids, bt.segment_ids, b, s, h, e.word,
+                     e.position, e.token_type, sl.emb_sum);
+    LayerNormForward(sl.emb_sum, e.ln_g, e.ln_b, bs, h, c.layer_norm_eps,
+                     sl.x0, sl.emb_mean, sl.emb_rstd);
     DropoutForward(DropoutKey{o.seed, o.step, kDropoutSiteEmbedding}, hp, bs,
                    h, s, o.example_offset, sl.x0, sl.x0);
     x = sl.x0;
@@ -457,13 +466,11 @@ absl::StatusOr<StepResult> BertStage<T>::Forward(int slot_index,
     std::memcpy(sl.input, input, sizeof(T) * bs * h);
     x = sl.input;
   }
-  const std::function<const T*(const std::string&)> lookup =
-      [this](const std::string& n) { return P(n); };
   const Shared& f = *shared_;
   for (int64_t li = spec_.layer_begin; li < spec_.layer_end; ++li) {
     const EncoderLayerActs<T>& l = sl.layers[li - spec_.layer_begin];
     EncoderLayerForward<T>(mm_, c, LayerStep(li, bt, o),
-                           EncoderLayerTensorsOf<const T>(li, lookup), x,
+                           f.w.layers[li - spec_.layer_begin], x,
                            bt.input_mask, l, f.scratch);
     x = l.out;
   }
@@ -479,18 +486,14 @@ void BertStage<T>::HeadsForwardBackward(Slot& sl, const BertBatchView& bt,
                                         const StepOptions& o, const T* x,
                                         StepResult* r) {
   Shared& f = *shared_;
-  const std::function<const T*(const std::string&)> lookup =
-      [this](const std::string& n) { return P(n); };
-  const HeadTensors<const T> w = HeadTensorsOf<const T>(task_, lookup);
+  const HeadTensors<const T>& w = f.w.heads;
   const HeadBuffers<T> buffers = HeadBuffersOf<T>(f);
   HeadsForward<T>(mm_, config_, task_, bt, o, w, buffers, x, r);
   if (!o.backward) return;
   T* dout = sl.d_top;  // (B*S, H)
   std::fill(dout, dout + bt.batch * bt.seq * config_.hidden_size, T(0));
-  const std::function<T*(const std::string&)> glookup =
-      [this](const std::string& n) { return G(n); };
-  HeadsBackward<T>(mm_, config_, task_, bt, o, w,
-                   HeadTensorsOf<T>(task_, glookup), buffers, dout, nullptr);
+  HeadsBackward<T>(mm_, config_, task_, bt, o, w, f.g.heads, buffers, dout,
+                   nullptr);
 }
 
 template <typename T>
@@ -520,19 +523,13 @@ absl::Status BertStage<T>::Backward(int slot_index, const BertBatchView& bt,
   const BertConfig& c = config_;
   const int64_t b = bt.batch, s = bt.seq, h = c.hidden_size, bs = b * s;
   std::memcpy(f.d_a, spec_.last() ? sl.d_top : d_output, sizeof(T) * bs * h);
-  const std::function<const T*(const std::string&)> lookup =
-      [this](const std::string& n) { return P(n); };
-  const std::function<T*(const std::string&)> glookup =
-      [this](const std::string& n) { return G(n); };
   // Invariant at the top of each layer: f.d_a = d(layer output).
   for (int64_t li = spec_.layer_end - 1; li >= spec_.layer_begin; --li) {
     const int64_t k = li - spec_.layer_begin;
     const T* x = k > 0 ? sl.layers[k - 1].out
                        : (spec_.first() ? sl.x0 : sl.input);
-    EncoderLayerBackward<T>(mm_, c, LayerStep(li, bt, o),
-                            EncoderLayerTensorsOf<const T>(li, lookup),
-                            EncoderLayerTensorsOf<T>(li, glookup), x,
-                            sl.layers[k], f.scratch, f.d_a);
+    EncoderLayerBackward<T>(mm_, c, LayerStep(li, bt, o), f.w.layers[k],
+                            f.g.layers[k], x, sl.layers[k], f.scratch, f.d_a);
   }
   if (!spec_.first()) {
     std::memcpy(d_input, f.d_a, sizeof(T) * bs * h);
@@ -541,14 +538,10 @@ absl::Status BertStage<T>::Backward(int slot_index, const BertBatchView& bt,
   const double hp = o.train ? c.hidden_dropout_prob : 0.0;
   DropoutBackward(DropoutKey{o.seed, o.step, kDropoutSiteEmbedding}, hp, bs, h,
                   s, o.example_offset, f.d_a, f.d_b);
-  LayerNormBackward(f.d_b, sl.emb_sum, P("bert.embeddings.LayerNorm.weight"),
-                    sl.emb_mean, sl.emb_rstd, bs, h, f.d_b,
-                    G("bert.embeddings.LayerNorm.weight"),
-                    G("bert.embeddings.LayerNorm.bias"));
+  LayerNormBackward(f.d_b, sl.emb_sum, f.w.emb.ln_g, sl.emb_mean, sl.emb_rstd,
+                    bs, h, f.d_b, f.g.emb.ln_g, f.g.emb.ln_b);
   EmbeddingBackward(f.d_b, bt.input_ids, bt.segment_ids, b, s, h,
-                    G("bert.embeddings.word_embeddings.weight"),
-                    G("bert.embeddings.position_embeddings.weight"),
-                    G("bert.embeddings.token_type_embeddings.weight"));
+                    f.g.emb.word, f.g.emb.position, f.g.emb.token_type);
   return absl::OkStatus();
 }
 
