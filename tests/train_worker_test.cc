@@ -13,6 +13,7 @@
 #include "common/io/bert_example.h"
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
+#include "common/model/weights.h"
 #include "gtest/gtest.h"
 #include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
@@ -421,6 +422,52 @@ TEST_F(Distributed, UnwritableOutputsAreFoundAtTheStart) {
       << tw.status();
   o.checkpoint_dir = TempDir() + "/ok-ckpt";
   EXPECT_TRUE(TrainWorker::Create(o).ok());
+}
+
+// An export path that is not a .safetensors file is a Hugging Face model
+// directory: worker 0 writes config.json, model.safetensors (the trained
+// parameters) and the job's vocabulary; a vocabulary that cannot be read is
+// found at the start.
+TEST_F(Distributed, ExportsAHuggingFaceDirectory) {
+  const std::string vocab = TempDir() + "/hf-vocab.txt";
+  {
+    std::ofstream out(vocab);
+    out << "[PAD]\n";
+    for (int64_t i = 1; i < SmallConfig().vocab_size; ++i) out << "w" << i << "\n";
+  }
+  Cluster c = StartCluster(1, ShardOpts(1));
+  TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
+  o.export_path = TempDir() + "/hf-model";
+  for (const std::string& v : {TempDir() + "/no-such-vocab.txt", data()}) {
+    o.export_hf.vocab_path = v == data() ? TempDir() + "/train-0.tfrecord" : v;
+    auto bad = TrainWorker::Create(o);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("vocab"), std::string::npos)
+        << bad.status();
+  }
+  o.export_hf.vocab_path = vocab;
+  auto tw = TrainWorker::Create(o);
+  ASSERT_TRUE(tw.ok()) << tw.status();
+  ASSERT_TRUE((*tw)->Run().ok());
+  auto config = LoadBertConfig(o.export_path + "/config.json");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->hidden_size, SmallConfig().hidden_size);
+  const ParamLayout layout = ParamLayout::ForBert(*config, BertTask::kPretrain);
+  std::vector<float> exported(layout.total_size());
+  ASSERT_TRUE(LoadBertWeights(o.export_path + "/model.safetensors", layout,
+                              AllowMissing::kNone, exported.data())
+                  .ok());
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+  std::vector<float> params(layout.total_size());
+  ASSERT_TRUE(client->Pull(0, 10, 10, params.data()).ok());
+  EXPECT_EQ(exported, params);
+  std::ifstream v(o.export_path + "/vocab.txt");
+  std::string first;
+  std::getline(v, first);
+  EXPECT_EQ(first, "[PAD]");
+  EXPECT_TRUE(std::ifstream(o.export_path + "/tokenizer_config.json").good());
 }
 
 }  // namespace

@@ -103,7 +103,9 @@ consistency { mode: BSP }
 optimizer { kind: "adam_weight_decay" learning_rate: 2e-3 warmup_steps: 10 }
 checkpoint { dir: "$out/ckpt" every_steps: 25 }
 eval { data: "$out/data/heldout/pretrain-*.tfrecord" every_steps: 100 }
-export_path: "$out/bert-tiny.safetensors"
+export_path: "$out/bert-tiny"
+vocab: "$(abs "$vocab")"
+tensorboard_dir: "$out/tensorboard"
 EOF2
 job=$("$bin/tools/bertpsctl" submit "$out/job.pbtxt")
 echo "quickstart: submitted $job ($out/job.pbtxt)"
@@ -138,5 +140,7 @@ print(json.dumps({
     "first_loss": round(hist[0]["loss"], 4) if hist else None,
     "final_loss": round(p.get("loss", 0), 4),
     "examples_per_sec": round(p.get("examples_per_sec", 0), 1),
-    "heldout_eval": ev, "plot": out + "/loss.svg", "export": out + "/bert-tiny.safetensors"}))
+    "heldout_eval": ev, "plot": out + "/loss.svg", "tensorboard": out + "/tensorboard",
+    "export": out + "/bert-tiny (Hugging Face model directory: config.json, "
+              "model.safetensors, vocab.txt, tokenizer_config.json)"}))
 PY

@@ -33,6 +33,10 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.checkpoint_dir = spec.checkpoint().dir();
   o.checkpoint_every = plan.checkpoint_every;
   o.export_path = spec.export_path();
+  o.export_hf.label_names.assign(spec.label_names().begin(),
+                                 spec.label_names().end());
+  o.export_hf.vocab_path = spec.vocab();
+  o.export_hf.do_lower_case = !spec.vocab_cased();
   return o;
 }
 

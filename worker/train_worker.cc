@@ -50,11 +50,20 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
   if (o.worker == 0) {
     // Worker 0 writes these at the end of the run: found unwritable now,
     // not after all the training.
-    if (!o.export_path.empty()) {
+    if (IsHfModelDir(o.export_path)) {
+      RETURN_IF_ERROR(io::CheckWritableDir(
+          o.export_path, absl::StrCat("export_path ", o.export_path)));
+    } else if (!o.export_path.empty()) {
       const size_t slash = o.export_path.rfind('/');
       RETURN_IF_ERROR(io::CheckWritableDir(
           slash == std::string::npos ? "." : o.export_path.substr(0, slash),
           absl::StrCat("export_path ", o.export_path)));
+    }
+    if (!o.export_hf.vocab_path.empty()) {
+      // Copied into the export directory at the end: checked now.
+      absl::Status v =
+          CheckHfVocabulary(o.export_hf.vocab_path, o.config.vocab_size);
+      if (!v.ok()) return Annotate(v, "vocab");
     }
     if (!o.checkpoint_dir.empty()) {
       RETURN_IF_ERROR(io::CheckWritableDir(
@@ -330,7 +339,7 @@ absl::Status TrainWorker::Run() {
     RETURN_IF_ERROR(
         client_->Pull(0, options_.steps, options_.steps, scratch.data())
             .status());
-    RETURN_IF_ERROR(client_->Export(options_.export_path));
+    RETURN_IF_ERROR(client_->Export(options_.export_path, options_.export_hf));
   }
   return absl::OkStatus();
 }

@@ -82,6 +82,8 @@ struct TrainWorkerOptions {
   std::string index_cache_dir;
   int64_t checkpoint_every = 0;
   std::string export_path;        // worker 0 exports the final model
+  // An export directory's labels and vocabulary (common/model/hf_export.h).
+  HfExportOptions export_hf;
   int64_t log_every = 10;
   std::ostream* log = nullptr;    // JSON lines; null: quiet
   // The shards' optimizer, for reporting the learning rate of each step.

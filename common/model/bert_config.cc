@@ -106,6 +106,25 @@ absl::StatusOr<BertConfig> ParseBertConfig(absl::string_view json_text) {
     return absl::InvalidArgumentError("config: not a JSON object");
   }
   BertConfig c;
+  // Only BERT is BERT: another architecture's config, or BERT with relative
+  // position embeddings, is refused rather than read as absolute BERT.
+  for (const auto& [key, want] :
+       {std::pair<const char*, const char*>{"model_type", "bert"},
+        {"position_embedding_type", "absolute"}}) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_string() || it->get<std::string>() != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config: ", key, " is ", it->dump(), "; only \"", want,
+          "\" is supported"));
+    }
+  }
+  // Hugging Face classifiers give their labels as id2label (num_labels is
+  // its size); an explicit num_labels wins.
+  if (auto it = j.find("id2label"); it != j.end() && it->is_object() &&
+                                    !it->empty()) {
+    c.num_labels = static_cast<int64_t>(it->size());
+  }
   RETURN_IF_ERROR(Read(j, "vocab_size", &c.vocab_size));
   RETURN_IF_ERROR(Read(j, "hidden_size", &c.hidden_size));
   RETURN_IF_ERROR(Read(j, "num_hidden_layers", &c.num_hidden_layers));

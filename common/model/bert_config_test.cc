@@ -90,4 +90,22 @@ TEST(BertConfig, SizesAreBounded) {
 }
 
 }  // namespace
+// Another architecture, or relative position embeddings, is an error, not
+// silently BERT; a classifier's id2label gives num_labels.
+TEST(BertConfig, OnlyAbsoluteBertIsRead) {
+  for (const char* bad : {R"({"model_type": "roberta"})",
+                          R"({"model_type": "bert", "position_embedding_type": "relative_key"})",
+                          R"({"model_type": 3})"}) {
+    auto c = ParseBertConfig(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("only"), std::string::npos)
+        << c.status();
+  }
+  auto ok = ParseBertConfig(
+      R"({"model_type": "bert", "position_embedding_type": "absolute",
+          "id2label": {"0": "ham", "1": "spam", "2": "other"}})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->num_labels, 3);
+}
+
 }  // namespace bertps

@@ -219,10 +219,14 @@ absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() {
   return out;
 }
 
-absl::Status PsClient::Export(const std::string& path) {
+absl::Status PsClient::Export(const std::string& path,
+                              const HfExportOptions& hf) {
   std::vector<float> params(layout_.total_size());
   ASSIGN_OR_RETURN(int64_t v, Pull(0, 0, 0, params.data()));
   (void)v;
+  if (IsHfModelDir(path)) {
+    return WriteHfModelDir(path, layout_, params.data(), config_, task_, hf);
+  }
   return SaveBertWeights(path, layout_, params.data(), &config_);
 }
 

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
+#include "common/model/hf_export.h"
 #include "absl/time/time.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
@@ -129,8 +130,11 @@ class PsClient {
                                          int64_t version);
   absl::Status Restore(const std::string& manifest);
   absl::StatusOr<std::vector<StatsResponse>> Stats();
-  // Pulls the latest parameters and writes them as Hugging Face safetensors.
-  absl::Status Export(const std::string& path);
+  // Pulls the latest parameters and writes them as Hugging Face safetensors,
+  // or, where `path` does not end in .safetensors, as a Hugging Face model
+  // directory (common/model/hf_export.h) with `hf`'s labels and vocabulary.
+  absl::Status Export(const std::string& path,
+                      const HfExportOptions& hf = HfExportOptions());
 
  private:
   PsClient(const PsClientOptions& options, const BertConfig& config,

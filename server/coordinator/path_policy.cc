@@ -106,6 +106,7 @@ absl::Status CheckJobPaths(const JobSpec& s, const PathRoots& roots) {
       {"eval_checkpoint", s.eval_checkpoint()},
       {"checkpoint.restore", s.checkpoint().restore()},
       {"preprocess.vocab", s.preprocess().vocab()},
+      {"vocab", s.vocab()},
       {"preprocess.augment.wordnet_dir", s.preprocess().augment().wordnet_dir()},
   };
   for (const auto& [field, path] : inputs) {
