@@ -470,5 +470,55 @@ TEST_F(Distributed, ExportsAHuggingFaceDirectory) {
   EXPECT_TRUE(std::ifstream(o.export_path + "/tokenizer_config.json").good());
 }
 
+// Simulated compute: no model, a timed wait instead of forward and
+// backward, fixed gradients; the pulls, pushes (overlapped, by tensor group)
+// and the data's accounting are a real worker's, so 2 workers run the job's
+// 10 updates and two runs end with the same parameters.
+TEST_F(Distributed, SimulatedComputeRunsTheProtocolWithoutAModel) {
+  auto run = [&]() {
+    ps::ShardOptions so = ShardOpts(2);
+    Cluster c = StartCluster(2, so);
+    std::vector<std::thread> threads;
+    std::vector<TrainStepReport> last(2);
+    for (int w = 0; w < 2; ++w) {
+      threads.emplace_back([&, w] {
+        TrainWorkerOptions o = WorkerOpts(c, w, 2, 4, data());
+        o.simulate_compute_ms = 6;
+        o.on_step = [&last, w](const TrainStepReport& r) { last[w] = r; };
+        auto tw = TrainWorker::Create(o);
+        ASSERT_TRUE(tw.ok()) << tw.status();
+        EXPECT_EQ((*tw)->model(), nullptr);
+        ASSERT_TRUE((*tw)->Run().ok());
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const TrainStepReport& r : last) {
+      EXPECT_EQ(r.step, 9);
+      EXPECT_GE(r.version, 9);  // the update may apply after the push ends
+      EXPECT_EQ(r.loss, 0);
+      EXPECT_GE(r.compute_ms, 4.0);  // the wait, less the parameter waits
+    }
+    PsClientOptions po;
+    po.addresses = c.addresses;
+    auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+    std::vector<float> params(client->layout().total_size());
+    EXPECT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+    auto stats = client->Stats();
+    EXPECT_TRUE(stats.ok());
+    return params;
+  };
+  std::vector<float> a = run(), b = run();
+  EXPECT_EQ(a, b);
+  // And the fixed gradients moved the parameters from their initial values.
+  ps::ShardOptions so = ShardOpts(1);
+  Cluster fresh = StartCluster(1, so);
+  PsClientOptions po;
+  po.addresses = fresh.addresses;
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+  std::vector<float> init(client->layout().total_size());
+  ASSERT_TRUE(client->Pull(0, 0, 0, init.data()).ok());
+  EXPECT_NE(a, init);
+}
+
 }  // namespace
 }  // namespace bertps

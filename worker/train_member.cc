@@ -28,6 +28,7 @@ absl::Status TrainMember::RunPart(
     o->expected_files.push_back({f.path(), f.bytes(), f.records()});
   }
   o->ps.security = security_;
+  o->simulate_compute_ms = simulate_compute_ms_;
   o->ps.incarnation = a.incarnation();
   o->ps.cancel = cancel;
   // A shard unreachable: the coordinator hears it on the next heartbeat

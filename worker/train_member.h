@@ -30,6 +30,9 @@ class TrainMember {
   // ended (finished, failed or cancelled): one process per job, as in a
   // Kubernetes Job.
   void ExitWhenJobEnds() { member_.ExitWhenJobEnds(); }
+  // TrainWorkerOptions::simulate_compute_ms of the parts it runs (set
+  // before Run()).
+  void set_simulate_compute_ms(double ms) { simulate_compute_ms_ = ms; }
   // The last step this member pushed; empty before any.
   StepReport last_report() { return member_.last_report(); }
   // Each step report, with its job's id (for metrics); set before Run().
@@ -42,6 +45,7 @@ class TrainMember {
                        const std::function<void(const StepReport&)>& report);
 
   const SecurityConfig security_;
+  double simulate_compute_ms_ = 0;
   JobMember member_;
 };
 

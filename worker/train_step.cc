@@ -15,6 +15,7 @@
 #include <cmath>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/model/batch_view.h"
@@ -108,7 +109,7 @@ absl::Status TrainWorker::StartStep(StepState& s) {
     s.start_input_ms = s.input_ms;
     const TensorRows first = FirstRows(batch_);
     pull_ = client_->StartPull(options_.worker, s.bsp ? s.step : 0, s.step,
-                               model_->params(), &first);
+                               params(), &first);
     prepared_step_ = s.step;
   }
   s.header.set_worker(options_.worker);
@@ -172,7 +173,7 @@ void TrainWorker::StartNextPull(StepState& s, PsClient::PushStream* ps) {
   // The shards update the rows the next pull asks first, first.
   ps->SendNextFirst(s.next_first);
   s.next_pull = client_->StartPull(options_.worker, s.step + 1, s.step + 1,
-                                   model_->params(), &s.next_first);
+                                   params(), &s.next_first);
   s.early_pull_ms += Ms(e0, Clock::now());
 }
 
@@ -181,7 +182,7 @@ void TrainWorker::OnGradsReady(StepState& s, const std::vector<int>& tensors) {
   if (ps == nullptr) return;
   StartNextPull(s, ps);
   for (int t : tensors) {
-    const float* g = model_->grads() + model_->layout().tensors()[t].offset;
+    const float* g = grads() + layout().tensors()[t].offset;
     if (std::find(s.pending.begin(), s.pending.end(), t) != s.pending.end()) {
       ps->SendRows(t, g, s.pending_rows, /*except=*/false);
     } else {
@@ -196,7 +197,7 @@ void TrainWorker::OnGradsReadyExceptRows(StepState& s, int t,
   if (ps == nullptr) return;
   StartNextPull(s, ps);
   s.pending_rows = std::make_shared<const std::vector<int64_t>>(rows);
-  ps->SendRows(t, model_->grads() + model_->layout().tensors()[t].offset,
+  ps->SendRows(t, grads() + layout().tensors()[t].offset,
                s.pending_rows, /*except=*/true);
   s.pending.push_back(t);
 }
@@ -255,6 +256,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
 
 absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
     const StepOptions& so) {
+  if (options_.simulate_compute_ms > 0) return SimulatedCompute(so);
   const BertBatchView all = ViewOf(batch_);
   if (options_.accumulation == 1) return model_->Step(all, so);
   // Gradient accumulation: the micro-batches in order, each adding to the
@@ -286,6 +288,28 @@ absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
     sum.logits.insert(sum.logits.end(), r.logits.begin(), r.logits.end());
   }
   return sum;
+}
+
+absl::StatusOr<StepResult> TrainWorker::SimulatedCompute(
+    const StepOptions& so) {
+  // Forward: each parameter group once it arrived, as a real forward
+  // reads them, then a third of the time.
+  const auto wait = [](double ms) {
+    if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  };
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (so.before_params) RETURN_IF_ERROR(so.before_params(static_cast<int>(g)));
+  }
+  const double total = options_.simulate_compute_ms;
+  wait(total / 3);
+  // Backward: the groups from the last (heads) to the first (embeddings),
+  // each going out after its share of the rest of the time.
+  const double share = (total - total / 3) / static_cast<double>(groups_.size());
+  for (size_t k = groups_.size(); k-- > 0;) {
+    wait(share);
+    if (so.on_grads_ready && !groups_[k].empty()) so.on_grads_ready(groups_[k]);
+  }
+  return StepResult();  // loss 0
 }
 
 absl::Status TrainWorker::CheckLoss(StepState& s, const StepResult& r) {
@@ -337,7 +361,7 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
     std::swap(batch_, next_batch_);
     if (s.next_pull == nullptr) {
       s.next_pull = client_->StartPull(options_.worker, s.step + 1,
-                                       s.step + 1, model_->params(),
+                                       s.step + 1, params(),
                                        &s.next_first);
     }
     pull_ = std::move(s.next_pull);
@@ -345,7 +369,7 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
   }
   absl::StatusOr<int64_t> v = s.stream->Finish();
   if (!v.ok() && v.status().code() == absl::StatusCode::kUnavailable) {
-    v = client_->Push(s.header, model_->grads());  // retried, applied once
+    v = client_->Push(s.header, grads());  // retried, applied once
   }
   if (!v.ok() && v.status().code() == absl::StatusCode::kFailedPrecondition &&
       client_->description(0).backup_workers() > 0) {
@@ -359,8 +383,8 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
 
 absl::Status TrainWorker::PushWhole(StepState& s, const StepResult& r) {
   double sq = 0;
-  for (const ParamSpec& p : model_->layout().tensors()) {
-    sq += optim::GradSquaredSum(model_->grads() + p.offset, p.size);
+  for (const ParamSpec& p : layout().tensors()) {
+    sq += optim::GradSquaredSum(grads() + p.offset, p.size);
   }
   if (!std::isfinite(sq)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -369,7 +393,7 @@ absl::Status TrainWorker::PushWhole(StepState& s, const StepResult& r) {
         "); nothing of this step was applied"));
   }
   s.header.set_grad_sq_sum(sq);
-  ASSIGN_OR_RETURN(s.rep.version, client_->Push(s.header, model_->grads()));
+  ASSIGN_OR_RETURN(s.rep.version, client_->Push(s.header, grads()));
   return absl::OkStatus();
 }
 

@@ -42,6 +42,11 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
   if (o.batch <= 0 || o.steps < 0) {
     return absl::InvalidArgumentError("batch must be > 0 and steps >= 0");
   }
+  if (!(o.simulate_compute_ms >= 0) || o.simulate_compute_ms > 3.6e6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simulate_compute_ms must be in [0, 3600000], got ",
+        o.simulate_compute_ms));
+  }
   if (o.accumulation < 1 || o.accumulation > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
         "accumulation must be in [1, 1024], got ", o.accumulation));
@@ -96,21 +101,37 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     ASSIGN_OR_RETURN(io::ClassifyExample e, io::DecodeClassifyExample(record));
     w->seq_ = static_cast<int>(e.input_ids.size());
   }
-  {
+  if (o.simulate_compute_ms > 0) {
+    // Parameters, gradients and the client's parameter-sized buffer.
+    const int64_t n = w->client_->layout().total_size();
+    RETURN_IF_ERROR(CheckFits(
+        absl::StrCat("train worker ", o.worker), 3 * n * 4,
+        absl::StrCat(n, " parameters, simulated compute"),
+        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
+        kMemoryHeadroom));
+    w->sim_params_.assign(n, 0.0f);
+    w->sim_grads_.resize(n);
+    // Fixed, small, finite, of both signs: a function of the index alone.
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
+      w->sim_grads_[i] = 1e-4f * (static_cast<float>((h >> 16) % 2001) - 1000.f) /
+                         1000.f;
+    }
+  } else {
     const MemoryNeed need = TrainWorkerMemoryNeed(
         o.config, o.task, o.batch, w->seq_, std::max(w->preds_, 1));
     RETURN_IF_ERROR(CheckFits(
         absl::StrCat("train worker ", o.worker), need.bytes, need.detail,
         o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
         kMemoryHeadroom));
+    ASSIGN_OR_RETURN(w->model_, BertModel<float>::Create(
+                                    o.config, o.task, o.batch, w->seq_,
+                                    std::max(w->preds_, 1), &w->mm_));
   }
-  ASSIGN_OR_RETURN(w->model_, BertModel<float>::Create(
-                                  o.config, o.task, o.batch, w->seq_,
-                                  std::max(w->preds_, 1), &w->mm_));
   // Forward's parameter groups: the embeddings but the word table (whose
   // rows come first), each layer, the rest (with the whole word table).
   w->groups_.assign(ParamGroupRest(o.config) + 1, {});
-  const auto& tensors = w->model_->layout().tensors();
+  const auto& tensors = w->layout().tensors();
   for (size_t t = 0; t < tensors.size(); ++t) {
     const std::string& name = tensors[t].name;
     int g = ParamGroupRest(o.config);
@@ -335,7 +356,7 @@ absl::Status TrainWorker::Run() {
   }
   if (options_.worker == 0 && !options_.export_path.empty()) {
     // Wait for the last update to be applied everywhere (every mode).
-    std::vector<float> scratch(model_->num_params());
+    std::vector<float> scratch(layout().total_size());
     RETURN_IF_ERROR(
         client_->Pull(0, options_.steps, options_.steps, scratch.data())
             .status());

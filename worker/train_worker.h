@@ -63,6 +63,15 @@ struct TrainWorkerOptions {
   // step reads, announces and pushes batch x accumulation examples, while
   // the model holds the activations of one micro-batch.
   int accumulation = 1;
+  // Simulated compute (> 0): forward and backward are replaced by a wait of
+  // this many milliseconds (a third before the gradients, the rest spread
+  // over backward's tensor groups, which go out as a real backward's do),
+  // with gradients of the model's shape, fixed, small and finite. The data
+  // is read, announced and counted, and the pulls and pushes are those of
+  // a real worker; no model or activations are held (parameters and
+  // gradients only). For measuring the service's own costs at scale
+  // (docs/scaling.md). The reported loss is 0.
+  double simulate_compute_ms = 0;
   // Updates the shards apply in all (the job plan's step counter): BSP one
   // per global batch; ASP/SSP one per push, so with N workers worker i
   // pushes its steps j while the update ticket j * N + i < steps, and
@@ -123,6 +132,7 @@ class TrainWorker {
   // One step (exposed for tests and benchmarks).
   absl::StatusOr<TrainStepReport> Step(int64_t step);
   PsClient* client() { return client_.get(); }
+  // Null with simulate_compute_ms.
   BertModel<float>* model() { return model_.get(); }
 
  private:
@@ -131,6 +141,13 @@ class TrainWorker {
   // The step's model computation over batch_: one Step, or with
   // accumulation one per micro-batch, summed.
   absl::StatusOr<StepResult> ComputeMicroBatches(const StepOptions& so);
+  // The simulated forward and backward (simulate_compute_ms).
+  absl::StatusOr<StepResult> SimulatedCompute(const StepOptions& so);
+  // The parameters pulled into and the gradients pushed from: the model's,
+  // or the simulation's buffers.
+  float* params() { return model_ ? model_->params() : sim_params_.data(); }
+  float* grads() { return model_ ? model_->grads() : sim_grads_.data(); }
+  const ParamLayout& layout() const { return client_->layout(); }
   // Examples per step (one push): batch x accumulation.
   int64_t push_examples() const {
     return static_cast<int64_t>(options_.batch) * options_.accumulation;
@@ -162,7 +179,8 @@ class TrainWorker {
   const TrainWorkerOptions options_;
   std::unique_ptr<PsClient> client_;
   kernels::MatmulEngine mm_;
-  std::unique_ptr<BertModel<float>> model_;
+  std::unique_ptr<BertModel<float>> model_;  // null when simulating
+  std::vector<float> sim_params_, sim_grads_;
   // The job's data by stream position (common/io/record_index.h).
   std::unique_ptr<io::IndexedExampleSource> source_;
   int seq_ = 0, preds_ = 0;

@@ -58,6 +58,9 @@ ABSL_FLAG(std::string, data, "", "Comma-separated TFRecord globs.");
 ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
 ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
 ABSL_FLAG(int, batch, 32, "Examples per micro-batch (per step without --accumulation).");
+ABSL_FLAG(double, simulate_compute_ms, 0,
+          "Train: replace forward and backward by a wait of this many ms, with "
+          "fixed gradients (measuring the service at scale; 0: real compute).");
 ABSL_FLAG(int, accumulation, 1,
           "Micro-batches of --batch summed per push (gradient accumulation).");
 ABSL_FLAG(int64_t, steps, 100, "Total steps of the job.");
@@ -88,6 +91,8 @@ int main(int argc, char** argv) {
              std::max(num_workers - 1, 0))
       .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
       .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
+      .RealRange("simulate_compute_ms", absl::GetFlag(FLAGS_simulate_compute_ms),
+                 0, 3.6e6)
       .Range("steps", absl::GetFlag(FLAGS_steps), 1, int64_t{1} << 40)
       .Range("threads", absl::GetFlag(FLAGS_threads), 1, 256)
       .Range("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0,
@@ -206,6 +211,7 @@ int main(int argc, char** argv) {
   if (!coordinator.empty()) {
     bertps::TrainMember member(coordinator, *security);
     if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
+    member.set_simulate_compute_ms(absl::GetFlag(FLAGS_simulate_compute_ms));
     std::unique_ptr<bertps::WorkerMetrics> worker_metrics;
     if (metrics) {
       worker_metrics = std::make_unique<bertps::WorkerMetrics>(metrics->registry());
@@ -241,6 +247,7 @@ int main(int argc, char** argv) {
   o.data = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
   o.batch = absl::GetFlag(FLAGS_batch);
   o.accumulation = absl::GetFlag(FLAGS_accumulation);
+  o.simulate_compute_ms = absl::GetFlag(FLAGS_simulate_compute_ms);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.dropout = absl::GetFlag(FLAGS_dropout);
