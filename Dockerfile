@@ -66,6 +66,7 @@ ARG RUNTIME_PACKAGES="\
     libstdc++6 \
     libunwind8 \
     libutf8proc2 \
+    libyaml-cpp0.7 \
     ocl-icd-libopencl1 \
     zlib1g"
 RUN apt-get update \

@@ -352,6 +352,7 @@ using internal::FinalLine;
 using internal::HasLoss;
 using internal::LossText;
 using internal::MessageToObject;
+using internal::PrintStructured;
 using internal::VerbInfo;
 using internal::WatchDog;
 using internal::kVerbs;
@@ -418,15 +419,16 @@ std::string Usage() {
       "usage: bertpsctl [--coordinator HOST:PORT] [--timeout_s N] <verb> ...\n"
       "  submit SPEC            submit a job spec (text format or JSON); "
       "prints the job id\n"
-      "  status JOB [--json]    state, progress, loss, throughput, times\n"
-      "  list [--json]          one line per job\n"
+      "  status JOB [-o FMT]    state, progress, loss, throughput, times\n"
+      "  list [-o FMT]          one line per job\n"
       "  watch JOB              follow the job until it ends; exit 0 "
       "SUCCEEDED, 3 FAILED, 4 CANCELLED\n"
       "  cancel JOB             cancel a job\n"
-      "  metrics JOB [--json]   progress and loss history\n"
+      "  metrics JOB [-o FMT]   progress and loss history\n"
       "  plot JOB [-o FILE]     loss and learning rate as an SVG (default "
       "loss.svg)\n"
-      "  events JOB [--json]    the job's log: its events with their times\n"
+      "  events JOB [-o FMT]    the job's log: its events with their times\n"
+      "  (FMT: table, json or yaml; --json is -o json)\n"
       "  resubmit JOB [--from_checkpoint]  submit an ended job's spec again "
       "(from its newest checkpoint); prints the new id\n"
       "flags:\n"
@@ -453,6 +455,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(
     cmd.options.coordinator = env_coordinator;
   }
   std::vector<std::string> positional;
+  bool out_given = false;
   bool flags_done = false;
   auto seconds = [](const std::string& flag, const std::string& v,
                     absl::Duration* d) -> absl::Status {
@@ -526,8 +529,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(
     } else if (name == "o" || name == "out" || name == "output") {
       ASSIGN_OR_RETURN(cmd.options.out, take_value());
       if (cmd.options.out.empty()) {
-        return absl::InvalidArgumentError("-o needs a file name");
+        return absl::InvalidArgumentError(
+            "-o needs a value (plot: a file; else json, yaml or table)");
       }
+      out_given = true;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     }
@@ -535,6 +540,17 @@ absl::StatusOr<CommandLine> ParseCommandLine(
   if (cmd.help) return cmd;
   if (positional.empty()) return absl::InvalidArgumentError("no verb given");
   cmd.verb = positional[0];
+  if (out_given && cmd.verb != "plot") {
+    // -o is the plot's file, and every other verb's output format.
+    const std::string& f = cmd.options.out;
+    if (f != "json" && f != "yaml" && f != "table") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-o ", f, ": the output format is json, yaml or table"));
+    }
+    cmd.options.json = f == "json";
+    cmd.options.yaml = f == "yaml";
+    cmd.options.out = CtlOptions().out;
+  }
   cmd.args.assign(positional.begin() + 1, positional.end());
   for (const VerbInfo& v : kVerbs) {
     if (cmd.verb != v.name) continue;
@@ -579,8 +595,8 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   JobStatus s;
   const grpc::Status st = GetJob(stub, o, job, &s);
   if (!st.ok()) return Fail(err, RpcError(o, "GetJob", st, job));
-  if (o.json) {
-    out << PrintJson(s, /*pretty=*/true) << "\n";
+  if (o.json || o.yaml) {
+    PrintStructured(o, PrintJson(s, /*pretty=*/true), out);
     return kExitOk;
   }
   const JobProgress& p = s.progress();
@@ -729,8 +745,8 @@ int CmdList(JobService::StubInterface* stub, const CtlOptions& o,
     for (JobStatus& s : *page.mutable_jobs()) *resp.add_jobs() = std::move(s);
     req.set_page_token(page.next_page_token());
   } while (!req.page_token().empty());
-  if (o.json) {
-    out << PrintJson(resp, /*pretty=*/true) << "\n";
+  if (o.json || o.yaml) {
+    PrintStructured(o, PrintJson(resp, /*pretty=*/true), out);
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {

@@ -57,7 +57,10 @@ struct CtlOptions {
   // watch: after this long without an event, ask GetJob whether the
   // coordinator is still alive (that call has `timeout` as its deadline).
   absl::Duration watch_probe_after = absl::Seconds(30);
-  bool json = false;             // status, list, metrics, events
+  // status, list, metrics, events: JSON or YAML instead of the table
+  // (`-o json|yaml|table`, kubectl's style; --json is -o json).
+  bool json = false;
+  bool yaml = false;
   bool from_checkpoint = false;  // resubmit: restore the newest checkpoint
   bool tty = false;              // watch: redraw one progress line in place
   // watch, not on a terminal (logs, CI): progress alone prints at most one

@@ -22,6 +22,7 @@ using internal::GetJob;
 using internal::IsProgressOnly;
 using internal::IsTerminal;
 using internal::MessageToObject;
+using internal::PrintStructured;
 using internal::RpcError;
 using internal::SetDeadline;
 using internal::StepText;
@@ -32,7 +33,7 @@ int CmdMetrics(JobService::StubInterface* stub, const CtlOptions& o,
   JobStatus s;
   const grpc::Status st = GetJob(stub, o, job, &s);
   if (!st.ok()) return Fail(err, RpcError(o, "GetJob", st, job));
-  if (o.json) {
+  if (o.json || o.yaml) {
     nlohmann::json j;
     j["id"] = s.id();
     j["name"] = s.spec().name();
@@ -52,7 +53,7 @@ int CmdMetrics(JobService::StubInterface* stub, const CtlOptions& o,
       j["items_done"] = s.items_done();
       j["records_written"] = s.records_written();
     }
-    out << j.dump() << "\n";
+    PrintStructured(o, j.dump(), out);
     return kExitOk;
   }
   out << "# job " << s.id() << " " << JobState_Name(s.state()) << " step "
@@ -126,13 +127,18 @@ int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
     const std::string& m = ev.message();
     if (IsProgressOnly(m)) continue;
     const JobStatus& s = ev.status();
-    if (o.json) {
+    if (o.json || o.yaml) {
+      // One object per line (JSON lines), or one YAML list item each.
       nlohmann::ordered_json j;
       j["time_ms"] = ev.time_ms();
       j["state"] = JobState_Name(s.state());
       j["step"] = s.progress().step();
       j["message"] = m;
-      out << j.dump() << "\n";
+      if (o.yaml) {
+        PrintStructured(o, nlohmann::ordered_json::array({j}).dump(), out);
+      } else {
+        out << j.dump() << "\n";
+      }
     } else {
       out << TimeText(ev.time_ms()) << "  "
           << absl::StrFormat("%-9s step %-12s ", JobState_Name(s.state()),

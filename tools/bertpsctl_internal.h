@@ -35,6 +35,12 @@ grpc::Status GetJob(JobService::StubInterface* stub, const CtlOptions& o,
 std::string PrintJson(const google::protobuf::Message& m, bool pretty);
 // A message as JSON, with 64-bit integers as numbers.
 nlohmann::json MessageToObject(const google::protobuf::Message& m);
+// Prints a JSON document as is (o.json) or as YAML (o.yaml): block style,
+// keys in their order, every string double-quoted (no value changes type).
+void PrintStructured(const CtlOptions& o, const std::string& json_text,
+                     std::ostream& out);
+// JSON text as a YAML document.
+std::string JsonToYaml(const std::string& json_text);
 std::string TimeText(int64_t ms);  // local time, "-" for 0
 std::string StepText(const JobProgress& p);
 

@@ -726,6 +726,17 @@ TEST_F(BertpsctlTest, PlotWritesAnSvgWithEveryPoint) {
   auto mj = nlohmann::json::parse(out5.str());
   ASSERT_EQ(mj["evals"].size(), 2u) << out5.str();
   EXPECT_EQ(mj["evals"][1]["round"], "step-40");
+  // -o yaml: the same document as YAML, strings quoted.
+  CtlOptions yo = options_;
+  yo.yaml = true;
+  std::ostringstream out6, err6;
+  EXPECT_EQ(CmdMetrics(stub_.get(), yo, "job-3", out6, err6), kExitOk) << err6.str();
+  EXPECT_TRUE(absl::StrContains(out6.str(), "id: \"job-3\"")) << out6.str();
+  EXPECT_TRUE(absl::StrContains(out6.str(), "round: \"step-40\"")) << out6.str();
+  std::ostringstream out7, err7;
+  EXPECT_EQ(CmdStatus(stub_.get(), yo, "job-3", out7, err7), kExitOk);
+  EXPECT_TRUE(absl::StrContains(out7.str(), "state: \"")) << out7.str();
+  EXPECT_FALSE(absl::StrContains(out7.str(), "{")) << out7.str();
 
   // No history yet: a clear error, no file.
   service_.Put(Running("job-2", 0, 100, 0));
@@ -793,6 +804,27 @@ TEST(BertpsctlMainTest, BadCommandLinesExitWith2) {
   std::ostringstream out, err;
   EXPECT_EQ(Main({"--help"}, nullptr, false, out, err), kExitOk);
   EXPECT_TRUE(absl::StrContains(out.str(), "watch JOB"));
+}
+
+// -o is the output format (kubectl's style) for every verb but plot, whose
+// -o is its file; --json is -o json; anything else is refused.
+TEST(BertpsctlParseTest, OutputFormats) {
+  auto c = ParseCommandLine({"status", "j", "-o", "yaml"}, "coord:1");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->options.yaml);
+  EXPECT_FALSE(c->options.json);
+  c = ParseCommandLine({"list", "-o", "json"}, "coord:1");
+  ASSERT_TRUE(c.ok() && c->options.json && !c->options.yaml);
+  c = ParseCommandLine({"events", "j", "-o=table"}, "coord:1");
+  ASSERT_TRUE(c.ok() && !c->options.json && !c->options.yaml);
+  c = ParseCommandLine({"plot", "j", "-o", "yaml"}, "coord:1");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->options.out, "yaml");  // a file named yaml
+  EXPECT_FALSE(c->options.yaml);
+  c = ParseCommandLine({"status", "j", "-o", "xml"}, "coord:1");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "json, yaml or table"))
+      << c.status();
 }
 
 TEST(BertpsctlParseTest, FlagsAnywhereAndDefaults) {

@@ -31,7 +31,8 @@
 #                 (Debian wordnet-base, WordNet 3.0)
 #   slices        data/corpus/slices/: small, fixed samples of the corpora
 #                 above that unit tests read (see fetch_slices)
-#   promtool      data/bin/promtool: from Debian's prometheus package
+#   promtool      data/bin/promtool and data/bin/prometheus: from Debian's
+#                 prometheus package (unpacked, not installed)
 #                 (apt-get download, unpacked; no server installed)
 #   k8s_validator data/node/k8s-validator/: npm kubernetes-models (the
 #                 Kubernetes OpenAPI schema as validators) and js-yaml, as
@@ -654,14 +655,16 @@ fetch_k8s_validator() {
   log "k8s_validator: installed into $dest"
 }
 
-# promtool (Prometheus's checker) from Debian's prometheus package, unpacked
-# here rather than installed: installing the package would start a
-# Prometheus server on a machine with systemd. The tests check the daemons'
-# metrics with it.
+# promtool (Prometheus's checker) and the Prometheus server from Debian's
+# prometheus package, unpacked here rather than installed: installing the
+# package would start a Prometheus server on a machine with systemd. The
+# tests check the daemons' metrics with promtool and run the dashboard's
+# queries against a server of their own.
 fetch_promtool() {
-  local dest="$DATA_DIR/bin/promtool"
-  if [ -x "$dest" ] && "$dest" --version >/dev/null 2>&1; then
-    log "promtool: present ($dest)"
+  local dest="$DATA_DIR/bin/promtool" server="$DATA_DIR/bin/prometheus"
+  if [ -x "$dest" ] && "$dest" --version >/dev/null 2>&1 &&
+     [ -x "$server" ] && "$server" --version >/dev/null 2>&1; then
+    log "promtool: present ($dest, $server)"
     return
   fi
   local tmp
@@ -675,8 +678,11 @@ fetch_promtool() {
   cp "$tmp/x/usr/bin/promtool" "$dest.partial"
   "$dest.partial" --version >/dev/null 2>&1 || die "promtool: does not run"
   mv "$dest.partial" "$dest"
+  cp "$tmp/x/usr/bin/prometheus" "$server.partial"
+  "$server.partial" --version >/dev/null 2>&1 || die "prometheus: does not run"
+  mv "$server.partial" "$server"
   rm -rf "$tmp"
-  log "promtool: unpacked into $dest"
+  log "promtool: unpacked into $dest and $server"
 }
 
 ALL_SOURCES=(vocab js_reference corpus_small debian bible gcide fortunes spamassassin

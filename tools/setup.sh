@@ -10,7 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libeigen3-dev libdnnl-dev libabsl-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libutf8proc-dev prometheus-cpp-dev libsqlite3-dev
+  nlohmann-json3-dev libutf8proc-dev prometheus-cpp-dev libsqlite3-dev libyaml-cpp-dev
   libicu-dev
   # reference peer for parity tests and benchmarks
   python3 python3-torch python3-numpy libopenblas0
