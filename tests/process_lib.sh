@@ -16,6 +16,9 @@ init_work() {
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
+# A command that fails under `set -e` outside a `|| fail` names itself (and
+# the daemons' logs) instead of ending the test without a word.
+trap 'echo "FAIL: line $LINENO: $BASH_COMMAND exited $?"; for f in "${work:-/nonexistent}"/*.log; do [ -f "$f" ] && { echo "== $f"; tail -15 "$f"; }; done' ERR
 fail() {
   echo "FAIL: $*"
   for f in "$work"/*.log; do echo "== $f"; tail -15 "$f"; done

@@ -141,6 +141,7 @@ print(json.dumps({
     "final_loss": round(p.get("loss", 0), 4),
     "examples_per_sec": round(p.get("examples_per_sec", 0), 1),
     "heldout_eval": ev, "plot": out + "/loss.svg", "tensorboard": out + "/tensorboard",
+    "grafana_dashboard": "deploy/grafana/bertps-dashboard.json",
     "export": out + "/bert-tiny (Hugging Face model directory: config.json, "
               "model.safetensors, vocab.txt, tokenizer_config.json)"}))
 PY
