@@ -169,6 +169,16 @@ int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
       return Fail(err, absl::StrCat("job ", job, " reported no checkpoint to "
                                     "resume from (set checkpoint.dir)"));
     }
+    if (s.last_checkpoint_version() >= s.progress().total_steps() &&
+        s.progress().total_steps() > 0) {
+      // Restored there, the new job would have nothing left to train.
+      return Fail(err, absl::StrCat(
+                           "job ", job, "'s newest checkpoint is of its last "
+                           "step (", s.last_checkpoint_version(), " of ",
+                           s.progress().total_steps(),
+                           "): nothing is left to train from it; resubmit "
+                           "without --from_checkpoint to train again"));
+    }
     req.mutable_spec()->mutable_checkpoint()->set_restore(s.last_checkpoint());
     from = absl::StrCat(" from the checkpoint of step ",
                         s.last_checkpoint_version());

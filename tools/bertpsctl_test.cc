@@ -426,6 +426,16 @@ TEST_F(BertpsctlTest, ResubmitAnEndedJobFromItsCheckpoint) {
   std::ostringstream out3, err3;
   EXPECT_EQ(CmdResubmit(stub_.get(), o, "job-9", out3, err3), kExitError);
   EXPECT_TRUE(absl::StrContains(err3.str(), "no checkpoint")) << err3.str();
+  // A finished job's newest checkpoint is its last step: nothing to resume.
+  JobStatus done = failed;
+  done.set_id("job-10");
+  done.set_state(SUCCEEDED);
+  done.set_last_checkpoint_version(100);
+  service_.Put(done);
+  std::ostringstream out4, err4;
+  EXPECT_EQ(CmdResubmit(stub_.get(), o, "job-10", out4, err4), kExitError);
+  EXPECT_TRUE(absl::StrContains(err4.str(), "nothing is left to train"))
+      << err4.str();
 }
 
 TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
