@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/io/file_util.h"
+#include "common/model/test_util.h"
 #include "common/model/weights.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -20,17 +21,8 @@ std::string Tmp(const std::string& name) {
   return dir;
 }
 
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 30;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 16;
-  c.max_position_embeddings = 16;
-  c.num_labels = 3;
-  return c;
-}
+// The shared tiny test config: vocab 23, max positions 10, 3 labels.
+BertConfig Small() { return testing::TinyTestConfig(); }
 
 TEST(HfExport, PathsNameFilesOrDirectories) {
   EXPECT_FALSE(IsHfModelDir("out/model.safetensors"));
@@ -49,7 +41,7 @@ TEST(HfExport, ClassifierDirectoryReadsBack) {
   for (size_t i = 0; i < params.size(); ++i) params[i] = 0.001f * i;
   const std::string vocab = Tmp("vocab.txt");
   std::string words = "[PAD]\n[UNK]\n";
-  for (int i = 2; i < 30; ++i) words += "w" + std::to_string(i) + "\n";
+  for (int i = 2; i < 23; ++i) words += "w" + std::to_string(i) + "\n";
   ASSERT_TRUE(io::WriteFileAtomically(vocab, words).ok());
   HfExportOptions o;
   o.label_names = {"ham", "spam"};  // the third is named by its id
@@ -71,7 +63,7 @@ TEST(HfExport, ClassifierDirectoryReadsBack) {
   auto back = ParseBertConfig(*text);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->num_labels, 3);
-  EXPECT_EQ(back->hidden_size, 8);
+  EXPECT_EQ(back->hidden_size, Small().hidden_size);
   std::vector<float> loaded(layout.total_size(), -1.f);
   auto report = LoadBertWeights(dir + "/model.safetensors", layout,
                                 AllowMissing::kNone, loaded.data());
@@ -82,7 +74,7 @@ TEST(HfExport, ClassifierDirectoryReadsBack) {
       nlohmann::json::parse(*io::ReadFileToString(dir + "/tokenizer_config.json"));
   EXPECT_EQ(t["tokenizer_class"], "BertTokenizer");
   EXPECT_EQ(t["do_lower_case"], false);
-  EXPECT_EQ(t["model_max_length"], 16);
+  EXPECT_EQ(t["model_max_length"], 10);
 }
 
 TEST(HfExport, PretrainingDirectoryWithoutVocabulary) {
@@ -100,8 +92,8 @@ TEST(HfExport, PretrainingDirectoryWithoutVocabulary) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/vocab.txt"));
   // A vocabulary of another size, or a missing one, is an error naming it.
-  EXPECT_TRUE(CheckHfVocabulary(dir + "/config.json", 30).message().find(
-                  "entries but the model's vocab_size is 30") !=
+  EXPECT_TRUE(CheckHfVocabulary(dir + "/config.json", 23).message().find(
+                  "entries but the model's vocab_size is 23") !=
               std::string::npos);
   HfExportOptions o;
   o.vocab_path = dir + "/no-vocab.txt";
