@@ -1,6 +1,7 @@
 // Fuzzes the JobSpec parser (common/cluster/job_spec.h) on arbitrary
 // text (protobuf text format or JSON). Invariants: no crash; errors are
-// InvalidArgument; an accepted spec is valid, re-validates after a text
+// InvalidArgument; an accepted spec is valid (as a client checks it: outputs
+// a coordinator may fill can be missing), re-validates after a text
 // format round trip, and its model/optimizer pieces resolve or fail cleanly.
 #include <cstdint>
 #include <string>
@@ -22,7 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       spec.status().ToString().c_str());
     return 0;
   }
-  absl::Status valid = bertps::ValidateJobSpec(*spec);
+  // The parser is a client's check: outputs a coordinator's --jobs_root may
+  // fill are allowed missing, as ParseJobSpec allows them.
+  absl::Status valid =
+      bertps::ValidateJobSpec(*spec, /*outputs_may_default=*/true);
   BERTPS_FUZZ_CHECK(valid.ok(), "accepted spec fails validation: %s",
                     valid.ToString().c_str());
   std::string printed;

@@ -120,16 +120,28 @@ for log in "$work"/coordinator.log "$work"/ps*.log "$work"/worker*.log; do
   if grep -q 'job="' "$out"; then fail "a label named job in $out"; fi
 done
 [ "$scrapes" -ge 5 ] || fail "only $scrapes daemons answered a scrape"
-# The coordinator exports every 500 ms: its step may trail the job's end.
-cport=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/coordinator.log" | head -1)
-for _ in $(seq 1 25); do
-  grep -q "^bertps_job_step{job_id=\"$job\"} 30$" "$work/metrics-coordinator.txt" && break
-  sleep 0.2
-  /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$cport/metrics',timeout=5).read().decode())" > "$work/metrics-coordinator.txt"
-done
-grep -q "^bertps_job_step{job_id=\"$job\"} 30$" "$work/metrics-coordinator.txt" || fail "coordinator metrics: $(grep bertps_job_step "$work/metrics-coordinator.txt")"
-cat "$work"/metrics-ps*.txt | grep -q "^bertps_shard_pushes_total{job_id=\"$job\",result=\"applied\"} [1-9]" || fail "no shard counted the job's pushes"
-cat "$work"/metrics-worker*.txt | grep -q "^bertps_worker_step_seconds_count{job_id=\"$job\"} [1-9]" || fail "no worker's step histogram"
+# Exported values trail the job's end (the coordinator exports every 500 ms,
+# a shard every second and when it leaves the job): each check scrapes its
+# daemons again for up to 5 s.
+rescrape_until() {  # rescrape_until WHAT REGEX LOG...: some LOG's daemon shows it
+  local what="$1" regex="$2" log port out; shift 2
+  for _ in $(seq 1 25); do
+    for log in "$@"; do
+      port=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+      out="$work/metrics-$(basename "$log" .log).txt"
+      /usr/bin/python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$port/metrics',timeout=5).read().decode())" > "$out.new" 2>/dev/null \
+        && mv "$out.new" "$out"
+      grep -q "$regex" "$out" 2>/dev/null && return 0
+    done
+    sleep 0.2
+  done
+  fail "$what: no daemon's metrics match $regex"
+}
+rescrape_until "coordinator metrics" "^bertps_job_step{job_id=\"$job\"} 30$" "$work/coordinator.log"
+rescrape_until "no shard counted the job's pushes" \
+  "^bertps_shard_pushes_total{job_id=\"$job\",result=\"applied\"} [1-9]" "$work"/ps*.log
+rescrape_until "no worker's step histogram" \
+  "^bertps_worker_step_seconds_count{job_id=\"$job\"} [1-9]" "$work"/worker*.log
 echo "metrics: $scrapes daemons pass promtool check metrics"
 # TensorBoard: the event file's records, each decoded by protoc --decode_raw
 # (TensorFlow's field numbers): the file version first, then the loss of
