@@ -293,13 +293,9 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
     so.backward = false;
     ASSIGN_OR_RETURN(StepResult r, model->Step(ViewOf(batch), so));
     examples += batch.batch;
-    for (auto [dst, src] : {std::make_pair(&mlm, &r.mlm),
-                            std::make_pair(&nsp, &r.nsp),
-                            std::make_pair(&cls, &r.cls)}) {
-      dst->weighted_nll += src->weighted_nll;
-      dst->weight += src->weight;
-      dst->correct += src->correct;
-    }
+    mlm.Add(r.mlm);
+    nsp.Add(r.nsp);
+    cls.Add(r.cls);
   }
   }
   if (examples == 0) return absl::InvalidArgumentError("no examples to evaluate");

@@ -1,5 +1,6 @@
-// What the files of bertpsctl share (bertpsctl.cc: parsing, formatting, the
-// job verbs; bertpsctl_history.cc: metrics, plot, events, resubmit): RPC
+// What the files of bertpsctl share (bertpsctl.cc: formatting, the job
+// verbs; bertpsctl_args.cc: the command line; bertpsctl_history.cc: metrics,
+// plot, events, resubmit; bertpsctl_yaml.cc: -o yaml): RPC
 // helpers and the formatting of times, steps and messages. Private to
 // //tools:bertpsctl_lib.
 #ifndef BERTPS_TOOLS_BERTPSCTL_INTERNAL_H_

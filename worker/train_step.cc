@@ -257,12 +257,11 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
 absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
     const StepOptions& so) {
   if (options_.simulate_compute_ms > 0) return SimulatedCompute(so);
-  const BertBatchView all = ViewOf(batch_);
-  if (options_.accumulation == 1) return model_->Step(all, so);
-  // Gradient accumulation: the micro-batches in order, each adding to the
-  // gradients (the global denominators make the sum the whole batch's);
+  // The micro-batches in order (one without accumulation), each adding to
+  // the gradients (the global denominators make the sum the whole batch's);
   // only the last one streams its gradients out, the first one waits for
   // the parameters.
+  const BertBatchView all = ViewOf(batch_);
   StepResult sum;
   const int64_t b = options_.batch;
   for (int m = 0; m < options_.accumulation; ++m) {
@@ -278,13 +277,9 @@ absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
     sum.loss += r.loss;
     sum.mlm_loss += r.mlm_loss;
     sum.nsp_loss += r.nsp_loss;
-    for (auto [to, from] : {std::pair{&sum.mlm, &r.mlm},
-                            std::pair{&sum.nsp, &r.nsp},
-                            std::pair{&sum.cls, &r.cls}}) {
-      to->weighted_nll += from->weighted_nll;
-      to->weight += from->weight;
-      to->correct += from->correct;
-    }
+    sum.mlm.Add(r.mlm);
+    sum.nsp.Add(r.nsp);
+    sum.cls.Add(r.cls);
     sum.logits.insert(sum.logits.end(), r.logits.begin(), r.logits.end());
   }
   return sum;
@@ -295,16 +290,21 @@ absl::StatusOr<StepResult> TrainWorker::SimulatedCompute(
   // Forward: each parameter group once it arrived, as a real forward
   // reads them, then a third of the time.
   const auto wait = [](double ms) {
-    if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    if (ms > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+    }
   };
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (so.before_params) RETURN_IF_ERROR(so.before_params(static_cast<int>(g)));
+    if (so.before_params) {
+      RETURN_IF_ERROR(so.before_params(static_cast<int>(g)));
+    }
   }
   const double total = options_.simulate_compute_ms;
   wait(total / 3);
   // Backward: the groups from the last (heads) to the first (embeddings),
   // each going out after its share of the rest of the time.
-  const double share = (total - total / 3) / static_cast<double>(groups_.size());
+  const double share =
+      (total - total / 3) / static_cast<double>(groups_.size());
   for (size_t k = groups_.size(); k-- > 0;) {
     wait(share);
     if (so.on_grads_ready && !groups_[k].empty()) so.on_grads_ready(groups_[k]);

@@ -118,8 +118,8 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
                          1000.f;
     }
   } else {
-    const MemoryNeed need = TrainWorkerMemoryNeed(
-        o.config, o.task, o.batch, w->seq_, std::max(w->preds_, 1));
+    const MemoryNeed need =
+        TrainWorkerMemoryNeed(o.config, o.task, o.batch, w->seq_, w->preds_);
     RETURN_IF_ERROR(CheckFits(
         absl::StrCat("train worker ", o.worker), need.bytes, need.detail,
         o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),

@@ -22,17 +22,21 @@ int64_t CountLines(const std::string& text) {
   return n;
 }
 
+// OK when the vocabulary's text has vocab_size entries.
+absl::Status CheckEntries(const std::string& path, const std::string& text,
+                          int64_t vocab_size) {
+  const int64_t n = CountLines(text);
+  if (n == vocab_size) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "vocab ", path, " has ", n, " entries but the model's vocab_size is ",
+      vocab_size));
+}
+
 }  // namespace
 
 absl::Status CheckHfVocabulary(const std::string& path, int64_t vocab_size) {
   ASSIGN_OR_RETURN(std::string text, io::ReadFileToString(path));
-  const int64_t n = CountLines(text);
-  if (n != vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vocab ", path, " has ", n, " entries but the model's vocab_size is ",
-        vocab_size));
-  }
-  return absl::OkStatus();
+  return CheckEntries(path, text, vocab_size);
 }
 
 std::string HfConfigJson(const BertConfig& config, BertTask task,
@@ -71,9 +75,7 @@ absl::Status WriteHfModelDir(const std::string& dir, const ParamLayout& layout,
                                           HfConfigJson(config, task, options)));
   if (options.vocab_path.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::string vocab, io::ReadFileToString(options.vocab_path));
-  if (CountLines(vocab) != config.vocab_size) {
-    return CheckHfVocabulary(options.vocab_path, config.vocab_size);
-  }
+  RETURN_IF_ERROR(CheckEntries(options.vocab_path, vocab, config.vocab_size));
   RETURN_IF_ERROR(io::WriteFileAtomically(dir + "/vocab.txt", vocab));
   nlohmann::ordered_json t;
   t["tokenizer_class"] = "BertTokenizer";

@@ -25,6 +25,13 @@ struct XentResult {
   double weighted_nll = 0;  // sum over rows of weight * -log p(label)
   double weight = 0;        // sum of weights
   int64_t correct = 0;      // rows (weight > 0) whose argmax is the label
+
+  // The statistics of more rows (e.g. another micro-batch's).
+  void Add(const XentResult& o) {
+    weighted_nll += o.weighted_nll;
+    weight += o.weight;
+    correct += o.correct;
+  }
 };
 
 // logits (N, C), plus bias (C) when not null (fused: the caller's product

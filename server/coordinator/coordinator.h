@@ -268,6 +268,12 @@ class Coordinator {
   absl::Status CheckMemberMemoryLocked(const JobSpec& spec,
                                        const MemoryEstimate& need) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A live train worker of the job computing a slot of its own.
+  static bool IsSurvivor(const Member& m, const Job& job);
+  // Whether member m is a surviving train worker of the job with the
+  // memory for one more slot beside what it computes.
+  bool CanTakeOverLocked(const Member& m, const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a surviving train member of the job could take a free slot
   // over beside what it computes (or none survives: nothing to say).
   bool SurvivorCanTakeOverLocked(const Job& job) const

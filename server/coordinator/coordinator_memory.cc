@@ -101,15 +101,22 @@ absl::Status Coordinator::CheckMemberMemoryLocked(
   return absl::OkStatus();
 }
 
+bool Coordinator::IsSurvivor(const Member& m, const Job& job) {
+  return m.alive && m.job == job.status.id() && m.role == TRAIN && m.index >= 0;
+}
+
+bool Coordinator::CanTakeOverLocked(const Member& m, const Job& job) const {
+  // Its own slot, those it holds already, and one more must fit.
+  return IsSurvivor(m, job) &&
+         FitsLocked(m, job, static_cast<int>(m.also.size()) + 2);
+}
+
 bool Coordinator::SurvivorCanTakeOverLocked(const Job& job) const {
   bool survivor = false;
   for (const auto& [id, m] : members_) {
-    if (!m.alive || m.job != job.status.id() || m.role != TRAIN ||
-        m.index < 0) {
-      continue;
-    }
+    if (!IsSurvivor(m, job)) continue;
     survivor = true;
-    if (FitsLocked(m, job, static_cast<int>(m.also.size()) + 2)) return true;
+    if (CanTakeOverLocked(m, job)) return true;
   }
   return !survivor;
 }

@@ -258,11 +258,7 @@ void Coordinator::FillSlotsLocked(Job& job) {
     }
     Member* host = nullptr;
     for (auto& [id, m] : members_) {
-      if (!m.alive || m.job != job.status.id() || m.role != TRAIN ||
-          m.index < 0 ||
-          !FitsLocked(m, job, static_cast<int>(m.also.size()) + 2)) {
-        continue;  // a survivor takes a slot only where both parts fit
-      }
+      if (!CanTakeOverLocked(m, job)) continue;
       if (host == nullptr || m.also.size() < host->also.size() ||
           (m.also.size() == host->also.size() && m.index < host->index)) {
         host = &m;

@@ -78,9 +78,13 @@ absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
     d.set_path(f);
     d.set_bytes(index.file_size);
     d.set_records(static_cast<int64_t>(index.offsets.size()));
-    ASSIGN_OR_RETURN(ExampleShape shape, FirstExampleShape(spec, f));
-    d.set_seq_length(shape.seq);
-    d.set_masked_positions(shape.preds);
+    if (out.empty()) {
+      // Every example has the first one's shape (the workers check each):
+      // one record read, of the first file.
+      ASSIGN_OR_RETURN(ExampleShape shape, FirstExampleShape(spec, f));
+      d.set_seq_length(shape.seq);
+      d.set_masked_positions(shape.preds);
+    }
     out.push_back(std::move(d));
   }
   return out;
