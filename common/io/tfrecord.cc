@@ -8,9 +8,11 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/io/crc32c.h"
 #include "common/io/file_util.h"
+#include "common/io/tfrecord_framing.h"
 #include "common/status.h"
 
 namespace bertps {
@@ -18,39 +20,53 @@ namespace io {
 namespace {
 
 constexpr size_t kBufferSize = 1 << 20;
-constexpr size_t kHeaderSize = 12;  // u64 length + u32 masked CRC.
-constexpr size_t kFooterSize = 4;   // u32 masked CRC of the data.
-
-void PutLe32(char* p, uint32_t v) { std::memcpy(p, &v, 4); }
-void PutLe64(char* p, uint64_t v) { std::memcpy(p, &v, 8); }
-uint32_t GetLe32(const char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-uint64_t GetLe64(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
+using framing::GetLe32;
+using framing::GetLe64;
+using framing::kFooterSize;
+using framing::kHeaderSize;
+using framing::PutLe32;
+using framing::PutLe64;
 
 }  // namespace
 
 // ---------------------------------------------------------------------------
 // Writer
 
-TFRecordWriter::TFRecordWriter(std::string path, int fd)
-    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), fd_(fd) {
+TFRecordCompression CompressionForPath(absl::string_view path) {
+  return absl::EndsWith(path, ".gz") ? TFRecordCompression::kGzip
+                                     : TFRecordCompression::kNone;
+}
+
+TFRecordWriter::TFRecordWriter(std::string path, int fd,
+                               TFRecordCompression compression)
+    : path_(std::move(path)),
+      tmp_path_(path_ + ".tmp"),
+      fd_(fd),
+      compression_(compression) {
   buffer_.reserve(kBufferSize);
 }
 
 absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Open(
     const std::string& path) {
+  return Open(path, CompressionForPath(path));
+}
+
+absl::StatusOr<std::unique_ptr<TFRecordWriter>> TFRecordWriter::Open(
+    const std::string& path, TFRecordCompression compression) {
   const std::string tmp = path + ".tmp";
   const int fd =
       open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "create", tmp);
-  return std::unique_ptr<TFRecordWriter>(new TFRecordWriter(path, fd));
+  return std::unique_ptr<TFRecordWriter>(
+      new TFRecordWriter(path, fd, compression));
+}
+
+absl::Status TFRecordWriter::EndMember() {
+  if (member_records_ == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(AppendGzipMember(member_, &buffer_));
+  member_.clear();
+  member_records_ = 0;
+  return buffer_.size() >= kBufferSize ? Flush() : absl::OkStatus();
 }
 
 TFRecordWriter::~TFRecordWriter() {
@@ -98,6 +114,20 @@ absl::Status TFRecordWriter::Write(absl::string_view record) {
   char footer[kFooterSize];
   PutLe32(footer, MaskCrc(Crc32c(record.data(), record.size())));
 
+  if (compression_ == TFRecordCompression::kGzip) {
+    member_.append(header, kHeaderSize);
+    member_.append(record.data(), record.size());
+    member_.append(footer, kFooterSize);
+    ++member_records_;
+    if (member_records_ >= kGzipMemberRecords ||
+        static_cast<int64_t>(member_.size()) >= kGzipMemberMaxRawBytes) {
+      error_ = EndMember();
+    }
+    RETURN_IF_ERROR(error_);
+    ++num_records_;
+    num_bytes_ += kHeaderSize + record.size() + kFooterSize;
+    return absl::OkStatus();
+  }
   buffer_.append(header, kHeaderSize);
   if (buffer_.size() + record.size() > kBufferSize) {
     // Large record: write it straight through.
@@ -116,6 +146,7 @@ absl::Status TFRecordWriter::Write(absl::string_view record) {
 
 absl::Status TFRecordWriter::Close() {
   if (closed_) return error_;
+  if (error_.ok()) error_ = EndMember();
   if (error_.ok()) error_ = Flush();
   if (error_.ok() && fsync(fd_) != 0) {
     error_ = ErrnoStatus(errno, "fsync", tmp_path_);
@@ -142,12 +173,17 @@ TFRecordReader::TFRecordReader(std::string path, int fd)
 absl::StatusOr<std::unique_ptr<TFRecordReader>> TFRecordReader::Open(
     const std::string& path) {
   ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
-  return std::unique_ptr<TFRecordReader>(new TFRecordReader(path, fd));
+  std::unique_ptr<TFRecordReader> reader(new TFRecordReader(path, fd));
+  if (CompressionForPath(path) == TFRecordCompression::kGzip) {
+    reader->gzip_ = std::make_unique<GzipFileReader>(fd, path);
+  }
+  return reader;
 }
 
 TFRecordReader::~TFRecordReader() { close(fd_); }
 
 absl::StatusOr<size_t> TFRecordReader::Read(char* dst, size_t n) {
+  if (gzip_ != nullptr) return gzip_->Read(dst, n);
   size_t done = 0;
   while (done < n) {
     if (buf_pos_ < buf_end_) {
@@ -178,9 +214,10 @@ absl::StatusOr<size_t> TFRecordReader::Read(char* dst, size_t n) {
 }
 
 absl::Status TFRecordReader::Corrupt(absl::string_view what) {
-  error_ = absl::DataLossError(absl::StrCat("TFRecord ", path_, ": ", what,
-                                            " in the record at byte offset ",
-                                            offset_));
+  error_ = absl::DataLossError(absl::StrCat(
+      "TFRecord ", path_, ": ", what, " in the record at ",
+      gzip_ != nullptr ? "uncompressed byte offset " : "byte offset ",
+      offset_));
   return error_;
 }
 
@@ -242,6 +279,10 @@ absl::StatusOr<size_t> PreadFull(int fd, char* dst, size_t n, int64_t offset,
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> TFRecordOffsets(const std::string& path) {
+  if (CompressionForPath(path) == TFRecordCompression::kGzip) {
+    ASSIGN_OR_RETURN(TFRecordLayout layout, ScanTFRecordFile(path));
+    return std::move(layout.offsets);
+  }
   int64_t size = 0;
   ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &size));
   std::vector<int64_t> offsets;
