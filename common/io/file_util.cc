@@ -91,6 +91,22 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
   return data;
 }
 
+absl::StatusOr<size_t> PreadFull(int fd, char* dst, size_t n, int64_t offset,
+                                 const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got =
+        pread(fd, dst + done, n - done, offset + static_cast<int64_t>(done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, "read", path);
+    }
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
   while (!data.empty()) {
     const ssize_t n = write(fd, data.data(), data.size());

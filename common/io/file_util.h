@@ -41,6 +41,10 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path,
 absl::StatusOr<std::string> ReadFileToString(
     const std::string& path, int64_t max_bytes = kMaxReadFileBytes);
 
+// preads until n bytes or the end of the file; returns the bytes read.
+absl::StatusOr<size_t> PreadFull(int fd, char* dst, size_t n, int64_t offset,
+                                 const std::string& path);
+
 // Writes all of `data` to fd (retrying short writes and EINTR).
 absl::Status WriteAll(int fd, absl::string_view data, const std::string& path);
 

@@ -16,6 +16,7 @@
 #include "common/io/bert_example.h"
 #include "common/io/crc32c.h"
 #include "common/io/file_util.h"
+#include "common/io/gzip.h"
 #include "common/io/tfrecord.h"
 #include "common/status.h"
 #include "common/splitmix.h"
@@ -24,7 +25,7 @@ namespace bertps {
 namespace io {
 namespace {
 
-constexpr char kMagic[] = "BPSIDX1\n";  // 8 bytes
+constexpr char kMagic[] = "BPSIDX2\n";  // 8 bytes
 constexpr size_t kMagicSize = 8;
 // Indices longer than this are refused (about 1 G records per file).
 constexpr uint64_t kMaxRecords = uint64_t{1} << 30;
@@ -72,7 +73,13 @@ std::string EncodeRecordIndex(const RecordIndex& index) {
   PutLe64(&out, static_cast<uint64_t>(index.file_size));
   PutLe64(&out, static_cast<uint64_t>(index.mtime_ns));
   PutLe64(&out, index.offsets.size());
+  PutLe64(&out, index.block_first.size());
+  PutLe64(&out, static_cast<uint64_t>(index.raw_size));
   for (int64_t o : index.offsets) PutLe64(&out, static_cast<uint64_t>(o));
+  for (size_t b = 0; b < index.block_first.size(); ++b) {
+    PutLe64(&out, static_cast<uint64_t>(index.block_offsets[b]));
+    PutLe64(&out, static_cast<uint64_t>(index.block_first[b]));
+  }
   PutLe32(&out, Crc32c(out.data(), out.size()));
   return out;
 }
@@ -82,30 +89,48 @@ absl::StatusOr<RecordIndex> DecodeRecordIndex(absl::string_view b,
   auto bad = [&](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("record index ", what, ": ", why));
   };
-  constexpr size_t kFixed = kMagicSize + 24 + 4;
+  constexpr size_t kFixed = kMagicSize + 40 + 4;
   if (b.size() < kFixed || b.substr(0, kMagicSize) != kMagic) {
     return bad("not an index (bad magic or too short)");
   }
-  const uint64_t count = Le64(b.data() + kMagicSize + 16);
-  if (count > kMaxRecords || b.size() != kFixed + 8 * count) {
+  const char* h = b.data() + kMagicSize;
+  const uint64_t count = Le64(h + 16), blocks = Le64(h + 24);
+  if (count > kMaxRecords || blocks > count ||
+      b.size() != kFixed + 8 * count + 16 * blocks) {
     return bad(absl::StrCat("size ", b.size(), " does not hold ", count,
-                            " offsets"));
+                            " offsets and ", blocks, " blocks"));
   }
   if (Le32(b.data() + b.size() - 4) != Crc32c(b.data(), b.size() - 4)) {
     return bad("checksum mismatch");
   }
   RecordIndex index;
-  index.file_size = static_cast<int64_t>(Le64(b.data() + kMagicSize));
-  index.mtime_ns = static_cast<int64_t>(Le64(b.data() + kMagicSize + 8));
+  index.file_size = static_cast<int64_t>(Le64(h));
+  index.mtime_ns = static_cast<int64_t>(Le64(h + 8));
+  index.raw_size = static_cast<int64_t>(Le64(h + 32));
+  if (blocks == 0 && index.raw_size != index.file_size) {
+    return bad("a plain file's size differs from its stream's");
+  }
   index.offsets.resize(count);
-  const char* p = b.data() + kMagicSize + 24;
+  const char* p = h + 40;
   int64_t prev = -1;
   for (uint64_t i = 0; i < count; ++i) {
     const int64_t o = static_cast<int64_t>(Le64(p + 8 * i));
-    if (o <= prev || o >= index.file_size) {
+    if (o <= prev || o >= index.raw_size) {
       return bad(absl::StrCat("offset ", i, " (", o, ") out of order"));
     }
     index.offsets[i] = prev = o;
+  }
+  p += 8 * count;
+  int64_t prev_off = -1, prev_first = -1;
+  for (uint64_t i = 0; i < blocks; ++i) {
+    const int64_t off = static_cast<int64_t>(Le64(p + 16 * i));
+    const int64_t first = static_cast<int64_t>(Le64(p + 16 * i + 8));
+    if (off <= prev_off || off >= index.file_size || first <= prev_first ||
+        first >= static_cast<int64_t>(count) || (i == 0 && first != 0)) {
+      return bad(absl::StrCat("block ", i, " out of order"));
+    }
+    index.block_offsets.push_back(prev_off = off);
+    index.block_first.push_back(prev_first = first);
   }
   return index;
 }
@@ -141,7 +166,7 @@ absl::StatusOr<RecordIndex> LoadOrBuildRecordIndex(
   for (const std::string& candidate : {beside, cached}) {
     if (candidate.empty()) continue;
     absl::StatusOr<std::string> bytes =
-        ReadFileToString(candidate, int64_t{8} * kMaxRecords + 64);
+        ReadFileToString(candidate, int64_t{24} * kMaxRecords + 64);
     if (!bytes.ok()) continue;  // none there (or unreadable): look on
     absl::StatusOr<RecordIndex> index = DecodeRecordIndex(*bytes, candidate);
     if (index.ok() && Matches(*index, size, mtime)) {
@@ -153,7 +178,11 @@ absl::StatusOr<RecordIndex> LoadOrBuildRecordIndex(
   RecordIndex index;
   index.file_size = size;
   index.mtime_ns = mtime;
-  ASSIGN_OR_RETURN(index.offsets, TFRecordOffsets(path));
+  ASSIGN_OR_RETURN(TFRecordLayout layout, ScanTFRecordFile(path));
+  index.offsets = std::move(layout.offsets);
+  index.block_offsets = std::move(layout.block_offsets);
+  index.block_first = std::move(layout.block_first);
+  index.raw_size = layout.raw_size;
   // The file changed while it was read: its index would be stale at once.
   int64_t size2 = 0, mtime2 = 0;
   RETURN_IF_ERROR(StatFile(path, &size2, &mtime2));
@@ -201,15 +230,39 @@ int64_t EpochPermutation::operator()(int64_t i) const {
   return static_cast<int64_t>(x);
 }
 
+void IndexedExampleSource::PrepareUnits(int64_t epoch) {
+  const int64_t units = static_cast<int64_t>(unit_first_.size()) - 1;
+  perm_ = std::make_unique<EpochPermutation>(seed_, epoch, units);
+  perm_epoch_ = epoch;
+  cum_.assign(static_cast<size_t>(units) + 1, 0);
+  for (int64_t k = 0; k < units; ++k) {
+    const int64_t u = (*perm_)(k);
+    cum_[k + 1] = cum_[k] + unit_first_[u + 1] - unit_first_[u];
+  }
+}
+
 int64_t IndexedExampleSource::RecordAt(int64_t position) {
   const int64_t p = position % total_;
   if (!shuffle_) return p;
   const int64_t epoch = position / total_;
-  if (perm_ == nullptr || epoch != perm_epoch_) {
-    perm_ = std::make_unique<EpochPermutation>(seed_, epoch, total_);
-    perm_epoch_ = epoch;
+  if (unit_first_.empty()) {
+    if (perm_ == nullptr || epoch != perm_epoch_) {
+      perm_ = std::make_unique<EpochPermutation>(seed_, epoch, total_);
+      perm_epoch_ = epoch;
+    }
+    return (*perm_)(p);
   }
-  return (*perm_)(p);
+  // By unit: the k-th unit of the epoch's order, then a record within it.
+  if (perm_ == nullptr || epoch != perm_epoch_) PrepareUnits(epoch);
+  const int64_t k =
+      std::upper_bound(cum_.begin(), cum_.end(), p) - cum_.begin() - 1;
+  const int64_t u = (*perm_)(k);
+  const int64_t size = unit_first_[u + 1] - unit_first_[u];
+  const int64_t within = p - cum_[k];
+  if (size == 1) return unit_first_[u];
+  const EpochPermutation inner(seed_ ^ SplitMix64(static_cast<uint64_t>(u) + 1),
+                               epoch, size);
+  return unit_first_[u] + inner(within);
 }
 
 absl::StatusOr<std::unique_ptr<IndexedExampleSource>>
@@ -254,6 +307,22 @@ IndexedExampleSource::Open(const std::vector<std::string>& patterns,
   }
   s->files_ = std::move(files);
   s->fds_.assign(s->files_.size(), -1);
+  if (std::any_of(s->indices_.begin(), s->indices_.end(),
+                  [](const RecordIndex& i) { return i.gzip(); })) {
+    for (size_t f = 0; f < s->indices_.size(); ++f) {
+      const RecordIndex& index = s->indices_[f];
+      if (index.gzip()) {
+        for (int64_t first : index.block_first) {
+          s->unit_first_.push_back(s->first_[f] + first);
+        }
+      } else {
+        for (size_t r = 0; r < index.offsets.size(); ++r) {
+          s->unit_first_.push_back(s->first_[f] + static_cast<int64_t>(r));
+        }
+      }
+    }
+    s->unit_first_.push_back(s->total_);
+  }
   return s;
 }
 
@@ -283,11 +352,61 @@ absl::Status IndexedExampleSource::Read(int64_t position,
           index.file_size, "): the job's data must not change while it runs"));
     }
   }
+  if (index.gzip()) return ReadGzip(f, p - first_[f], record);
   const int64_t offset = index.offsets[static_cast<size_t>(p - first_[f])];
   last_file_ = path;
   last_offset_ = offset;
   ASSIGN_OR_RETURN(const int64_t n, ReadTFRecordAt(fds_[f], path, offset, record));
   bytes_read_ += n;
+  ++records_read_;
+  return absl::OkStatus();
+}
+
+absl::Status IndexedExampleSource::ReadGzip(size_t f, int64_t local,
+                                            std::string* record) {
+  const std::string& path = files_[f];
+  const RecordIndex& index = indices_[f];
+  const size_t nb = index.block_first.size();
+  const int64_t b = std::upper_bound(index.block_first.begin(),
+                                     index.block_first.end(), local) -
+                    index.block_first.begin() - 1;
+  const int64_t raw_start = index.offsets[index.block_first[b]];
+  const std::string where = absl::StrCat(
+      path, " (the gzip block at compressed offset ", index.block_offsets[b],
+      ", uncompressed offset ", raw_start, ")");
+  if (cached_file_ != static_cast<int64_t>(f) || cached_block_ != b) {
+    cached_file_ = cached_block_ = -1;
+    const int64_t from = index.block_offsets[b];
+    const int64_t to = static_cast<size_t>(b) + 1 < nb
+                           ? index.block_offsets[b + 1]
+                           : index.file_size;
+    const int64_t raw_end = static_cast<size_t>(b) + 1 < nb
+                                ? index.offsets[index.block_first[b + 1]]
+                                : index.raw_size;
+    block_compressed_.resize(static_cast<size_t>(to - from));
+    ASSIGN_OR_RETURN(const size_t got,
+                     PreadFull(fds_[f], block_compressed_.data(),
+                               block_compressed_.size(), from, path));
+    if (got < block_compressed_.size()) {
+      return absl::DataLossError(absl::StrCat(where, ": cut short"));
+    }
+    RETURN_IF_ERROR(InflateGzipMembers(block_compressed_, raw_end - raw_start,
+                                       where, &block_raw_));
+    if (static_cast<int64_t>(block_raw_.size()) != raw_end - raw_start) {
+      return absl::DataLossError(absl::StrCat(
+          where, ": inflates to ", block_raw_.size(), " bytes, the index says ",
+          raw_end - raw_start, " (a stale index?)"));
+    }
+    bytes_read_ += to - from;
+    ++blocks_inflated_;
+    cached_file_ = static_cast<int64_t>(f);
+    cached_block_ = b;
+  }
+  const int64_t offset = index.offsets[static_cast<size_t>(local)];
+  last_file_ = path;
+  last_offset_ = offset;
+  RETURN_IF_ERROR(ParseTFRecordAt(block_raw_, offset - raw_start, where,
+                                  record));
   ++records_read_;
   return absl::OkStatus();
 }

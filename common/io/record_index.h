@@ -8,8 +8,17 @@
 // cache directory under a name derived from the file's absolute path. An
 // index whose size or modification time differs from the file's, or whose
 // own checksum fails, is stale or corrupt: it is rebuilt, never trusted.
-// Index file: "BPSIDX1\n", u64 file size, i64 mtime (ns), u64 count,
-// count x u64 offsets, u32 CRC-32C of all before it; little-endian.
+// Index file: "BPSIDX2\n", u64 file size, i64 mtime (ns), u64 record
+// count, u64 block count, u64 decompressed size, the records' u64 offsets,
+// per block u64 offset and u64 first record, u32 CRC-32C of all before it;
+// little-endian.
+//
+// A GZIP file (".gz", common/io/gzip.h) is indexed by block: each record's
+// offset in the decompressed stream, and the gzip members at which blocks
+// that inflate alone start (bertps writes a member per 64 records). Its
+// record is read by inflating its block (one pread of the block), and the
+// block last inflated is kept, so a worker reading consecutive positions
+// inflates each block once.
 //
 // IndexedExampleSource reads the job's examples by stream position: with N
 // records in the sorted files (MatchShardFiles), position p is in epoch
@@ -17,6 +26,11 @@
 // EpochPermutation(seed, e, N)(p mod N): a full pseudo-random permutation of
 // the epoch, a pure function of (seed, epoch, the files), different in every
 // epoch. Each record is read with one pread at its offset, both CRCs checked.
+// When a file is GZIP, the shuffle is by block: the epoch's order is a
+// permutation of the units (a block of a GZIP file, a record of a plain
+// one), and within a unit a permutation of its records; so consecutive
+// positions read from the same block, and a worker whose share of a batch
+// spans whole blocks inflates only its own.
 // A worker so reads only its own examples, and one that joins or resumes at
 // step t starts there at once; global batch t is the same whatever the
 // number of workers, and a replacement worker or a resumed job sees exactly
@@ -44,7 +58,15 @@ inline constexpr char kRecordIndexSuffix[] = ".bertps-index";
 struct RecordIndex {
   int64_t file_size = 0;
   int64_t mtime_ns = 0;
-  std::vector<int64_t> offsets;  // of each record's header, increasing
+  // Of each record's header, increasing (GZIP: in the decompressed stream).
+  std::vector<int64_t> offsets;
+  // GZIP only (TFRecordLayout): each block's offset in the file and first
+  // record; the decompressed size (plain: file_size).
+  std::vector<int64_t> block_offsets;
+  std::vector<int64_t> block_first;
+  int64_t raw_size = 0;
+
+  bool gzip() const { return !block_first.empty(); }
 };
 
 std::string EncodeRecordIndex(const RecordIndex& index);
@@ -117,18 +139,24 @@ class IndexedExampleSource {
   }
   // The record index (in file order, [0, size())) that position p reads.
   int64_t RecordAt(int64_t position);
+  // GZIP blocks inflated by Read.
+  int64_t blocks_inflated() const { return blocks_inflated_; }
   // The record at stream position p >= 0 (p mod size(), in file order).
   absl::Status Read(int64_t position, std::string* record);
   // "file@offset" of the last record read (for messages).
   std::string last_position() const;
   // Bytes and records read from the data files by Read (framing included;
-  // not the indices).
+  // GZIP: the compressed blocks read; not the indices).
   int64_t bytes_read() const { return bytes_read_; }
   int64_t records_read() const { return records_read_; }
   const std::vector<std::string>& files() const { return files_; }
 
  private:
   IndexedExampleSource() = default;
+  // Reads record `local` of GZIP file f through its block.
+  absl::Status ReadGzip(size_t f, int64_t local, std::string* record);
+  // The unit order of `epoch` (cum_ over perm_).
+  void PrepareUnits(int64_t epoch);
 
   std::vector<std::string> files_;
   std::vector<RecordIndex> indices_;
@@ -140,6 +168,14 @@ class IndexedExampleSource {
   // The permutation of the epoch read last (made again when it changes).
   int64_t perm_epoch_ = -1;
   std::unique_ptr<EpochPermutation> perm_;
+  // With a GZIP file: the first record of each unit (sentinel total_), and
+  // the epoch's cumulative unit sizes in permuted order (perm_ over units).
+  std::vector<int64_t> unit_first_;
+  std::vector<int64_t> cum_;
+  // The GZIP block inflated last.
+  int64_t cached_file_ = -1, cached_block_ = -1;
+  std::string block_raw_, block_compressed_;
+  int64_t blocks_inflated_ = 0;
   int64_t bytes_read_ = 0, records_read_ = 0;
   std::string last_file_;
   int64_t last_offset_ = -1;

@@ -257,26 +257,6 @@ absl::StatusOr<bool> TFRecordReader::Next(std::string* record) {
   return true;
 }
 
-namespace {
-
-// pread until n bytes or the end of the file; returns the bytes read.
-absl::StatusOr<size_t> PreadFull(int fd, char* dst, size_t n, int64_t offset,
-                                 const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t got =
-        pread(fd, dst + done, n - done, offset + static_cast<int64_t>(done));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "read", path);
-    }
-    if (got == 0) break;
-    done += static_cast<size_t>(got);
-  }
-  return done;
-}
-
-}  // namespace
 
 absl::StatusOr<std::vector<int64_t>> TFRecordOffsets(const std::string& path) {
   if (CompressionForPath(path) == TFRecordCompression::kGzip) {
