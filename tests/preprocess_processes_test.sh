@@ -39,7 +39,7 @@ done
 coord=$(cat "$work/coordinator.address")
 export BERTPS_COORDINATOR="$coord"
 
-spec() {  # spec NAME OUTDIR [VOCAB]
+spec() {  # spec NAME OUTDIR [VOCAB [COMPRESSION]]
   cat <<EOF2
 name: "$1"
 task: PREPROCESS
@@ -47,6 +47,7 @@ data: "$corpus/part-0*.txt"
 output_dir: "$2"
 preprocess {
   vocab: "${3:-$vocab}"
+  compression: "${4:-none}"
   shards: 8
   dupe_factor: 2
   whole_word_mask: true
@@ -66,8 +67,8 @@ stop_workers() {
   for p in "${worker_pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${worker_pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
-run_job() {  # run_job NAME OUTDIR -> prints the job id; waits for the end
-  spec "$1" "$2" > "$work/$1.pbtxt"
+run_job() {  # run_job NAME OUTDIR [COMPRESSION] -> prints the job id
+  spec "$1" "$2" "$vocab" "${3:-none}" > "$work/$1.pbtxt"
   local job
   job=$("$CTL" submit "$work/$1.pbtxt") || fail "submit $1"
   echo "$job"
@@ -80,6 +81,9 @@ printf 'task: PREPROCESS\ndata: "%s/part-00.txt"\noutput_dir: "%s/x"\npreprocess
   "$corpus" "$work" "$vocab" > "$work/bad.pbtxt"
 if "$CTL" submit "$work/bad.pbtxt" > "$work/bad.out" 2>&1; then fail "bad spec accepted"; fi
 grep -q input_format "$work/bad.out" || fail "bad spec error: $(cat "$work/bad.out")"
+spec badz "$work/x" "$vocab" zstd > "$work/badz.pbtxt"
+if "$CTL" submit "$work/badz.pbtxt" > "$work/badz.out" 2>&1; then fail "compression zstd accepted"; fi
+grep -q "preprocess.compression" "$work/badz.out" || fail "bad compression error: $(cat "$work/badz.out")"
 
 # 1. One worker.
 start_workers 1
@@ -102,6 +106,23 @@ stop_workers
 [ "$(records_of "$job3")" = "$n1" ] || fail "three workers: $(records_of "$job3") records, one worker: $n1"
 diff <(digest "$work/out1") <(digest "$work/out3") > /dev/null || fail "1 vs 3 workers: outputs differ"
 echo "three workers: identical"
+
+# GZIP output: the same records, in standard gzip (gzip -dc gives the plain
+# files' bytes).
+start_workers 2
+jobz=$(run_job gz "$work/outz" gzip)
+"$CTL" watch "$jobz" > "$work/watchz.out" 2>&1 || fail "job gz: $(tail -3 "$work/watchz.out")"
+stop_workers
+[ "$(records_of "$jobz")" = "$n1" ] || fail "gzip: $(records_of "$jobz") records, expected $n1"
+ls "$work/outz" | grep -c '^pretrain-.*\.tfrecord\.gz$' | grep -qx 8 || fail "gzip: not 8 .tfrecord.gz files: $(ls "$work/outz")"
+for f in "$work"/out1/pretrain-*.tfrecord; do
+  z="$work/outz/$(basename "$f").gz"
+  cmp -s "$f" <(gzip -dc "$z") || fail "gzip -dc $z differs from $f"
+done
+plain_bytes=$(cat "$work"/out1/pretrain-*.tfrecord | wc -c)
+gz_bytes=$(cat "$work"/outz/pretrain-*.tfrecord.gz | wc -c)
+[ "$gz_bytes" -lt "$plain_bytes" ] || fail "gzip output ($gz_bytes bytes) not smaller than plain ($plain_bytes)"
+echo "gzip: identical records, $gz_bytes of $plain_bytes bytes"
 
 # 3. Three workers, one killed mid-item.
 start_workers 3

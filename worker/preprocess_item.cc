@@ -82,7 +82,8 @@ absl::Status WriteRecords(const std::string& dir, const std::string& name,
   const std::string tmp = absl::StrCat(
       dir, "/.", name, ".tmp-", getpid(), "-",
       std::hash<std::thread::id>()(std::this_thread::get_id()));
-  ASSIGN_OR_RETURN(auto w, io::TFRecordWriter::Open(tmp));
+  ASSIGN_OR_RETURN(auto w, io::TFRecordWriter::Open(
+                               tmp, io::CompressionForPath(name)));
   for (const std::string& r : records) RETURN_IF_ERROR(w->Write(r));
   *bytes += w->num_bytes();
   RETURN_IF_ERROR(w->Close());
@@ -91,12 +92,14 @@ absl::Status WriteRecords(const std::string& dir, const std::string& name,
 
 }  // namespace
 
-std::string PretrainOutputName(int index) {
-  return absl::StrFormat("pretrain-%05d.tfrecord", index);
+std::string PretrainOutputName(int index, bool gzip) {
+  return absl::StrFormat("pretrain-%05d.tfrecord%s", index, gzip ? ".gz" : "");
 }
 
-std::string ClassifyOutputName(const std::string& split, int index) {
-  return absl::StrFormat("%s-%05d.tfrecord", split, index);
+std::string ClassifyOutputName(const std::string& split, int index,
+                               bool gzip) {
+  return absl::StrFormat("%s-%05d.tfrecord%s", split, index,
+                         gzip ? ".gz" : "");
 }
 
 PreprocessItemRunner::PreprocessItemRunner() = default;
@@ -106,6 +109,7 @@ absl::StatusOr<WorkResult> PreprocessItemRunner::Run(
     const JobSpec& spec, const WorkItem& item,
     const std::atomic<bool>& cancel) {
   const PreprocessSpec& p = spec.preprocess();
+  const bool gzip = p.compression() == "gzip";
   if (item.parts() < 1 || item.part() < 0 || item.part() >= item.parts()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "preprocess item ", item.index(), ": part ", item.part(), " of ",
@@ -228,7 +232,8 @@ absl::StatusOr<WorkResult> PreprocessItemRunner::Run(
       const auto& recs = split_records[static_cast<int>(split)];
       const std::string name = text::SplitName(split);
       RETURN_IF_ERROR(WriteRecords(spec.output_dir(),
-                                   ClassifyOutputName(name, item.index()),
+                                   ClassifyOutputName(name, item.index(),
+                                                      gzip),
                                    recs, &bytes));
       splits[name] = static_cast<int64_t>(recs.size());
       records += static_cast<int64_t>(recs.size());
@@ -285,8 +290,9 @@ absl::StatusOr<WorkResult> PreprocessItemRunner::Run(
     }
   }
   if (cancel.load()) return absl::CancelledError("preprocess item cancelled");
-  RETURN_IF_ERROR(WriteRecords(spec.output_dir(), PretrainOutputName(item.index()),
-                               out, &bytes));
+  RETURN_IF_ERROR(WriteRecords(spec.output_dir(),
+                               PretrainOutputName(item.index(), gzip), out,
+                               &bytes));
   records = static_cast<int64_t>(out.size());
   report["augmented_documents"] = augmented_docs;
   report["instances"] = nlohmann::ordered_json::parse(stats.ToJson());

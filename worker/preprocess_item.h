@@ -51,9 +51,11 @@ class PreprocessItemRunner {
   std::unique_ptr<text::WordNet> wordnet_;
 };
 
-// Output file names of item `index` (without the directory).
-std::string PretrainOutputName(int index);
-std::string ClassifyOutputName(const std::string& split, int index);
+// Output file names of item `index` (without the directory); GZIP
+// TFRecord files end in ".tfrecord.gz".
+std::string PretrainOutputName(int index, bool gzip = false);
+std::string ClassifyOutputName(const std::string& split, int index,
+                               bool gzip = false);
 
 }  // namespace bertps
 

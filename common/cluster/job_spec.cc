@@ -125,6 +125,7 @@ void ApplyJobDefaults(JobSpec* s) {
     PreprocessSpec* p = s->mutable_preprocess();
     if (p->input_format().empty()) p->set_input_format("text");
     if (p->output().empty()) p->set_output("pretrain");
+    if (p->compression().empty()) p->set_compression("none");
     if (p->max_seq_length() == 0) p->set_max_seq_length(128);
     if (p->max_predictions_per_seq() == 0) p->set_max_predictions_per_seq(20);
     if (p->masked_lm_prob() == 0) p->set_masked_lm_prob(0.15);
@@ -179,6 +180,12 @@ absl::Status ValidatePreprocess(const JobSpec& s, bool outputs_may_default) {
   if (p.output() != "pretrain" && p.output() != "classify") {
     return Bad("preprocess.output",
                absl::StrCat("must be pretrain or classify, got '", p.output(), "'"));
+  }
+  if (!p.compression().empty() && p.compression() != "none" &&
+      p.compression() != "gzip") {
+    return Bad("preprocess.compression",
+               absl::StrCat("must be none or gzip, got '", p.compression(),
+                            "'"));
   }
   if (p.output() == "pretrain" && !p.force_pretraining_edits()) {
     if (p.clean().remove_stopwords()) {
