@@ -80,6 +80,9 @@ spec data-fifo              refused 'regular file'                   "data=\"$F/
 spec data-directory         refused 'regular file|directory'         "data=\"$F/dir/*.tfrecord\""
 spec data-dev-zero          refused 'regular file'                   "data=\"$F/zero/*.tfrecord\""
 spec data-huge-length       refused 'a\.tfrecord'                    "data=\"$F/hugelen/*.tfrecord\""
+spec data-gzip-cut          refused 'a\.tfrecord\.gz.*cut short'     "data=\"$F/gzcut/*.tfrecord.gz\""
+spec data-gzip-not-gzip     refused 'a\.tfrecord\.gz.*not gzip'      "data=\"$F/gzplain/*.tfrecord.gz\""
+spec data-gzip-bomb         refused 'a\.tfrecord\.gz.*length CRC'    "data=\"$F/gzbomb/*.tfrecord.gz\""
 # --- initial weights ------------------------------------------------------
 spec weights-nan            fails   'non-finite|NaN|not finite'      "init_weights=\"$F/nan.safetensors\""
 spec weights-inf            fails   'non-finite|Inf|not finite'      "init_weights=\"$F/inf.safetensors\""

@@ -8,6 +8,7 @@ configs out of range or malformed, safetensors with non-finite values or
 lying headers, and specs that are not regular files.
 """
 import glob
+import gzip
 import json
 import os
 import struct
@@ -59,6 +60,14 @@ def main():
     # A record whose length field claims 2^62 bytes.
     open(os.path.join(data_dir(out, "hugelen"), "a.tfrecord"), "wb").write(
         struct.pack("<Q", 1 << 62) + b"\0" * 60)
+    # GZIP data: cut in half, a plain file under a .gz name, and a gzip
+    # bomb (100 MiB of zeros in ~100 KiB: not records, refused at the first).
+    open(os.path.join(data_dir(out, "gzcut"), "a.tfrecord.gz"), "wb").write(
+        gzip.compress(raw)[: len(gzip.compress(raw)) // 2])
+    open(os.path.join(data_dir(out, "gzplain"), "a.tfrecord.gz"), "wb").write(
+        raw)
+    open(os.path.join(data_dir(out, "gzbomb"), "a.tfrecord.gz"), "wb").write(
+        gzip.compress(b"\0" * (100 << 20)))
     # Model configs.
     def config(name, **kv):
         c = dict(model)
