@@ -29,6 +29,7 @@ absl::Status TrainMember::RunPart(
   }
   o->ps.security = security_;
   o->simulate_compute_ms = simulate_compute_ms_;
+  o->prefetch_batches = prefetch_batches_;
   o->ps.incarnation = a.incarnation();
   o->ps.cancel = cancel;
   // A shard unreachable: the coordinator hears it on the next heartbeat

@@ -33,6 +33,8 @@ class TrainMember {
   // TrainWorkerOptions::simulate_compute_ms of the parts it runs (set
   // before Run()).
   void set_simulate_compute_ms(double ms) { simulate_compute_ms_ = ms; }
+  // TrainWorkerOptions::prefetch_batches of the parts it runs.
+  void set_prefetch_batches(int n) { prefetch_batches_ = n; }
   // The last step this member pushed; empty before any.
   StepReport last_report() { return member_.last_report(); }
   // Each step report, with its job's id (for metrics); set before Run().
@@ -46,6 +48,7 @@ class TrainMember {
 
   const SecurityConfig security_;
   double simulate_compute_ms_ = 0;
+  int prefetch_batches_ = 4;
   JobMember member_;
 };
 

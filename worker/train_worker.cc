@@ -206,7 +206,8 @@ absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
                                   Clock::time_point* read_done) {
   const bool bsp = client_->description(0).mode() == BSP;
   const auto r0 = Clock::now();
-  RETURN_IF_ERROR(ReadBatch(step, batch));
+  RETURN_IF_ERROR(prefetcher_ != nullptr ? prefetcher_->Take(step, batch)
+                                         : ReadBatch(step, batch));
   const auto r1 = Clock::now();
   if (input_ms != nullptr) *input_ms += Ms(r0, r1);
   if (read_done != nullptr) *read_done = r1;
@@ -257,6 +258,12 @@ absl::Status TrainWorker::Run() {
     ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
     cut = (stats[0].version() / every + 1) * every;
   }
+  // The batches of steps [start, end) are read ahead.
+  int64_t end = start;
+  while (ticket(end) < options_.steps) ++end;
+  prefetcher_ = std::make_unique<io::BatchPrefetcher>(
+      [this](int64_t step, io::BertBatch* out) { return ReadBatch(step, out); },
+      options_.prefetch_batches, start, end);
   std::string pending_checkpoint;
   int64_t pending_version = 0;
   bool final_written = false;

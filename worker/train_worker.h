@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/io/bert_example.h"
+#include "common/io/batch_prefetcher.h"
 #include "common/io/record_index.h"
 #include "common/kernels/matmul.h"
 #include "common/memory_limit.h"
@@ -83,6 +84,9 @@ struct TrainWorkerOptions {
   // (seed, epoch, the files); off: file order.
   bool shuffle = false;
   bool overlap_push = true;       // push layers during backward (BSP)
+  // Batches read ahead by Run() on a thread of their own (read, CRC
+  // checks, decoding; common/io/batch_prefetcher.h).
+  int prefetch_batches = 4;
   std::string checkpoint_dir;     // worker 0 checkpoints when set
   // The data as the job was submitted with (empty: not checked).
   std::vector<io::ExpectedFile> expected_files;
@@ -194,6 +198,9 @@ class TrainWorker {
   // Reads and announces the next step's batch while a step computes (one
   // thread for the worker's life, not one per step).
   std::unique_ptr<SerialThread> prepare_thread_;
+  // Run()'s read-ahead (null outside Run: Step reads the batch itself).
+  // After source_: stopped before the source goes.
+  std::unique_ptr<io::BatchPrefetcher> prefetcher_;
 };
 
 }  // namespace bertps

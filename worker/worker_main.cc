@@ -61,6 +61,8 @@ ABSL_FLAG(int, batch, 32, "Examples per micro-batch (per step without --accumula
 ABSL_FLAG(double, simulate_compute_ms, 0,
           "Train: replace forward and backward by a wait of this many ms, with "
           "fixed gradients (measuring the service at scale; 0: real compute).");
+ABSL_FLAG(int, prefetch_batches, 4,
+          "Train: batches read and decoded ahead on a thread of their own.");
 ABSL_FLAG(int, accumulation, 1,
           "Micro-batches of --batch summed per push (gradient accumulation).");
 ABSL_FLAG(int64_t, steps, 100, "Total steps of the job.");
@@ -91,6 +93,7 @@ int main(int argc, char** argv) {
              std::max(num_workers - 1, 0))
       .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
       .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
+      .Range("prefetch_batches", absl::GetFlag(FLAGS_prefetch_batches), 1, 256)
       .RealRange("simulate_compute_ms", absl::GetFlag(FLAGS_simulate_compute_ms),
                  0, 3.6e6)
       .Range("steps", absl::GetFlag(FLAGS_steps), 1, int64_t{1} << 40)
@@ -212,6 +215,7 @@ int main(int argc, char** argv) {
     bertps::TrainMember member(coordinator, *security);
     if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
     member.set_simulate_compute_ms(absl::GetFlag(FLAGS_simulate_compute_ms));
+    member.set_prefetch_batches(absl::GetFlag(FLAGS_prefetch_batches));
     std::unique_ptr<bertps::WorkerMetrics> worker_metrics;
     if (metrics) {
       worker_metrics = std::make_unique<bertps::WorkerMetrics>(metrics->registry());
@@ -248,6 +252,7 @@ int main(int argc, char** argv) {
   o.batch = absl::GetFlag(FLAGS_batch);
   o.accumulation = absl::GetFlag(FLAGS_accumulation);
   o.simulate_compute_ms = absl::GetFlag(FLAGS_simulate_compute_ms);
+  o.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.dropout = absl::GetFlag(FLAGS_dropout);
