@@ -503,23 +503,42 @@ bench_ps() {
 # and the peer alternating so that noise hits both.
 bench_input() {
   local records="${1:-100000}"
-  bazel build -c opt //tools:input_bench >/dev/null
+  bazel build -c opt //tools:input_bench //tools:bert_local >/dev/null
   local tmp="${TMPDIR:-/tmp}/bertps_input_bench.$$"
-  local runs=()
+  local runs=() keep=""
   for r in 1 2 3; do
-    bazel-bin/tools/input_bench --dir "$tmp" --records "$records" \
+    [ "$r" = 3 ] && keep="--keep"
+    bazel-bin/tools/input_bench --dir "$tmp" --records "$records" $keep \
         > "$out_dir/input-$r.jsonl"
     runs+=("$out_dir/input-$r.jsonl")
   done
-  # The median of three runs of each figure.
-  /usr/bin/python3 - "${runs[@]}" <<'PY' | tee "$out_dir/input.jsonl"
-import json, statistics, sys
-runs = [[json.loads(l) for l in open(f)] for f in sys.argv[1:]]
+  # The compute rate the input must keep up with: a BERT-base step (batch
+  # 32, seq 128, one thread) on the same data; its second step's time.
+  bazel-bin/tools/bert_local train --config base --data "$tmp/part-*.tfrecord" \
+      --batch 32 --steps 2 --log_every 1 --threads 1 --dropout=false \
+      --out "$tmp/base.safetensors" 2>/dev/null | tail -1 > "$out_dir/input-base.json"
+  rm -rf "$tmp"
+  # The median of three runs of each figure, and the read rates over the
+  # records a BERT-base step consumes per second.
+  /usr/bin/python3 - "$out_dir/input-base.json" "${runs[@]}" <<'PY' | tee "$out_dir/input.jsonl"
+import json, platform, statistics, sys
+base = json.load(open(sys.argv[1]))
+base_rate = 32 / ((base["compute_ms"] + base.get("optimizer_ms", 0)) / 1e3)
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+            if l.startswith("model name")), platform.processor())
+flags = open("/proc/cpuinfo").read()
+isa = "AMX-BF16" if "amx_bf16" in flags else ("AVX512-BF16" if "avx512_bf16" in flags else "neither")
+print(json.dumps({"bench": "machine", "cpu": cpu, "bf16": isa,
+                  "bert_base_step_ms": round(base["compute_ms"], 1),
+                  "bert_base_records_per_s": round(base_rate, 3)}))
+runs = [[json.loads(l) for l in open(f)] for f in sys.argv[2:]]
 for rows in zip(*runs):
     out = {}
     for k, v in rows[0].items():
         vals = [r[k] for r in rows]
         out[k] = round(statistics.median(vals), 4) if isinstance(v, float) else v
+    if "records_per_s" in out:
+        out["times_bert_base_rate"] = round(out["records_per_s"] / base_rate)
     out["runs"] = len(rows)
     print(json.dumps(out))
 PY

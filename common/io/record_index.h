@@ -15,7 +15,7 @@
 //
 // A GZIP file (".gz", common/io/gzip.h) is indexed by block: each record's
 // offset in the decompressed stream, and the gzip members at which blocks
-// that inflate alone start (bertps writes a member per 64 records). Its
+// that inflate alone start (bertps writes a member per 32 records). Its
 // record is read by inflating its block (one pread of the block), and the
 // block last inflated is kept, so a worker reading consecutive positions
 // inflates each block once.

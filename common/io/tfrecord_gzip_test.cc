@@ -69,13 +69,14 @@ TEST(TFRecordGzipTest, WrittenInMembersAndReadBack) {
   EXPECT_EQ(layout->offsets, *TFRecordOffsets(plain));
   EXPECT_EQ(layout->raw_size,
             static_cast<int64_t>(ReadFileToString(plain)->size()));
-  ASSERT_EQ(layout->block_first.size(), 5u);  // 300 records, 64 per member
+  ASSERT_EQ(kGzipMemberRecords, 32);
+  ASSERT_EQ(layout->block_first.size(), 10u);  // 300 records, 32 per member
   const std::string file = *ReadFileToString(gz);
-  for (size_t b = 0; b < 5; ++b) {
-    EXPECT_EQ(layout->block_first[b], static_cast<int64_t>(b) * 64);
+  for (size_t b = 0; b < 10; ++b) {
+    EXPECT_EQ(layout->block_first[b], static_cast<int64_t>(b) * 32);
     // Each block inflates alone and holds its records.
     const int64_t end =
-        b + 1 < 5 ? layout->block_offsets[b + 1]
+        b + 1 < 10 ? layout->block_offsets[b + 1]
                   : static_cast<int64_t>(file.size());
     std::string raw, rec;
     ASSERT_TRUE(InflateGzipMembers(
@@ -86,7 +87,7 @@ TEST(TFRecordGzipTest, WrittenInMembersAndReadBack) {
                     .ok());
     const int64_t base = layout->offsets[layout->block_first[b]];
     for (int64_t r = layout->block_first[b];
-         r < std::min<int64_t>(300, layout->block_first[b] + 64); ++r) {
+         r < std::min<int64_t>(300, layout->block_first[b] + 32); ++r) {
       ASSERT_TRUE(ParseTFRecordAt(raw, layout->offsets[r] - base, "x", &rec)
                       .ok());
       EXPECT_EQ(rec, records[r]);
