@@ -70,7 +70,7 @@ wait_step() {  # wait_step JOB N
 # 2. A stage killed mid-job: restarted from the newest checkpoint with a new
 #    stage daemon.
 restart_spec() {  # restart_spec NAME CKPT-DIR
-  sed -e 's/steps: 6/steps: 40/' -e "s/name: \"pipe\"/name: \"$1\"/" \
+  sed -e 's/steps: 6/steps: 200/' -e "s/name: \"pipe\"/name: \"$1\"/" \
       -e "s#export_path: .*#export_path: \"$work/$1.safetensors\"#" "$work/pipe.pbtxt"
   echo "checkpoint { dir: \"$2\" every_steps: 5 }"
 }
