@@ -8,7 +8,7 @@
 // returns false from then on, and Close() returns that error.
 //
 // Thread-safety: Push and Close from one producing thread; `consume` runs on
-// the handoff's own thread. The destructor closes (and joins) if Close was
+// the handoff's own thread, or on a lane of a ThreadLanes that outlives it. The destructor closes (and joins) if Close was
 // not called.
 #ifndef BERTPS_COMMON_HANDOFF_H_
 #define BERTPS_COMMON_HANDOFF_H_
@@ -16,12 +16,15 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/thread_lanes.h"
 
 namespace bertps {
 
@@ -34,6 +37,12 @@ class Handoff {
       : depth_(depth < 1 ? 1 : depth),
         consume_(std::move(consume)),
         thread_([this] { Run(); }) {}
+  // The consumer runs on lane `lane` of `lanes` (no thread of its own).
+  Handoff(size_t depth, std::function<absl::Status(T&)> consume,
+          ThreadLanes* lanes, int lane)
+      : depth_(depth < 1 ? 1 : depth), consume_(std::move(consume)) {
+    done_ = lanes->Run(lane, [this] { Run(); });
+  }
   ~Handoff() { Close().IgnoreError(); }
   Handoff(const Handoff&) = delete;
   Handoff& operator=(const Handoff&) = delete;
@@ -65,6 +74,7 @@ class Handoff {
       closed_ = true;
     }
     if (thread_.joinable()) thread_.join();
+    if (done_ != nullptr) done_->WaitForNotification();
     absl::MutexLock l(&mu_);
     return error_;
   }
@@ -99,6 +109,7 @@ class Handoff {
   std::deque<T> queue_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<absl::Notification> done_;  // of the lane's run
   std::thread thread_;  // last: starts once the fields above exist
 };
 

@@ -183,6 +183,24 @@ TEST_F(Distributed, GzipDataTrainsAsThePlainData) {
   ExpectClose(two, one, 1e-5);
 }
 
+// A step creates no thread: the client's pulls, their copies, pushes and
+// checkpoints run on a lane per shard each, started once (10 steps, with
+// the next step's pull overlapping the push, and 2 checkpoints).
+TEST_F(Distributed, StepsReuseTheClientsThreads) {
+  for (int shards : {1, 3}) {
+    Cluster c = StartCluster(shards, ShardOpts(1));
+    TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
+    o.checkpoint_dir = TempDir() + "/lanes-ckpt-" + std::to_string(shards);
+    o.checkpoint_every = 5;
+    auto tw = TrainWorker::Create(o);
+    ASSERT_TRUE(tw.ok()) << tw.status();
+    ASSERT_TRUE((*tw)->Run().ok());
+    const int64_t lanes = (*tw)->client()->pull_copy_thread() ? 3 : 2;
+    EXPECT_LE((*tw)->client()->threads_started(), lanes * shards) << shards;
+    EXPECT_GE((*tw)->client()->threads_started(), 2 * shards) << shards;
+  }
+}
+
 // bf16 pushes with error feedback (--bf16_push): BF16 range and row chunks,
 // batched like F32 ones, are taken by the shards; the run stays close to the
 // F32 one (Adam's step is about lr whatever the gradient's rounding) but is

@@ -29,7 +29,17 @@ PsClient::PsClient(const PsClientOptions& options, const BertConfig& config,
       config_(config),
       task_(task),
       layout_(std::move(layout)),
-      plan_(std::move(plan)) {}
+      plan_(std::move(plan)) {
+  const int shards = static_cast<int>(options_.addresses.size());
+  pull_lanes_ = std::make_unique<ThreadLanes>("ps pull", shards);
+  copy_lanes_ = std::make_unique<ThreadLanes>("ps pull copy", shards);
+  push_lanes_ = std::make_unique<ThreadLanes>("ps push", shards);
+}
+
+int64_t PsClient::threads_started() const {
+  return pull_lanes_->threads_started() + copy_lanes_->threads_started() +
+         push_lanes_->threads_started();
+}
 
 PsClient::~PsClient() = default;
 
@@ -164,18 +174,18 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
   m.plan_text = plan_.ToText();
   std::vector<absl::Status> st(num_shards());
   std::vector<CheckpointResponse> resp(num_shards());
-  std::vector<std::thread> threads;
+  std::vector<std::shared_ptr<absl::Notification>> done;
   for (int i = 0; i < num_shards(); ++i) {
-    threads.emplace_back([&, i] {
+    done.push_back(push_lanes_->Run(i, [&, i] {
       grpc::ClientContext ctx;
       NewContext(&ctx);
       CheckpointRequest req;
       req.set_dir(dir);
       req.set_version(version);
       st[i] = FromGrpcStatus(stubs_[i]->Checkpoint(&ctx, req, &resp[i]));
-    });
+    }));
   }
-  for (auto& t : threads) t.join();
+  for (auto& d : done) d->WaitForNotification();
   for (int i = 0; i < num_shards(); ++i) {
     if (!st[i].ok()) {
       return Annotate(st[i], absl::StrCat("checkpoint of shard ", i));

@@ -28,12 +28,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/status/statusor.h"
 #include "common/model/hf_export.h"
 #include "absl/time/time.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
 #include "common/security.h"
+#include "common/thread_lanes.h"
 #include "proto/ps.grpc.pb.h"
 #include "common/ps/partition.h"
 
@@ -135,6 +137,9 @@ class PsClient {
   // directory (common/model/hf_export.h) with `hf`'s labels and vocabulary.
   absl::Status Export(const std::string& path,
                       const HfExportOptions& hf = HfExportOptions());
+  // Threads started for pulls, copies, pushes and checkpoints so far: a
+  // lane per shard for each, once, plus any extra ones (ThreadLanes).
+  int64_t threads_started() const;
 
  private:
   PsClient(const PsClientOptions& options, const BertConfig& config,
@@ -170,6 +175,10 @@ class PsClient {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<DescribeResponse> described_;
   std::vector<float> residual_;  // bf16 error feedback (layout order)
+  // Long-lived threads, a lane per shard: pull streams, their copiers, push
+  // senders and checkpoint calls (no thread is created per step). Last:
+  // they stop, waiting for their tasks, before the channels go.
+  std::unique_ptr<ThreadLanes> pull_lanes_, copy_lanes_, push_lanes_;
 };
 
 class PsClient::PendingPull {
@@ -197,7 +206,7 @@ class PsClient::PendingPull {
   std::vector<uint8_t> first_mask_;   // per row of it: asked first
   int64_t first_wanted_ = 0;          // rows asked first
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts_;  // per shard
-  std::vector<std::thread> threads_;
+  std::vector<std::shared_ptr<absl::Notification>> done_;  // per shard task
   std::vector<absl::Status> status_;  // per shard, written by its thread
   std::vector<int64_t> versions_;     // per shard, written by its thread
   std::vector<float*> dest_;          // per layout tensor (null: not pulled)

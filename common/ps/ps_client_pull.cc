@@ -153,7 +153,9 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
   // (Handoff) takes the messages in order, so that the copy overlaps the
   // next socket read instead of taking turns with it.
   std::optional<Handoff<ps::ParsedPullResponse>> copier;
-  if (pull_copy_thread_) copier.emplace(kPullHandoffDepth, copy);
+  if (pull_copy_thread_) {
+    copier.emplace(kPullHandoffDepth, copy, copy_lanes_.get(), shard);
+  }
   absl::Status failed;  // of this thread: a malformed message, a bad chunk
   while (reader->Read(&buf)) {
     absl::Status parsed = ps::ParsePullResponse(buf, &msg);
@@ -250,12 +252,12 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPullInto(
   PendingPull* raw = p.get();
   raw->dest_ = std::move(dest);
   for (int i = 0; i < s; ++i) {
-    p->threads_.emplace_back([this, raw, req, i] {
+    p->done_.push_back(pull_lanes_->Run(i, [this, raw, req, i] {
       raw->status_[i] = PullShard(i, req, raw->contexts_[i].get(), raw->dest_,
                                   &raw->versions_[i], raw);
       NoteUnavailable(raw->status_[i]);
       raw->ShardDone(raw->status_[i]);
-    });
+    }));
   }
   return p;
 }
@@ -297,8 +299,7 @@ absl::Status PsClient::PendingPull::Wait(const std::vector<int>& tensors,
 }
 
 absl::StatusOr<int64_t> PsClient::PendingPull::Finish() {
-  for (auto& t : threads_) t.join();
-  threads_.clear();
+  for (auto& d : done_) d->WaitForNotification();
   finished_ = true;
   {
     // The first failure, not the cancellations it caused.
@@ -319,7 +320,7 @@ PsClient::PendingPull::~PendingPull() {
   if (!finished_) {
     for (auto& c : contexts_) c->TryCancel();
   }
-  for (auto& t : threads_) t.join();
+  for (auto& d : done_) d->WaitForNotification();
 }
 
 absl::StatusOr<int64_t> PsClient::Pull(int worker, int64_t min_version,

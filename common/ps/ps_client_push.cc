@@ -31,7 +31,7 @@ struct PsClient::PushStream::Shard {
   grpc::ClientContext ctx;
   PushResponse resp;
   std::unique_ptr<grpc::ClientWriter<grpc::ByteBuffer>> writer;
-  std::thread thread;
+  std::shared_ptr<absl::Notification> sender;  // its task's end
   std::mutex mu;
   std::condition_variable cv;
   struct Item {
@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
     *first.mutable_header() = header;
     if (!sh->writer->Write(ps::EncodeMessage(first))) sh->broken = true;
     PushStream::Shard* raw = sh.get();
-    sh->thread = std::thread([this, raw] {
+    sh->sender = push_lanes_->Run(i, [this, raw] {
       std::vector<uint16_t> bf16;
       std::vector<int64_t> rows;
       // Chunks go out together while more are queued (one message up to
@@ -241,7 +241,7 @@ void PsClient::PushStream::CloseWrites() {
       sh->closed = true;
       sh->cv.notify_one();
     }
-    sh->thread.join();
+    sh->sender->WaitForNotification();
     sh->writer->WritesDone();
   }
 }
@@ -276,7 +276,7 @@ PsClient::PushStream::~PushStream() {
       sh->cv.notify_one();
     }
     sh->ctx.TryCancel();
-    if (sh->thread.joinable()) sh->thread.join();
+    if (sh->sender != nullptr) sh->sender->WaitForNotification();
   }
 }
 
