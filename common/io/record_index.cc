@@ -371,9 +371,12 @@ absl::Status IndexedExampleSource::ReadGzip(size_t f, int64_t local,
                                      index.block_first.end(), local) -
                     index.block_first.begin() - 1;
   const int64_t raw_start = index.offsets[index.block_first[b]];
-  const std::string where = absl::StrCat(
-      path, " (the gzip block at compressed offset ", index.block_offsets[b],
-      ", uncompressed offset ", raw_start, ")");
+  // Named only for an error (not built per record).
+  auto where = [&] {
+    return absl::StrCat(path, " (the gzip block at compressed offset ",
+                        index.block_offsets[b], ", uncompressed offset ",
+                        raw_start, ")");
+  };
   if (cached_file_ != static_cast<int64_t>(f) || cached_block_ != b) {
     cached_file_ = cached_block_ = -1;
     const int64_t from = index.block_offsets[b];
@@ -388,13 +391,13 @@ absl::Status IndexedExampleSource::ReadGzip(size_t f, int64_t local,
                      PreadFull(fds_[f], block_compressed_.data(),
                                block_compressed_.size(), from, path));
     if (got < block_compressed_.size()) {
-      return absl::DataLossError(absl::StrCat(where, ": cut short"));
+      return absl::DataLossError(absl::StrCat(where(), ": cut short"));
     }
     RETURN_IF_ERROR(InflateGzipMembers(block_compressed_, raw_end - raw_start,
-                                       where, &block_raw_));
+                                       where(), &block_raw_));
     if (static_cast<int64_t>(block_raw_.size()) != raw_end - raw_start) {
       return absl::DataLossError(absl::StrCat(
-          where, ": inflates to ", block_raw_.size(), " bytes, the index says ",
+          where(), ": inflates to ", block_raw_.size(), " bytes, the index says ",
           raw_end - raw_start, " (a stale index?)"));
     }
     bytes_read_ += to - from;
@@ -405,8 +408,11 @@ absl::Status IndexedExampleSource::ReadGzip(size_t f, int64_t local,
   const int64_t offset = index.offsets[static_cast<size_t>(local)];
   last_file_ = path;
   last_offset_ = offset;
-  RETURN_IF_ERROR(ParseTFRecordAt(block_raw_, offset - raw_start, where,
-                                  record));
+  if (absl::Status st =
+          ParseTFRecordAt(block_raw_, offset - raw_start, path, record);
+      !st.ok()) {
+    return absl::DataLossError(absl::StrCat(where(), ": ", st.message()));
+  }
   ++records_read_;
   return absl::OkStatus();
 }

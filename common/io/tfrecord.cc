@@ -123,21 +123,18 @@ absl::Status TFRecordWriter::Write(absl::string_view record) {
         static_cast<int64_t>(member_.size()) >= kGzipMemberMaxRawBytes) {
       error_ = EndMember();
     }
-    RETURN_IF_ERROR(error_);
-    ++num_records_;
-    num_bytes_ += kHeaderSize + record.size() + kFooterSize;
-    return absl::OkStatus();
-  }
-  buffer_.append(header, kHeaderSize);
-  if (buffer_.size() + record.size() > kBufferSize) {
-    // Large record: write it straight through.
-    error_ = Flush();
-    if (error_.ok()) error_ = WriteAll(fd_, record, tmp_path_);
   } else {
-    buffer_.append(record.data(), record.size());
+    buffer_.append(header, kHeaderSize);
+    if (buffer_.size() + record.size() > kBufferSize) {
+      // Large record: write it straight through.
+      error_ = Flush();
+      if (error_.ok()) error_ = WriteAll(fd_, record, tmp_path_);
+    } else {
+      buffer_.append(record.data(), record.size());
+    }
+    buffer_.append(footer, kFooterSize);
+    if (error_.ok() && buffer_.size() >= kBufferSize) error_ = Flush();
   }
-  buffer_.append(footer, kFooterSize);
-  if (error_.ok() && buffer_.size() >= kBufferSize) error_ = Flush();
   RETURN_IF_ERROR(error_);
   ++num_records_;
   num_bytes_ += kHeaderSize + record.size() + kFooterSize;
