@@ -120,6 +120,7 @@ absl::Status Coordinator::Cancel(const std::string& id) {
         "job ", id, " already ended: ", JobState_Name(job.status.state())));
   }
   FinishLocked(job, CANCELLED, "cancelled by request");
+  TickLocked();  // its members are free: a queued job may start
   return absl::OkStatus();
 }
 
@@ -141,6 +142,22 @@ absl::StatusOr<std::vector<JobEvent>> Coordinator::WaitForEvents(
   std::vector<JobEvent> out(job->events.begin() + from, job->events.end());
   *seq = total();
   return out;
+}
+
+void Coordinator::WhenEvents(const std::string& id, int64_t seq,
+                             absl::Time deadline, std::function<bool()> also,
+                             std::function<void(bool)> fire) {
+  watch_->Add(
+      [this, id, seq, also = std::move(also)] {
+        if (also()) return true;
+        absl::MutexLock l(&mu_);
+        auto it = jobs_.find(id);
+        return it == jobs_.end() ||
+               it->second.events_dropped +
+                       static_cast<int64_t>(it->second.events.size()) >
+                   seq;
+      },
+      deadline, std::move(fire));
 }
 
 absl::StatusOr<RegisterResponse> Coordinator::Register(
@@ -205,7 +222,17 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   }
   Member& m = mit->second;
   m.last_seen = options_.now();
+  // Whether this heartbeat changes what a tick acts on (members, slots,
+  // shards, results, a job's end); else it ticks only when one is due.
+  bool changed = !m.alive || !r.error().empty() || r.done() ||
+                 r.done_slots_size() > 0 || r.results_size() > 0 ||
+                 !r.unreachable().empty() || (!m.job.empty() && !m.told);
   m.alive = true;
+  auto tick = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (changed || options_.now() - last_tick_ >= kHeartbeatTickEvery) {
+      TickLocked();
+    }
+  };
   if (r.leaving()) {
     // Shutting down: results and reports still count; then the member's
     // lease, slot or shard is taken back at once.
@@ -229,7 +256,7 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   }
   if (IsPool(m.role)) {
     for (const WorkResult& res : r.results()) TakeResultLocked(m, r.job_id(), res);
-    TickLocked();
+    tick();
     if (m.job.empty()) LeaseLocked(m);
     HeartbeatResponse resp;
     *resp.mutable_assignment() = AssignmentLocked(m);
@@ -293,13 +320,14 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
       }
     }
   }
-  TickLocked();
+  tick();
   Member& me = members_[r.member_id()];
   if (me.role == PS && !me.job.empty()) {
     Job& job = jobs_[me.job];
     if (me.told && r.job_id() == me.job &&
-        r.incarnation() == job.status.incarnation() && r.error().empty()) {
-      job.ready_shards.insert(me.id);
+        r.incarnation() == job.status.incarnation() && r.error().empty() &&
+        job.ready_shards.insert(me.id).second) {
+      TickLocked();  // a shard newly ready: what the job waits for changed
     }
   }
   HeartbeatResponse resp;
@@ -322,6 +350,11 @@ void Coordinator::Tick() {
   PruneCheckpoints();
 }
 
+int64_t Coordinator::ticks() const {
+  absl::MutexLock l(&mu_);
+  return ticks_;
+}
+
 void Coordinator::TickLocked() {
   const absl::Time now = options_.now();
   if (last_tick_ != absl::InfinitePast() &&
@@ -332,6 +365,7 @@ void Coordinator::TickLocked() {
                  << " from now to be heard before any is declared dead";
   }
   last_tick_ = now;
+  ++ticks_;
   for (auto& [id, m] : members_) {
     if (!m.alive ||
         now - std::max(m.last_seen, resumed_at_) <= options_.member_timeout) {
@@ -453,6 +487,7 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
     job.events.pop_front();
     ++job.events_dropped;
   }
+  watch_->Poke();
   MarkDirtyLocked(job);
 }
 

@@ -469,6 +469,45 @@ TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
   EXPECT_FALSE(store.under_lock);
 }
 
+// Heartbeats that only report progress run no tick of their own (a tick
+// walks every member and job): once every member of a 64-worker job was
+// told its part, 10 rounds of heartbeats at one instant run none; the next
+// one after kHeartbeatTickEvery runs one. A heartbeat that changes what a
+// tick acts on (a worker done) still runs it at once.
+TEST_F(CoordinatorTest, RoutineHeartbeatsDoNotTickEveryTime) {
+  constexpr int kWorkers = 64;
+  std::string p0 = Join(PS, "127.0.0.1:1");
+  std::vector<std::string> w;
+  for (int i = 0; i < kWorkers; ++i) w.push_back(Join(TRAIN));
+  auto id = coord_.Submit(Spec(1, kWorkers, 1000));
+  ASSERT_TRUE(id.ok()) << id.status();
+  Beat(p0);
+  Beat(p0, *id);
+  std::vector<int> index(kWorkers);
+  for (int i = 0; i < kWorkers; ++i) {
+    Assignment a = Beat(w[i]);
+    ASSERT_EQ(a.job_id(), *id);
+    ASSERT_FALSE(a.wait());
+    index[i] = a.index();
+  }
+  const int64_t told = coord_.ticks();
+  for (int round = 0; round < 10; ++round) {
+    Beat(p0, *id);
+    for (int i = 0; i < kWorkers; ++i) {
+      Beat(w[i], *id, {Report(round, index[i], kWorkers, 10, 2.0)});
+    }
+  }
+  EXPECT_EQ(coord_.ticks(), told);
+  EXPECT_EQ(coord_.Get(*id)->progress().step(), 10);  // reports still count
+  now_ += Coordinator::kHeartbeatTickEvery;
+  Beat(w[0], *id);
+  EXPECT_EQ(coord_.ticks(), told + 1);
+  Beat(w[1], *id);
+  EXPECT_EQ(coord_.ticks(), told + 1);
+  Beat(w[1], *id, {}, /*done=*/true);
+  EXPECT_EQ(coord_.ticks(), told + 2);
+}
+
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);

@@ -1,5 +1,10 @@
 #include "server/coordinator/service.h"
 
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "common/grpc_status.h"
 
 namespace bertps {
@@ -35,30 +40,85 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
   return ToGrpcStatus(c_->Cancel(req->id()));
 }
 
-grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* ctx,
-                                      const WatchJobRequest* req,
-                                      grpc::ServerWriter<JobEvent>* writer) {
-  int64_t seq = 0;
-  if (req->backlog_only()) {
+namespace {
+
+// One watch: the job's events from the first, then each as it comes, until
+// the job ends (its final event is the last), the watcher goes or the
+// call's deadline passes. Between events it waits on the coordinator's
+// fan-out. One operation outstanding at a time (a write or the wait);
+// `cancelled_` alone is read across threads.
+class WatchReactor final : public grpc::ServerWriteReactor<JobEvent> {
+ public:
+  WatchReactor(Coordinator* c, grpc::CallbackServerContext* ctx,
+               const WatchJobRequest& request)
+      : c_(c), ctx_(ctx), id_(request.id()),
+        backlog_only_(request.backlog_only()) {}
+
+  void Start() { Next(); }
+
+ private:
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Finish(grpc::Status::OK);  // the watcher went
+    Next();
+  }
+  void OnCancel() override {
+    cancelled_ = true;
+    c_->PokeWatchers();
+  }
+  void OnDone() override { delete this; }
+
+  void Next() {
+    if (cancelled_.load()) {
+      return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
+    }
+    if (at_ < events_.size()) {
+      const JobEvent& e = events_[at_++];
+      if (IsFinal(e.status().state())) {
+        return StartWriteAndFinish(&e, grpc::WriteOptions(), grpc::Status::OK);
+      }
+      return StartWrite(&e);
+    }
+    if (backlog_only_ && started_) return Finish(grpc::Status::OK);
+    started_ = true;
+    // What is there now (no wait: the deadline has passed).
     absl::StatusOr<std::vector<JobEvent>> events =
-        c_->WaitForEvents(req->id(), &seq, absl::Now());
-    if (!events.ok()) return ToGrpcStatus(events.status());
-    for (const JobEvent& e : *events) {
-      if (!writer->Write(e)) break;
+        c_->WaitForEvents(id_, &seq_, absl::InfinitePast());
+    if (!events.ok()) return Finish(ToGrpcStatus(events.status()));
+    if (!events->empty() || backlog_only_) {
+      events_ = std::move(*events);
+      at_ = 0;
+      return Next();
     }
-    return grpc::Status::OK;
+    const absl::Time deadline = absl::FromChrono(ctx_->deadline());
+    c_->WhenEvents(id_, seq_, deadline, [this] { return cancelled_.load(); },
+                   [this, deadline](bool ready) {
+                     if (!ready && absl::Now() >= deadline) {
+                       return Finish(grpc::Status(
+                           grpc::StatusCode::DEADLINE_EXCEEDED,
+                           "watch deadline reached"));
+                     }
+                     Next();
+                   });
   }
-  while (!ctx->IsCancelled()) {
-    // Short waits so that a cancelled or expired call is noticed.
-    absl::StatusOr<std::vector<JobEvent>> events = c_->WaitForEvents(
-        req->id(), &seq, absl::Now() + absl::Milliseconds(500));
-    if (!events.ok()) return ToGrpcStatus(events.status());
-    for (const JobEvent& e : *events) {
-      if (!writer->Write(e)) return grpc::Status::OK;
-      if (IsFinal(e.status().state())) return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled");
+
+  Coordinator* const c_;
+  grpc::CallbackServerContext* const ctx_;
+  const std::string id_;
+  const bool backlog_only_;
+  std::atomic<bool> cancelled_{false};
+  bool started_ = false;
+  int64_t seq_ = 0;
+  std::vector<JobEvent> events_;  // fetched, written up to at_
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<JobEvent>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext* ctx, const WatchJobRequest* req) {
+  auto* r = new WatchReactor(c_, ctx, *req);
+  r->Start();
+  return r;
 }
 
 grpc::Status ClusterServiceImpl::Register(grpc::ServerContext*,

@@ -1,5 +1,7 @@
 // gRPC adapters of the coordinator: JobService (users) and ClusterService
-// (daemons), thin layers over Coordinator.
+// (daemons), thin layers over Coordinator. WatchJob is a callback call: a
+// watcher waiting for the next event holds no thread (all wait on the
+// coordinator's one fan-out, Coordinator::WhenEvents).
 // Thread-safety: thread-safe.
 #ifndef BERTPS_SERVER_COORDINATOR_SERVICE_H_
 #define BERTPS_SERVER_COORDINATOR_SERVICE_H_
@@ -9,7 +11,8 @@
 
 namespace bertps {
 
-class JobServiceImpl final : public JobService::Service {
+class JobServiceImpl final
+    : public JobService::WithCallbackMethod_WatchJob<JobService::Service> {
  public:
   explicit JobServiceImpl(Coordinator* c) : c_(c) {}
   grpc::Status SubmitJob(grpc::ServerContext*, const SubmitJobRequest*,
@@ -20,8 +23,9 @@ class JobServiceImpl final : public JobService::Service {
                         ListJobsResponse*) override;
   grpc::Status CancelJob(grpc::ServerContext*, const CancelJobRequest*,
                          CancelJobResponse*) override;
-  grpc::Status WatchJob(grpc::ServerContext*, const WatchJobRequest*,
-                        grpc::ServerWriter<JobEvent>*) override;
+  grpc::ServerWriteReactor<JobEvent>* WatchJob(
+      grpc::CallbackServerContext* ctx,
+      const WatchJobRequest* request) override;
 
  private:
   Coordinator* const c_;

@@ -54,10 +54,11 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE,
                              kMinReadChunkBytes);
-  // Each push and pull holds a server thread for its whole stream. gRPC's
-  // default keeps 2 idle threads and ends the others, so every step used to
-  // start new ones (~0.15 ms each here); up to kIdleServerThreads idle
-  // threads are kept instead.
+  // Pulls, pushes and announces are callback calls (no thread while they
+  // wait); the synchronous calls left are short and rare. gRPC's default
+  // keeps 2 idle threads for them and ends the others; up to
+  // kIdleServerThreads idle threads are kept instead (no thread started
+  // per checkpoint of a busy shard).
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, kIdleServerThreads);
   builder.RegisterService(s->service_.get());

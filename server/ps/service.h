@@ -1,6 +1,11 @@
 // The gRPC adapter of a parameter-server shard: a thin layer over ShardCore
 // (all logic lives there). Also the gRPC PeerLink used between shards.
 //
+// The calls that wait (Pull for a version, Announce for every worker's
+// batch, Push for its turn) are served on gRPC's callback API: a waiting
+// call holds no thread, so a shard's threads do not grow with its workers
+// (service_stream.cc). The others, short and rare, are synchronous.
+//
 // Thread-safety: thread-safe (gRPC calls handlers concurrently).
 #ifndef BERTPS_SERVER_PS_SERVICE_H_
 #define BERTPS_SERVER_PS_SERVICE_H_
@@ -20,9 +25,13 @@
 namespace bertps {
 namespace ps {
 
+using ShardServiceBase = ParameterServer::WithRawCallbackMethod_Pull<
+    ParameterServer::WithRawCallbackMethod_Push<
+        ParameterServer::WithCallbackMethod_Announce<ParameterServer::Service>>>;
+
 // Serves the shard core installed in it; without one (a shard daemon waiting
 // for the coordinator to assign it a job) every call is UNAVAILABLE.
-class ShardService final : public ParameterServer::Service {
+class ShardService final : public ShardServiceBase {
  public:
   // Pull and Push are served on raw byte buffers (common/ps/chunk_codec.h):
   // the same wire format, without copies of the tensor payloads.
@@ -36,16 +45,15 @@ class ShardService final : public ParameterServer::Service {
 
   grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
                         DescribeResponse*) override;
-  // Pull and Push as registered (server side, a client or server stream is
-  // a bidirectional stream used one way): Pull reads its one request.
-  grpc::Status PullRaw(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<grpc::ByteBuffer, PullRequest>* stream);
-  grpc::Status PushRaw(
-      grpc::ServerContext*,
-      grpc::ServerReaderWriter<PushResponse, grpc::ByteBuffer>* stream);
-  grpc::Status Announce(grpc::ServerContext*, const AnnounceRequest*,
-                        AnnounceResponse*) override;
+  // Callback methods (service_stream.cc).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Pull(
+      grpc::CallbackServerContext* ctx,
+      const grpc::ByteBuffer* request) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Push(
+      grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Announce(grpc::CallbackServerContext* ctx,
+                                     const AnnounceRequest* request,
+                                     AnnounceResponse* response) override;
   grpc::Status Exchange(grpc::ServerContext*, const ExchangeRequest*,
                         ExchangeResponse*) override;
   grpc::Status Checkpoint(grpc::ServerContext*, const CheckpointRequest*,
@@ -59,7 +67,7 @@ class ShardService final : public ParameterServer::Service {
   // The installed core; UNAVAILABLE when none, ABORTED when the call's
   // kIncarnationMetadata names another install.
   absl::StatusOr<std::shared_ptr<ShardCore>> Current(
-      const grpc::ServerContext* ctx) const;
+      const grpc::ServerContextBase* ctx) const;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
 };

@@ -7,6 +7,12 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "absl/synchronization/notification.h"
 #include "common/process_cpu.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -273,6 +279,145 @@ TEST_F(ServiceTest, StatsReportTheProcessCpu) {
   StatsResponse resp;
   ASSERT_TRUE(stub_->Stats(&ctx, StatsRequest(), &resp).ok());
   EXPECT_GE(resp.process_cpu_seconds(), before);
+}
+
+int ThreadCount() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// A pull on the client's callback API (no thread of this test per call).
+class PullCall final : public grpc::ClientReadReactor<PullResponse> {
+ public:
+  PullCall(ParameterServer::Stub* stub, int worker, int64_t min_version) {
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    req_.set_worker(worker);
+    req_.set_min_version(min_version);
+    stub->async()->Pull(&ctx_, &req_, this);
+    StartRead(&msg_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (msg_.has_version()) version_ = msg_.version();
+    for (const TensorChunk* c : ChunksOf(msg_)) elements_ += c->data().size() / 4;
+    StartRead(&msg_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    status_ = s;
+    done_.Notify();
+  }
+  grpc::ClientContext ctx_;
+  PullRequest req_;
+  PullResponse msg_;
+  int64_t version_ = -1;
+  int64_t elements_ = 0;
+  grpc::Status status_;
+  absl::Notification done_;
+};
+
+// Calls that wait (BSP pulls of the next version, announces of a step not
+// all workers announced) hold no thread of the shard: 95 of them add a few
+// threads at most (gRPC's own), not one each; then the step completes and
+// every one of them is answered.
+TEST(ShardThreadsTest, WaitingCallsHoldNoThreadOfTheShard) {
+  constexpr int kWorkers = 48;
+  ShardOptions o;
+  o.config = Small();
+  o.num_workers = kWorkers;
+  o.wait_timeout = absl::Seconds(60);
+  std::unique_ptr<ShardServer> server = *ShardServer::Start(o, "127.0.0.1:0", {});
+  std::unique_ptr<ParameterServer::Stub> stub =
+      ParameterServer::NewStub(grpc::CreateCustomChannel(
+          server->address(), grpc::InsecureChannelCredentials(),
+          ClientChannelArguments()));
+  {  // connected, the transport's threads started
+    grpc::ClientContext ctx;
+    DescribeResponse d;
+    ASSERT_TRUE(stub->Describe(&ctx, DescribeRequest(), &d).ok());
+  }
+  const int before = ThreadCount();
+  struct Announced {
+    grpc::ClientContext ctx;
+    AnnounceRequest req;
+    AnnounceResponse resp;
+    grpc::Status status;
+    absl::Notification done;
+  };
+  std::vector<std::unique_ptr<Announced>> announces;
+  auto announce = [&](int w) {
+    auto a = std::make_unique<Announced>();
+    a->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    a->req.set_worker(w);
+    a->req.set_step(0);
+    a->req.set_examples(w + 1);
+    a->req.set_mlm_weight(1.0);
+    Announced* p = a.get();
+    stub->async()->Announce(&p->ctx, &p->req, &p->resp, [p](grpc::Status st) {
+      p->status = st;
+      p->done.Notify();
+    });
+    announces.push_back(std::move(a));
+  };
+  for (int w = 0; w + 1 < kWorkers; ++w) announce(w);
+  std::vector<std::unique_ptr<PullCall>> pulls;
+  for (int w = 0; w < kWorkers; ++w) {
+    pulls.push_back(std::make_unique<PullCall>(stub.get(), w, 1));
+  }
+  const int64_t waiting = 2 * kWorkers - 1;
+  for (int k = 0; k < 1000 && server->core()->waiting_calls() < waiting; ++k) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(server->core()->waiting_calls(), waiting);
+  const int during = ThreadCount();
+  std::printf("threads: %d before, %d with %lld calls waiting\n", before,
+              during, static_cast<long long>(waiting));
+  EXPECT_LE(during - before, 8) << before << " threads before, " << during
+                                << " with " << waiting << " calls waiting";
+  // The last announce completes all of them, in worker order.
+  announce(kWorkers - 1);
+  for (auto& a : announces) {
+    ASSERT_TRUE(a->done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    ASSERT_TRUE(a->status.ok()) << a->status.error_message();
+    EXPECT_EQ(a->resp.examples_total(), kWorkers * (kWorkers + 1) / 2);
+  }
+  // Every worker's push of step 0 makes version 1, which every pull gets.
+  for (int w = 0; w < kWorkers; ++w) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    PushResponse resp;
+    auto writer = stub->Push(&ctx, &resp);
+    PushRequest header;
+    header.mutable_header()->set_worker(w);
+    header.mutable_header()->set_step(0);
+    ASSERT_TRUE(writer->Write(header));
+    for (int i : server->core()->local_slices()) {
+      const SliceSpec& sl = server->core()->plan().slices()[i];
+      PushRequest c;
+      c.mutable_chunk()->set_name(sl.name);
+      c.mutable_chunk()->set_dtype(F32);
+      c.mutable_chunk()->set_offset(sl.begin);
+      c.mutable_chunk()->set_data(std::string(4 * sl.size(), '\0'));
+      ASSERT_TRUE(writer->Write(c));
+    }
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const int64_t total = server->core()->layout().total_size();
+  for (auto& p : pulls) {
+    ASSERT_TRUE(p->done_.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    ASSERT_TRUE(p->status_.ok()) << p->status_.error_message();
+    EXPECT_EQ(p->version_, 1);
+    EXPECT_EQ(p->elements_, total);
+  }
+  EXPECT_EQ(server->core()->version(), 1);
+  EXPECT_EQ(server->core()->waiting_calls(), 0);
+  EXPECT_EQ(server->core()->missed_pokes(), 0);
 }
 
 }  // namespace

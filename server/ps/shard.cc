@@ -51,6 +51,11 @@ bool Snapshot::Complete() const {
   return slices_done == kAllSlices && first_done;
 }
 
+bool Snapshot::FirstReady() const {
+  absl::MutexLock l(&mu);
+  return first_done || !failed.ok();
+}
+
 bool Snapshot::SlicesReady(int count) const {
   absl::MutexLock l(&mu);
   return slices_done >= count || !failed.ok();
@@ -62,10 +67,16 @@ ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
       peers_(peers),
       layout_(std::move(layout)),
       plan_(std::move(plan)),
-      state_slots_(optim::StateSlots(options.optimizer)) {}
+      state_slots_(optim::StateSlots(options.optimizer)),
+      waits_(std::make_unique<Waitlist>("shard-waits")),
+      finish_thread_(std::make_unique<SerialThread>("push-finish")) {}
 
 ShardCore::~ShardCore() {
-  // The update queued last runs to its end first.
+  // Calls still waiting get their answer (the core is whole until they
+  // did), pushes being finished end, then the update queued last runs to
+  // its end.
+  waits_->Stop();
+  finish_thread_.reset();
   update_thread_.reset();
   background_thread_.reset();
 }
@@ -75,6 +86,7 @@ void ShardCore::Abort(const absl::Status& why) {
     absl::MutexLock l(&mu_);
     if (broken_.ok()) broken_ = why;
   }
+  waits_->Poke();
   absl::MutexLock l(&ex_mu_);
   if (aborted_.ok()) aborted_ = why;
   stop_sending_ = true;
@@ -231,6 +243,7 @@ void ShardCore::PublishLocked() {
   snap->params.assign(params_.begin(), params_.end());
   snap->version = version_;
   published_ = snap;
+  waits_->Poke();
 }
 
 const float* ShardCore::CurrentParams() {
@@ -280,24 +293,27 @@ DescribeResponse ShardCore::Describe() const {
   return r;
 }
 
+bool ShardCore::SnapshotReadyLocked(int64_t min_version, int64_t step) const {
+  if (!broken_.ok()) return true;
+  switch (options_.mode) {
+    case BSP:
+      return version_ >= min_version ||
+             (pending_ != nullptr && pending_->version >= min_version);
+    case SSP: {
+      const int64_t slowest = *std::min_element(clock_.begin(), clock_.end());
+      return slowest >= step - options_.staleness && version_ >= min_version;
+    }
+    default:  // ASP: a pull that names a version (an export) waits for it
+      return version_ >= min_version;
+  }
+}
+
 absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
     int worker, int64_t min_version, int64_t step, absl::Time deadline) {
   deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
   absl::MutexLock l(&mu_);
   auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    if (!broken_.ok()) return true;
-    switch (options_.mode) {
-      case BSP:
-        return version_ >= min_version ||
-               (pending_ != nullptr && pending_->version >= min_version);
-      case SSP: {
-        const int64_t slowest =
-            *std::min_element(clock_.begin(), clock_.end());
-        return slowest >= step - options_.staleness && version_ >= min_version;
-      }
-      default:  // ASP: a pull that names a version (an export) waits for it
-        return version_ >= min_version;
-    }
+    return SnapshotReadyLocked(min_version, step);
   };
   auto cond = absl::Condition(&ready);
   if (!mu_.AwaitWithDeadline(cond, deadline)) {

@@ -42,6 +42,7 @@
 #include "absl/base/thread_annotations.h"
 #include "common/io/file_util.h"
 #include "common/serial_thread.h"
+#include "common/waitlist.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -142,8 +143,9 @@ struct Snapshot {
   absl::Status WaitSlices(int count, absl::Time deadline) const
       ABSL_LOCKS_EXCLUDED(mu);
   bool Complete() const ABSL_LOCKS_EXCLUDED(mu);
-  // Whether WaitSlices(count) would return now.
+  // Whether WaitSlices(count) / WaitFirst() would return now.
   bool SlicesReady(int count) const ABSL_LOCKS_EXCLUDED(mu);
+  bool FirstReady() const ABSL_LOCKS_EXCLUDED(mu);
 
   mutable absl::Mutex mu;
   bool first_done ABSL_GUARDED_BY(mu) = true;
@@ -222,6 +224,35 @@ class ShardCore {
   // BSP batch totals (shard 0 serves them).
   absl::StatusOr<AnnounceResponse> Announce(const AnnounceRequest& request,
                                             absl::Time deadline);
+
+  // The calls above that wait, without a thread per waiting call (the
+  // gRPC service's reactors use them): `done` gets what the call would have
+  // returned. It runs on the caller's thread when the result is known at
+  // once, else on the shard's waitlist thread (or, for FinishPushAsync, the
+  // thread that finishes pushes); it must not block.
+  template <typename T>
+  using Done = std::function<void(absl::StatusOr<T>)>;
+  void AcquireSnapshotAsync(int worker, int64_t min_version, int64_t step,
+                            absl::Time deadline,
+                            Done<std::shared_ptr<const Snapshot>> done);
+  void AnnounceAsync(const AnnounceRequest& request, absl::Time deadline,
+                     Done<AnnounceResponse> done);
+  void BeginPushAsync(const PushHeader& header,
+                      Done<std::unique_ptr<PushSession>> done);
+  // Runs FinishPush on the shard's push-finishing thread (after, for an
+  // ASP/SSP push held by a checkpoint cut, a wait on the waitlist): the
+  // update it may apply never runs on a transport thread.
+  void FinishPushAsync(std::unique_ptr<PushSession> session,
+                       absl::Time deadline, Done<PushResponse> done);
+  // snap->WaitFirst() (count < 0) or snap->WaitSlices(count), without a
+  // thread.
+  void WaitSnapshotAsync(std::shared_ptr<const Snapshot> snap, int count,
+                         absl::Time deadline,
+                         std::function<void(absl::Status)> done);
+  // Calls waiting now, and the waitlist's count of state changes found only
+  // by its poll (0 unless a change forgot to poke it).
+  int64_t waiting_calls() const { return waits_->waiting(); }
+  int64_t missed_pokes() const { return waits_->missed_pokes(); }
   // A peer's partial sums for (version, phase).
   absl::Status ReceiveExchange(const ExchangeRequest& request);
 
@@ -243,6 +274,22 @@ class ShardCore {
   explicit ShardCore(const ShardOptions& options, PeerLink* peers,
                      ParamLayout layout, PartitionPlan plan);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, update_mu_);
+  // AcquireSnapshot's condition: a pull of `step` needing `min_version`
+  // may read now (or the shard is broken).
+  bool SnapshotReadyLocked(int64_t min_version, int64_t step) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // BeginPush's condition: a push of `step` is not for a version being made.
+  bool PushMayBeginLocked(int64_t step) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // BeginPush, waiting for PushMayBeginLocked until `made_deadline` at most.
+  absl::StatusOr<std::unique_ptr<PushSession>> BeginPushUntil(
+      const PushHeader& header, absl::Time made_deadline);
+  // Announce in two parts: the request recorded (validated), then the totals
+  // once every worker's is in (until `deadline`).
+  absl::Status RecordAnnounce(const AnnounceRequest& request);
+  bool AnnouncesCompleteLocked(int64_t step) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<AnnounceResponse> AnnounceTotals(int64_t step,
+                                                  absl::Time deadline);
   absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Runs one optimizer step over `grad` (shard_size). Holds update_mu_.
   // With `into` (BSP, element-wise optimizers), the update runs first rows
@@ -304,6 +351,10 @@ class ShardCore {
   // again, so the two are kept apart).
   std::unique_ptr<SerialThread> update_thread_;
   std::unique_ptr<SerialThread> background_thread_;
+  // Long-lived (made in the constructor): calls waiting for a state change
+  // (poked where the state changes), and the thread that finishes pushes.
+  std::unique_ptr<Waitlist> waits_;
+  std::unique_ptr<SerialThread> finish_thread_;
   // Tensors split across several slices: index into the LAMB exchange.
   std::vector<int> split_tensors_;  // tensor indices
   std::vector<int> update_order_;   // see update_order()

@@ -91,6 +91,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
       next_cut_ += options_.checkpoint_every;  // held pushes go on
     }
   }
+  waits_->Poke();
   r.set_file(f.file);
   r.set_version(v);
   r.set_crc32c(f.crc32c);

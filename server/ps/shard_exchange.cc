@@ -89,6 +89,18 @@ absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r) {
 
 absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
                                                      absl::Time deadline) {
+  RETURN_IF_ERROR(RecordAnnounce(r));
+  return AnnounceTotals(r.step(), deadline);
+}
+
+bool ShardCore::AnnouncesCompleteLocked(int64_t step) const {
+  if (!broken_.ok()) return true;
+  auto it = announces_.find(step);
+  return it != announces_.end() &&
+         static_cast<int>(it->second.by_worker.size()) == options_.num_workers;
+}
+
+absl::Status ShardCore::RecordAnnounce(const AnnounceRequest& r) {
   if (options_.shard != 0) {
     return absl::FailedPreconditionError("batch totals are served by shard 0");
   }
@@ -114,20 +126,22 @@ absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
   if (r.step() < 0) {
     return absl::InvalidArgumentError("announce with a negative step");
   }
-  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
   absl::MutexLock l(&mu_);
   // Forget steps long gone.
   while (!announces_.empty() && announces_.begin()->first < r.step() - 16) {
     announces_.erase(announces_.begin());
   }
   announces_[r.step()].by_worker[r.worker()] = {r.mlm_weight(), r.examples()};
-  const int64_t step = r.step();
+  if (AnnouncesCompleteLocked(r.step())) waits_->Poke();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AnnounceResponse> ShardCore::AnnounceTotals(
+    int64_t step, absl::Time deadline) {
+  deadline = std::min(deadline, absl::Now() + options_.wait_timeout);
+  absl::MutexLock l(&mu_);
   auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    if (!broken_.ok()) return true;
-    auto it = announces_.find(step);
-    return it != announces_.end() &&
-           static_cast<int>(it->second.by_worker.size()) ==
-               options_.num_workers;
+    return AnnouncesCompleteLocked(step);
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&all), deadline)) {
     std::string missing;

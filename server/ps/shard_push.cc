@@ -14,8 +14,18 @@
 namespace bertps {
 namespace ps {
 
+bool ShardCore::PushMayBeginLocked(int64_t step) const {
+  return !broken_.ok() || options_.mode != BSP || version_ >= step ||
+         pending_ == nullptr || pending_->version < step;
+}
+
 absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
     const PushHeader& header) {
+  return BeginPushUntil(header, absl::Now() + options_.wait_timeout);
+}
+
+absl::StatusOr<std::unique_ptr<ShardCore::PushSession>>
+ShardCore::BeginPushUntil(const PushHeader& header, absl::Time made_deadline) {
   if (header.worker() < 0 || header.worker() >= options_.num_workers) {
     return absl::InvalidArgumentError(
         absl::StrCat("push from worker ", header.worker(), " outside [0, ",
@@ -37,11 +47,9 @@ absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
       // A push for the version being made waits until it is (its worker
       // pulled that version's last pieces just before they were counted).
       auto made = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !broken_.ok() || version_ >= header.step() ||
-               pending_ == nullptr || pending_->version < header.step();
+        return PushMayBeginLocked(header.step());
       };
-      mu_.AwaitWithDeadline(absl::Condition(&made),
-                            absl::Now() + options_.wait_timeout);
+      mu_.AwaitWithDeadline(absl::Condition(&made), made_deadline);
       RETURN_IF_ERROR(CheckAlive());
     }
     if (header.step() <= last_step_[header.worker()]) {
@@ -399,6 +407,7 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
       PublishLocked();
     } else {
       broken_ = st;
+      waits_->Poke();
     }
     resp.set_version(version_);
   }

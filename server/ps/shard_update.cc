@@ -49,6 +49,7 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
       next->slices_done = 0;
     }
     pending_ = next;  // pulls of v + 1 may start: they wait for each piece
+    waits_->Poke();
   }
   hint_tensor_ = -1;
   hint_rows_.clear();
@@ -101,6 +102,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
       absl::MutexLock sl(&next->mu);
       next->failed = st;
     }
+    // (The waiters are poked below, once the version or the error is set.)
     mu_.Lock();
     pending_ = nullptr;
     if (st.ok()) {
@@ -122,6 +124,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     updating_ = false;
     for (auto& [worker, g] : staged) free_buffers_.push_back(std::move(g));
     mu_.Unlock();
+    waits_->Poke();
   }
 }
 
@@ -172,6 +175,7 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
     absl::MutexLock l(&into->mu);
     into->first_done = true;
   }
+  waits_->Poke();
   // Then every slice in update order (the first tensor's other rows), on
   // the lower-priority thread: on a host shared with workers, the threads
   // that send the pieces go first.
@@ -190,16 +194,22 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
         }
         RETURN_IF_ERROR(run(sl, from, sl.end));
       }
-      absl::MutexLock l(&into->mu);
-      into->slices_done = static_cast<int>(k + 1);
+      {
+        absl::MutexLock l(&into->mu);
+        into->slices_done = static_cast<int>(k + 1);
+      }
+      waits_->Poke();
     }
     return absl::OkStatus();
   };
   absl::Status st;
   background_thread_->Run([&] { st = rest(); });
   RETURN_IF_ERROR(st);
-  absl::MutexLock l(&into->mu);
-  into->slices_done = Snapshot::kAllSlices;
+  {
+    absl::MutexLock l(&into->mu);
+    into->slices_done = Snapshot::kAllSlices;
+  }
+  waits_->Poke();
   return absl::OkStatus();
 }
 
