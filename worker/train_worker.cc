@@ -102,20 +102,25 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     w->seq_ = static_cast<int>(e.input_ids.size());
   }
   if (o.simulate_compute_ms > 0) {
-    // Parameters, gradients and the client's parameter-sized buffer.
+    // Parameters and gradients each in one tile mapped over the model's
+    // length: the pulls and pushes copy every byte as a real worker's do,
+    // but the worker holds two tiles, not two copies of the model.
     const int64_t n = w->client_->layout().total_size();
+    ASSIGN_OR_RETURN(w->sim_params_, TiledBuffer::Create(n));
+    ASSIGN_OR_RETURN(w->sim_grads_, TiledBuffer::Create(n));
     RETURN_IF_ERROR(CheckFits(
-        absl::StrCat("train worker ", o.worker), 3 * n * 4,
+        absl::StrCat("train worker ", o.worker),
+        static_cast<int64_t>(w->sim_params_.resident_bytes() +
+                             w->sim_grads_.resident_bytes()),
         absl::StrCat(n, " parameters, simulated compute"),
         o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
         kMemoryHeadroom));
-    w->sim_params_.assign(n, 0.0f);
-    w->sim_grads_.resize(n);
-    // Fixed, small, finite, of both signs: a function of the index alone.
-    for (int64_t i = 0; i < n; ++i) {
+    // Fixed, small, finite, of both signs: a function of the index within
+    // the tile alone (element i is element i % tile).
+    float* g = w->sim_grads_.data();
+    for (int64_t i = 0; i < std::min(n, w->sim_grads_.tile_elements()); ++i) {
       const uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
-      w->sim_grads_[i] = 1e-4f * (static_cast<float>((h >> 16) % 2001) - 1000.f) /
-                         1000.f;
+      g[i] = 1e-4f * (static_cast<float>((h >> 16) % 2001) - 1000.f) / 1000.f;
     }
   } else {
     const MemoryNeed need =

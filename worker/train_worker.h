@@ -47,6 +47,7 @@
 #include "common/memory_limit.h"
 #include "common/model/bert.h"
 #include "common/serial_thread.h"
+#include "common/tiled_buffer.h"
 #include "common/optim/optimizer_config.h"
 #include "common/ps/ps_client.h"
 
@@ -184,7 +185,9 @@ class TrainWorker {
   std::unique_ptr<PsClient> client_;
   kernels::MatmulEngine mm_;
   std::unique_ptr<BertModel<float>> model_;  // null when simulating
-  std::vector<float> sim_params_, sim_grads_;
+  // Simulated compute: parameters pulled into and gradients pushed from a
+  // tile of memory mapped over the model's length (common/tiled_buffer.h).
+  TiledBuffer sim_params_, sim_grads_;
   // The job's data by stream position (common/io/record_index.h).
   std::unique_ptr<io::IndexedExampleSource> source_;
   int seq_ = 0, preds_ = 0;
