@@ -501,6 +501,8 @@ bench_ps() {
 
 # input: tools/bench_input.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
+# scale: tools/bench_scale.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 
 # ---------------------------------------------------------------------------
 # preprocess: the data side on the package-description corpus of
@@ -877,5 +879,6 @@ case "$what" in
   soak) bench_soak "${2:-}" "${3:-}" "${4:-}" ;;
   preprocess) bench_preprocess "${2:-}" ;;
   input) bench_input "${2:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, soak, failover)" >&2; exit 2 ;;
+  scale) bench_scale "${2:-}" "${3:-}" "${4:-}" "${5:-}" "${6:-}" ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover)" >&2; exit 2 ;;
 esac

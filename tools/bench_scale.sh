@@ -1,0 +1,145 @@
+# tools/bench.sh scale (sourced by tools/bench.sh: uses its $out_dir).
+# BSP step time of simulated-compute workers against real shard processes,
+# each on an emulated host of tools/netsim.sh (root), beside the step-time
+# model of docs/scaling.md. The link rate the model uses is measured by the
+# emulator before the sweep (netsim measure) and then frozen.
+#
+#   tools/bench.sh scale [workers] [shards] [rate] [config] [compute_ms]
+#   (default: "1 2 4 8 16" "1 2 4" 2500mbit mini 200)
+#
+# Two constants, each measured before the sweep and frozen: the link rate
+# the emulator delivers (one TCP stream through two shaped links), and how
+# many bytes per second the host's CPUs move through bertps and the
+# emulator when the links are not the limit (4 workers, 2 shards, links of
+# 100gbit, 1 ms of compute).
+bench_scale() {
+  local workers_list="${1:-1 2 4 8 16}" shards_list="${2:-1 2 4}" rate="${3:-2500mbit}"
+  local config="${4:-mini}" compute_ms="${5:-200}"
+  local steps=12 log_every=2 batch=8
+  [ "$(id -u)" -eq 0 ] || { echo "bench scale: needs root (tools/netsim.sh)" >&2; return 1; }
+  bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
+      //tools:bert_local >/dev/null
+  local bin="$out_dir/scale_bin" dir="$out_dir/scale"
+  rm -rf "$dir"; mkdir -p "$bin" "$dir/data"
+  cp -f bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker \
+      bazel-bin/tools/bert_local "$bin/"
+  "$bin"/bert_local synthetic-data --config "$config" --out "$dir/data" \
+      --steps 40 >/dev/null
+  local netsim
+  netsim="$(dirname "${BASH_SOURCE[0]}")/netsim.sh"
+  "$netsim" down
+  # The link as delivered (frozen before the sweep).
+  "$netsim" up 2 "$rate"
+  "$netsim" measure 0 1 300 > "$dir/link.json"
+  "$netsim" down
+  # The host's CPU bound (frozen before the sweep too).
+  local results="$dir/calibration.jsonl"
+  : > "$results"
+  local sweep_rate="$rate" sweep_compute="$compute_ms"
+  rate=100gbit compute_ms=1
+  scale_point 2 4 || return 1
+  rate="$sweep_rate" compute_ms="$sweep_compute"
+  /usr/bin/python3 - "$results" > "$dir/host.json" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+# Each step moves 2 * W * P bytes (a pull and a push per worker).
+print(json.dumps({"host_bytes_per_s": 2 * r["workers"] * r["param_bytes"] / r["step_s"],
+                  "from": r}))
+PY
+  results="$out_dir/scale.jsonl"
+  : > "$results"
+  local s w
+  for s in $shards_list; do
+    for w in $workers_list; do
+      scale_point "$s" "$w" || return 1
+    done
+  done
+  /usr/bin/python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+one = {r["shards"]: r["examples_per_s"] for r in rows if r["workers"] == 1}
+print("shards workers measured_s predicted_s ratio bound efficiency")
+for r in rows:
+    eff = r["examples_per_s"] / (r["workers"] * one[r["shards"]]) if r["shards"] in one else None
+    print(r["shards"], r["workers"], r["step_s"], r["predicted_step_s"],
+          r["measured_over_predicted"], r["bound"].replace(" ", "-"),
+          round(eff, 3) if eff else "-")
+PY
+}
+
+# One point: S shards on hosts 0..S-1, W workers on hosts S..S+W-1.
+scale_point() {
+  local s="$1" w="$2" hosts=$(($1 + $2))
+  local pdir="$dir/s$s-w$w"
+  mkdir -p "$pdir"
+  "$netsim" run "$hosts" "$rate" -- bash -c '
+    set -e
+    s='"$s"' w='"$w"' bin='"$bin"' pdir='"$pdir"' dir='"$dir"'
+    peers=""
+    for ((i = 0; i < s; i++)); do
+      peers+="${peers:+,}$($NETSIM addr $i):7500"
+    done
+    for ((i = 0; i < s; i++)); do
+      $NETSIM exec $i "$bin/bertps_server" --host "$($NETSIM addr $i)" \
+          --port 7500 --shard $i --num_shards $s --peers "$peers" \
+          --workers $w --config '"$config"' > "$pdir/shard$i.log" 2>&1 &
+    done
+    sleep 1
+    pids=()
+    for ((i = 0; i < w; i++)); do
+      $NETSIM exec $((s + i)) "$bin/bertps_worker" --ps "$peers" \
+          --worker_index $i --num_workers $w --config '"$config"' \
+          --data "$dir/data/*.tfrecord" --batch '"$batch"' --steps '"$steps"' \
+          --simulate_compute_ms '"$compute_ms"' --log_every '"$log_every"' \
+          > "$pdir/worker$i.log" 2>&1 &
+      pids+=("$!")
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+  ' || { echo "bench scale: S=$s W=$w failed; logs in $pdir" >&2; return 1; }
+  /usr/bin/python3 - "$pdir" "$s" "$w" "$dir/link.json" "$config" "$compute_ms" \
+      "$batch" "$rate" "$dir/host.json" >> "$results" <<'PY'
+import glob, json, os, sys
+pdir, S, W, link, config, T, batch, rate, host = sys.argv[1:10]
+S, W, T, batch = int(S), int(W), float(T) / 1e3, int(batch)
+# Seconds between the first and the last progress line of each worker (the
+# first steps start the streams), from examples_per_sec = steps*batch/secs.
+per = []
+for f in glob.glob(pdir + "/worker*.log"):
+    pts = []
+    for line in open(f):
+        if line.startswith("{") and '"examples_per_sec"' in line:
+            j = json.loads(line)
+            pts.append((j["step"], j["step"] * batch / j["examples_per_sec"]))
+    (s0, t0), (s1, t1) = pts[0], pts[-1]
+    per.append((t1 - t0) / (s1 - s0))
+step_s = sorted(per)[len(per) // 2]
+# The model (docs/scaling.md): parameters P bytes; each worker pulls and
+# pushes P per step; each shard's link carries W*P/S each way; the host's
+# CPUs move C bytes/s in all (calibration). Link rate R as measured by the
+# emulator. A transfer takes the longest of the three; exposed per step:
+# the pull, a third of the compute (forward), then backward's two thirds
+# or the push, whichever is longer.
+presets = {"tiny": (2, 128, 512), "mini": (4, 256, 1024), "small": (4, 512, 2048),
+           "medium": (8, 512, 2048), "base": (12, 768, 3072)}
+L, H, I = presets[config]
+V = 30522
+params = ((V + 512 + 2) * H + 2 * H
+          + L * (4 * (H * H + H) + 2 * H * I + I + H + 4 * H)
+          + (H * H + H) + (H * H + H + 2 * H + V) + (2 * H + 2))
+P = 4 * params
+R = json.load(open(link))["gbit_s"] * 1e9 / 8
+C = json.load(open(host))["host_bytes_per_s"] if os.path.exists(host) else float("inf")
+t_link = max(P / R, W * P / (S * R), W * P / C)
+predicted = t_link + T / 3 + max(2 * T / 3, t_link)
+bound = ("host CPU" if W * P / C >= max(P / R, W * P / (S * R))
+         else "shard link" if W > S else "worker link")
+print(json.dumps({"bench": "scale", "config": config, "param_bytes": P,
+    "shards": S, "workers": W, "link": rate, "link_delivered_gbit_s": round(R * 8 / 1e9, 3),
+    "compute_ms": T * 1e3, "step_s": round(step_s, 3),
+    "predicted_step_s": round(predicted, 3),
+    "measured_over_predicted": round(step_s / predicted, 3),
+    "bound": bound,
+    "host_gb_per_s": round(C / 1e9, 3) if C != float("inf") else None,
+    "examples_per_s": round(W * batch / step_s, 1)}))
+PY
+}
