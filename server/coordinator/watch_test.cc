@@ -1,14 +1,13 @@
 // WatchJob over a real gRPC server on 127.0.0.1: many watchers hold no
 // thread of the coordinator while they wait, each gets every event in
 // order and the job's end; a cancelled watch ends at once.
-#include <dirent.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/process_cpu.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -17,15 +16,6 @@
 
 namespace bertps {
 namespace {
-
-int ThreadCount() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
 
 // A watch on the client's callback API: the events' messages, the end.
 class Watch final : public grpc::ClientReadReactor<JobEvent> {
@@ -101,7 +91,7 @@ TEST_F(WatchTest, ManyWatchersShareOneThreadAndSeeTheEnd) {
     JobStatus st;
     ASSERT_TRUE(stub_->GetJob(&ctx, req, &st).ok());
   }
-  const int before = ThreadCount();
+  const int before = ProcessThreadCount();
   constexpr int kWatchers = 64;
   std::vector<std::unique_ptr<Watch>> watches;
   for (int i = 0; i < kWatchers; ++i) {
@@ -111,7 +101,7 @@ TEST_F(WatchTest, ManyWatchersShareOneThreadAndSeeTheEnd) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ(coordinator_->watchers(), kWatchers);
-  const int during = ThreadCount();
+  const int during = ProcessThreadCount();
   EXPECT_LE(during - before, 8) << before << " threads before, " << during
                                 << " with " << kWatchers << " watching";
   ASSERT_TRUE(coordinator_->Cancel(id_).ok());

@@ -1,16 +1,14 @@
 // Malformed RPCs against a real gRPC shard on 127.0.0.1: each gets a clear
-// status and nothing is applied.
+// status and nothing is applied. And the shard's threads do not grow with
+// the calls waiting on it.
 #include "server/ps/service.h"
 
 #include <algorithm>
 #include <cmath>
-#include <string>
-#include <vector>
-
-#include <dirent.h>
-
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "common/process_cpu.h"
@@ -281,15 +279,6 @@ TEST_F(ServiceTest, StatsReportTheProcessCpu) {
   EXPECT_GE(resp.process_cpu_seconds(), before);
 }
 
-int ThreadCount() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
-
 // A pull on the client's callback API (no thread of this test per call).
 class PullCall final : public grpc::ClientReadReactor<PullResponse> {
  public:
@@ -340,7 +329,7 @@ TEST(ShardThreadsTest, WaitingCallsHoldNoThreadOfTheShard) {
     DescribeResponse d;
     ASSERT_TRUE(stub->Describe(&ctx, DescribeRequest(), &d).ok());
   }
-  const int before = ThreadCount();
+  const int before = ProcessThreadCount();
   struct Announced {
     grpc::ClientContext ctx;
     AnnounceRequest req;
@@ -373,7 +362,7 @@ TEST(ShardThreadsTest, WaitingCallsHoldNoThreadOfTheShard) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ(server->core()->waiting_calls(), waiting);
-  const int during = ThreadCount();
+  const int during = ProcessThreadCount();
   std::printf("threads: %d before, %d with %lld calls waiting\n", before,
               during, static_cast<long long>(waiting));
   EXPECT_LE(during - before, 8) << before << " threads before, " << during

@@ -290,6 +290,10 @@ class ShardCore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<AnnounceResponse> AnnounceTotals(int64_t step,
                                                   absl::Time deadline);
+  // then(true) now if ready(), else once it is (on the waitlist's thread),
+  // or then(false) at `deadline`.
+  void WhenReady(std::function<bool()> ready, absl::Time deadline,
+                 std::function<void(bool)> then);
   absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Runs one optimizer step over `grad` (shard_size). Holds update_mu_.
   // With `into` (BSP, element-wise optimizers), the update runs first rows

@@ -10,6 +10,15 @@
 namespace bertps {
 namespace ps {
 
+void ShardCore::WhenReady(std::function<bool()> ready, absl::Time deadline,
+                          std::function<void(bool)> then) {
+  if (ready()) {
+    then(true);  // on the caller's thread
+    return;
+  }
+  waits_->Add(std::move(ready), deadline, std::move(then));
+}
+
 void ShardCore::AcquireSnapshotAsync(
     int worker, int64_t min_version, int64_t step, absl::Time deadline,
     Done<std::shared_ptr<const Snapshot>> done) {
@@ -21,11 +30,7 @@ void ShardCore::AcquireSnapshotAsync(
   auto finish = [this, worker, min_version, step, done = std::move(done)](bool) {
     done(AcquireSnapshot(worker, min_version, step, absl::InfinitePast()));
   };
-  if (ready()) {
-    finish(true);
-    return;
-  }
-  waits_->Add(std::move(ready), deadline, std::move(finish));
+  WhenReady(std::move(ready), deadline, std::move(finish));
 }
 
 void ShardCore::AnnounceAsync(const AnnounceRequest& request,
@@ -44,11 +49,7 @@ void ShardCore::AnnounceAsync(const AnnounceRequest& request,
   auto finish = [this, step, done = std::move(done)](bool) {
     done(AnnounceTotals(step, absl::InfinitePast()));
   };
-  if (ready()) {
-    finish(true);
-    return;
-  }
-  waits_->Add(std::move(ready), deadline, std::move(finish));
+  WhenReady(std::move(ready), deadline, std::move(finish));
 }
 
 void ShardCore::BeginPushAsync(const PushHeader& header,
@@ -61,12 +62,8 @@ void ShardCore::BeginPushAsync(const PushHeader& header,
   auto finish = [this, header, done = std::move(done)](bool) {
     done(BeginPushUntil(header, absl::InfinitePast()));
   };
-  if (ready()) {
-    finish(true);
-    return;
-  }
-  waits_->Add(std::move(ready), absl::Now() + options_.wait_timeout,
-              std::move(finish));
+  WhenReady(std::move(ready), absl::Now() + options_.wait_timeout,
+            std::move(finish));
 }
 
 void ShardCore::FinishPushAsync(std::unique_ptr<PushSession> session,
@@ -94,11 +91,7 @@ void ShardCore::FinishPushAsync(std::unique_ptr<PushSession> session,
       done(FinishPush(std::move(*held), deadline));
     });
   };
-  if (ready()) {
-    finish(true);
-    return;
-  }
-  waits_->Add(std::move(ready), deadline, std::move(finish));
+  WhenReady(std::move(ready), deadline, std::move(finish));
 }
 
 void ShardCore::WaitSnapshotAsync(std::shared_ptr<const Snapshot> snap,
@@ -112,11 +105,7 @@ void ShardCore::WaitSnapshotAsync(std::shared_ptr<const Snapshot> snap,
     done(count < 0 ? snap->WaitFirst(absl::InfinitePast())
                    : snap->WaitSlices(count, absl::InfinitePast()));
   };
-  if (ready()) {
-    finish(true);
-    return;
-  }
-  waits_->Add(std::move(ready), deadline, std::move(finish));
+  WhenReady(std::move(ready), deadline, std::move(finish));
 }
 
 }  // namespace ps
