@@ -56,8 +56,10 @@ done
 kill -9 "$coord_pid"
 # The newest complete checkpoint at the kill: the resume starts there or later
 # (the job store may lag the checkpoint directory; the directory is the truth).
+# (A checkpoint still being written has no manifest yet: skipped, and the
+# loop's status stays 0 under pipefail.)
 newest=$(ls "$work/ckpt" | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | while read -r v; do
-  [ -f "$work/ckpt/ckpt-$v/manifest.json" ] && echo "$v"; done | tail -1)
+  if [ -f "$work/ckpt/ckpt-$v/manifest.json" ]; then echo "$v"; fi; done | tail -1)
 echo "killed the coordinator at step $step, newest checkpoint ${newest:-none}"
 sleep 1
 restart_coordinator 2
