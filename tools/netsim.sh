@@ -19,7 +19,8 @@
 #                                       when interrupted)
 #
 # No added latency: this kernel's tc has no netem; the links differ from
-# real ones in rate alone (docs/scaling.md says what that leaves out).
+# real ones in rate alone (docs/scaling.md says what that leaves out). The
+# kernel's neighbour-table limits (global) are raised while it is up.
 set -euo pipefail
 
 PREFIX=bpsim
@@ -63,6 +64,33 @@ shape() {  # NS DEV RATE
       burst "$burst" latency 100ms
 }
 
+NEIGH=/proc/sys/net/ipv4/neigh/default
+
+# The kernel's ARP table is one table for every namespace, capped by
+# gc_thresh3 (1024 by default): H hosts that all talk to each other need
+# about H x (H - 1) entries, and past the cap new neighbours fail
+# ("neighbor table overflow") and their connections hang in SYN-SENT. Raised
+# for the emulator's life; `down` puts the old values back.
+raise_neighbour_limits() {
+  local hosts="$1" need
+  need=$((2 * hosts * hosts))
+  [ -f "$STATE/neigh" ] || echo "$(cat $NEIGH/gc_thresh1) $(cat $NEIGH/gc_thresh2) $(cat $NEIGH/gc_thresh3)" > "$STATE/neigh"
+  if [ "$(cat $NEIGH/gc_thresh3)" -lt "$need" ]; then
+    echo "$((need / 4))" > $NEIGH/gc_thresh1
+    echo "$((need / 2))" > $NEIGH/gc_thresh2
+    echo "$need" > $NEIGH/gc_thresh3
+  fi
+}
+
+restore_neighbour_limits() {
+  [ -f "$STATE/neigh" ] || return 0
+  local t1 t2 t3
+  read -r t1 t2 t3 < "$STATE/neigh"
+  echo "$t3" > $NEIGH/gc_thresh3
+  echo "$t2" > $NEIGH/gc_thresh2
+  echo "$t1" > $NEIGH/gc_thresh1
+}
+
 cmd_up() {
   local hosts="$1" rate="$2"
   need_root
@@ -73,6 +101,7 @@ cmd_up() {
   mkdir -p "$STATE"
   echo "$hosts" > "$STATE/hosts"
   echo "$rate" > "$STATE/rate"
+  raise_neighbour_limits "$hosts"
   ip netns add "$SWITCH_NS"
   ip netns exec "$SWITCH_NS" ip link set lo up
   ip netns exec "$SWITCH_NS" ip link add sw type bridge
@@ -106,6 +135,7 @@ cmd_down() {
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     ip netns del "$ns" 2>/dev/null || true
   done
+  restore_neighbour_limits
   rm -rf "$STATE"
 }
 
