@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/status.h"
 #include "common/process_cpu.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -135,23 +136,28 @@ void GrpcPeerLink::SetAddresses(std::vector<std::string> addresses) {
   stubs_.resize(addresses_.size());
 }
 
+absl::Status GrpcPeerLink::StubOf(int to_shard,
+                                  std::shared_ptr<ParameterServer::Stub>* stub,
+                                  std::string* address) {
+  absl::MutexLock l(&mu_);
+  if (to_shard < 0 || to_shard >= static_cast<int>(addresses_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("no shard ", to_shard));
+  }
+  *address = addresses_[to_shard];
+  if (!stubs_[to_shard]) {
+    stubs_[to_shard] = ParameterServer::NewStub(MakeChannel(
+        addresses_[to_shard], security_, ClientChannelArguments()));
+  }
+  *stub = stubs_[to_shard];
+  return absl::OkStatus();
+}
+
 absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
                                 absl::Time deadline,
                                 const std::atomic<bool>* stop) {
   std::shared_ptr<ParameterServer::Stub> stub;
   std::string address;
-  {
-    absl::MutexLock l(&mu_);
-    if (to_shard < 0 || to_shard >= static_cast<int>(addresses_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("no shard ", to_shard));
-    }
-    address = addresses_[to_shard];
-    if (!stubs_[to_shard]) {
-      stubs_[to_shard] = ParameterServer::NewStub(MakeChannel(
-          addresses_[to_shard], security_, ClientChannelArguments()));
-    }
-    stub = stubs_[to_shard];
-  }
+  RETURN_IF_ERROR(StubOf(to_shard, &stub, &address));
   // Retry while the peer is starting or briefly unreachable; any answer of
   // the peer itself (refused, another incarnation) is final.
   absl::Status last;
@@ -173,6 +179,83 @@ absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
   }
   return absl::DeadlineExceededError(absl::StrCat(
       "shard ", to_shard, " at ", address, " unreachable: ", last.message()));
+}
+
+absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
+                                   const ExchangeRequest& request,
+                                   absl::Time deadline,
+                                   const std::atomic<bool>* stop) {
+  struct Call {
+    int shard = 0;
+    std::string address;
+    std::shared_ptr<ParameterServer::Stub> stub;
+    std::unique_ptr<grpc::ClientContext> ctx;
+    ExchangeResponse resp;
+    absl::Status status;  // of the last attempt
+    bool done = false;    // answered by the peer itself (ok or refused)
+  };
+  std::vector<Call> calls(to.size());
+  for (size_t i = 0; i < to.size(); ++i) {
+    calls[i].shard = to[i];
+    absl::Status st = StubOf(to[i], &calls[i].stub, &calls[i].address);
+    if (!st.ok()) return Annotate(st, absl::StrCat("shard ", to[i]));
+  }
+  // Rounds of attempts: every peer not yet done at once; a peer starting
+  // or briefly unreachable is tried again after a pause, as Send does.
+  for (int attempt = 0;; ++attempt) {
+    if (stop != nullptr && stop->load()) {
+      return absl::AbortedError("this shard's install ended");
+    }
+    absl::Mutex mu;
+    int pending = 0;
+    for (Call& c : calls) {
+      if (c.done) continue;
+      c.ctx = std::make_unique<grpc::ClientContext>();
+      c.ctx->set_deadline(absl::ToChronoTime(
+          std::min(deadline, absl::Now() + absl::Seconds(2))));
+      c.ctx->set_wait_for_ready(true);
+      {
+        absl::MutexLock l(&mu);
+        ++pending;
+      }
+      c.stub->async()->Exchange(c.ctx.get(), &request, &c.resp,
+                                [&mu, &pending, &c](grpc::Status s) {
+                                  absl::MutexLock l(&mu);
+                                  c.status = FromGrpcStatus(s);
+                                  --pending;
+                                });
+    }
+    {
+      absl::MutexLock l(&mu);
+      auto all = [&pending]() { return pending == 0; };
+      mu.Await(absl::Condition(&all));  // each attempt has its deadline
+    }
+    bool again = false;
+    for (Call& c : calls) {
+      if (c.done) continue;
+      const absl::StatusCode code = c.status.code();
+      if (code == absl::StatusCode::kUnavailable ||
+          code == absl::StatusCode::kDeadlineExceeded) {
+        again = true;
+        continue;
+      }
+      c.done = true;
+      if (!c.status.ok()) {
+        return Annotate(c.status, absl::StrCat("shard ", c.shard));
+      }
+    }
+    if (!again) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      for (const Call& c : calls) {
+        if (!c.done) {
+          return absl::DeadlineExceededError(
+              absl::StrCat("shard ", c.shard, " at ", c.address,
+                           " unreachable: ", c.status.message()));
+        }
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
+  }
 }
 
 }  // namespace ps

@@ -82,8 +82,17 @@ class GrpcPeerLink : public PeerLink {
   void SetAddresses(std::vector<std::string> addresses);
   absl::Status Send(int to_shard, const ExchangeRequest& request,
                     absl::Time deadline, const std::atomic<bool>* stop) override;
+  // To every shard in `to` at once (asynchronous calls, no thread each),
+  // each retried as Send retries.
+  absl::Status SendAll(const std::vector<int>& to,
+                       const ExchangeRequest& request, absl::Time deadline,
+                       const std::atomic<bool>* stop) override;
 
  private:
+  // The stub and address of `to_shard`, its channel made on first use.
+  absl::Status StubOf(int to_shard,
+                      std::shared_ptr<ParameterServer::Stub>* stub,
+                      std::string* address);
   const SecurityConfig security_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);

@@ -409,6 +409,45 @@ TEST(ShardThreadsTest, WaitingCallsHoldNoThreadOfTheShard) {
   EXPECT_EQ(server->core()->missed_pokes(), 0);
 }
 
+// The shards' partial sums go to every peer at once; a peer's refusal and an
+// unreachable peer are errors that name the shard.
+TEST(GrpcPeerLinkTest, SendAllReachesEveryPeerAndNamesTheOneThatFails) {
+  std::vector<std::unique_ptr<ShardServer>> servers;
+  for (int i = 1; i <= 2; ++i) {
+    ShardOptions o;
+    o.config = Small();
+    o.shard = i;
+    o.num_shards = 3;
+    servers.push_back(*ShardServer::Start(o, "127.0.0.1:0", {}));
+  }
+  GrpcPeerLink link({"127.0.0.1:1", servers[0]->address(),
+                     servers[1]->address()});
+  ExchangeRequest req;
+  req.set_from_shard(0);
+  req.set_version(5);
+  req.add_values(1.5);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  ASSERT_TRUE(link.SendAll({1, 2}, req, deadline, nullptr).ok());
+  // Delivered to both: the same values again are taken, other ones refused.
+  EXPECT_TRUE(link.SendAll({1, 2}, req, deadline, nullptr).ok());
+  req.set_values(0, 2.5);
+  absl::Status st = link.SendAll({1, 2}, req, deadline, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("shard 1: "), std::string::npos) << st;
+  EXPECT_NE(st.message().find("conflicting partial sums"), std::string::npos)
+      << st;
+  // Nobody listens at shard 0's address: its deadline, naming it.
+  req.set_version(6);
+  st = link.SendAll({0, 2}, req, absl::Now() + absl::Seconds(1), nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_NE(st.message().find("shard 0 at 127.0.0.1:1 unreachable"),
+            std::string::npos)
+      << st;
+  std::atomic<bool> stop{true};
+  EXPECT_EQ(link.SendAll({1}, req, deadline, &stop).code(),
+            absl::StatusCode::kAborted);
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace bertps

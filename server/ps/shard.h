@@ -46,6 +46,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/aligned_vector.h"
@@ -122,6 +123,22 @@ class PeerLink {
   virtual absl::Status Send(int to_shard, const ExchangeRequest& request,
                             absl::Time deadline,
                             const std::atomic<bool>* stop) = 0;
+  // The same to every shard in `to`; the first error (in `to`'s order).
+  // This default sends one after the other; a link over a network sends to
+  // all at once, so a step waits one round trip, not one per peer.
+  virtual absl::Status SendAll(const std::vector<int>& to,
+                               const ExchangeRequest& request,
+                               absl::Time deadline,
+                               const std::atomic<bool>* stop) {
+    for (int peer : to) {
+      absl::Status st = Send(peer, request, deadline, stop);
+      if (!st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("shard ", peer, ": ",
+                                                    st.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
 };
 
 // One version of this shard's parameters. Published whole, or (BSP, when

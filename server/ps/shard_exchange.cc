@@ -25,13 +25,15 @@ absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
   req.set_incarnation(options_.incarnation);
   for (double x : local) req.add_values(x);
   RETURN_IF_ERROR(ReceiveExchange(req));
+  std::vector<int> others;
   for (int peer = 0; peer < S; ++peer) {
-    if (peer == options_.shard) continue;
-    absl::Status st = peers_->Send(peer, req, deadline, &stop_sending_);
-    if (!st.ok()) {
-      return Annotate(st, absl::StrCat("sending partial sums of step ",
-                                       version, " to shard ", peer));
-    }
+    if (peer != options_.shard) others.push_back(peer);
+  }
+  absl::Status sent = peers_->SendAll(others, req, deadline, &stop_sending_);
+  if (!sent.ok()) {  // its message names the shard: "shard P: ..."
+    return absl::Status(sent.code(),
+                        absl::StrCat("sending partial sums of step ", version,
+                                     " to ", sent.message()));
   }
   const auto key = std::make_pair(version, phase);
   absl::MutexLock l(&ex_mu_);
