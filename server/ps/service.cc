@@ -155,30 +155,7 @@ absl::Status GrpcPeerLink::StubOf(int to_shard,
 absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
                                 absl::Time deadline,
                                 const std::atomic<bool>* stop) {
-  std::shared_ptr<ParameterServer::Stub> stub;
-  std::string address;
-  RETURN_IF_ERROR(StubOf(to_shard, &stub, &address));
-  // Retry while the peer is starting or briefly unreachable; any answer of
-  // the peer itself (refused, another incarnation) is final.
-  absl::Status last;
-  for (int attempt = 0; absl::Now() < deadline; ++attempt) {
-    if (stop != nullptr && stop->load()) {
-      return absl::AbortedError("this shard's install ended");
-    }
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(std::min(
-        deadline, absl::Now() + absl::Seconds(2))));
-    ctx.set_wait_for_ready(true);
-    ExchangeResponse resp;
-    last = FromGrpcStatus(stub->Exchange(&ctx, request, &resp));
-    if (last.code() != absl::StatusCode::kUnavailable &&
-        last.code() != absl::StatusCode::kDeadlineExceeded) {
-      return last;
-    }
-    absl::SleepFor(absl::Milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(
-      "shard ", to_shard, " at ", address, " unreachable: ", last.message()));
+  return SendAll({to_shard}, request, deadline, stop);
 }
 
 absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
@@ -201,7 +178,7 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
     if (!st.ok()) return Annotate(st, absl::StrCat("shard ", to[i]));
   }
   // Rounds of attempts: every peer not yet done at once; a peer starting
-  // or briefly unreachable is tried again after a pause, as Send does.
+  // or briefly unreachable is tried again after a pause.
   for (int attempt = 0;; ++attempt) {
     if (stop != nullptr && stop->load()) {
       return absl::AbortedError("this shard's install ended");

@@ -80,10 +80,12 @@ class GrpcPeerLink : public PeerLink {
                         SecurityConfig security = SecurityConfig());
   // Replaces the addresses (e.g. once ephemeral ports are known).
   void SetAddresses(std::vector<std::string> addresses);
+  // SendAll to one shard.
   absl::Status Send(int to_shard, const ExchangeRequest& request,
                     absl::Time deadline, const std::atomic<bool>* stop) override;
-  // To every shard in `to` at once (asynchronous calls, no thread each),
-  // each retried as Send retries.
+  // To every shard in `to` at once (asynchronous calls, no thread each).
+  // A peer starting or briefly unreachable is tried again until `deadline`;
+  // any answer of the peer itself (refused, another incarnation) is final.
   absl::Status SendAll(const std::vector<int>& to,
                        const ExchangeRequest& request, absl::Time deadline,
                        const std::atomic<bool>* stop) override;
