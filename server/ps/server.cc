@@ -24,10 +24,13 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
 }
 
 absl::Status ShardServer::Install(const ShardOptions& options,
-                                  std::vector<std::string> peers) {
+                                  std::vector<std::string> peers,
+                                  std::vector<std::string> backups) {
   link_.SetAddresses(std::move(peers));
+  replicas_.SetBackups(options.backup ? std::vector<std::string>()
+                                      : std::move(backups));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardCore> core,
-                   ShardCore::Create(options, &link_));
+                   ShardCore::Create(options, &link_, &replicas_));
   if (std::shared_ptr<ShardCore> old = service_->core(); old && on_retire_) {
     on_retire_(*old);
   }

@@ -33,8 +33,11 @@ class ShardServer {
       const std::string& address,
       const SecurityConfig& security = SecurityConfig());
   // Creates the shard of a job and serves it; replaces any previous one.
+  // `backups`: the addresses of this shard's backups when it is a primary
+  // (ShardOptions::backup false) of a replicated job.
   absl::Status Install(const ShardOptions& options,
-                       std::vector<std::string> peers);
+                       std::vector<std::string> peers,
+                       std::vector<std::string> backups = {});
   // Stops serving the installed shard (on_retire sees it first).
   void Uninstall();
   // Called with an installed shard just before it stops being served
@@ -50,6 +53,8 @@ class ShardServer {
   void SetPeers(std::vector<std::string> peers) {
     link_.SetAddresses(std::move(peers));
   }
+  // Its link to the installed primary's backups.
+  GrpcReplicaLink& replica_link() { return replicas_; }
   // The installed shard (null when idle).
   ShardCore* core() { return service_->core().get(); }
   // The same, kept alive while the caller holds it.
@@ -60,9 +65,12 @@ class ShardServer {
 
  private:
   ShardServer(std::vector<std::string> peers, const SecurityConfig& security)
-      : security_(security), link_(std::move(peers), security) {}
+      : security_(security),
+        link_(std::move(peers), security),
+        replicas_(security) {}
   const SecurityConfig security_;
   GrpcPeerLink link_;
+  GrpcReplicaLink replicas_;
   std::unique_ptr<ShardService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::string host_;

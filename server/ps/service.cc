@@ -123,6 +123,145 @@ grpc::Status ShardService::Stats(grpc::ServerContext* ctx, const StatsRequest*,
   return grpc::Status::OK;
 }
 
+grpc::Status ShardService::Replicate(
+    grpc::ServerContext* ctx, grpc::ServerReader<ReplicateRequest>* reader,
+    ReplicateResponse* resp) {
+  BERTPS_CORE_OR_RETURN(shard);
+  ReplicateRequest msg;
+  if (!reader->Read(&msg) || !msg.has_step()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "replicate: the first message must be the step");
+  }
+  const ReplicaStep step = msg.step();
+  const int64_t n = shard->shard_size();
+  if (step.grad_elements() != n) {  // before anything is received
+    return ToGrpcStatus(shard->ApplyReplicated(step, nullptr, DeadlineOf(ctx))
+                            .status());
+  }
+  absl::MutexLock l(&replicate_mu_);
+  replicate_grad_.resize(n);
+  char* const out = reinterpret_cast<char*>(replicate_grad_.data());
+  const int64_t want = n * static_cast<int64_t>(sizeof(float));
+  int64_t got = 0;
+  while (reader->Read(&msg)) {
+    if (msg.msg_case() != ReplicateRequest::kGrad) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "replicate: only gradient bytes follow the step");
+    }
+    const std::string& b = msg.grad();
+    if (got + static_cast<int64_t>(b.size()) > want) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("replicate: more than the ", want,
+                       " gradient bytes of step ", step.version()));
+    }
+    std::memcpy(out + got, b.data(), b.size());
+    got += static_cast<int64_t>(b.size());
+  }
+  if (got != want) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("replicate: step ", step.version(), " came with ", got,
+                     " of its ", want, " gradient bytes"));
+  }
+  absl::StatusOr<ReplicateResponse> r =
+      shard->ApplyReplicated(step, replicate_grad_.data(), DeadlineOf(ctx));
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = *r;
+  return grpc::Status::OK;
+}
+
+GrpcReplicaLink::GrpcReplicaLink(SecurityConfig security)
+    : security_(std::move(security)) {}
+
+void GrpcReplicaLink::SetBackups(std::vector<std::string> addresses) {
+  absl::MutexLock l(&mu_);
+  live_.clear();
+  for (std::string& a : addresses) {
+    Backup b;
+    b.stub = ParameterServer::NewStub(
+        MakeChannel(a, security_, ClientChannelArguments()));
+    b.address = std::move(a);
+    live_.push_back(std::move(b));
+  }
+}
+
+bool GrpcReplicaLink::Active() const {
+  absl::MutexLock l(&mu_);
+  return !live_.empty();
+}
+
+int GrpcReplicaLink::LiveBackups() const {
+  absl::MutexLock l(&mu_);
+  return static_cast<int>(live_.size());
+}
+
+std::vector<std::string> GrpcReplicaLink::TakeDropped() {
+  absl::MutexLock l(&mu_);
+  std::vector<std::string> out;
+  out.swap(dropped_);
+  return out;
+}
+
+absl::Status GrpcReplicaLink::SendTo(const Backup& b, const ReplicaStep& step,
+                                     const float* grad, absl::Time deadline) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  ctx.AddMetadata(kIncarnationMetadata, absl::StrCat(step.incarnation()));
+  ReplicateResponse resp;
+  std::unique_ptr<grpc::ClientWriter<ReplicateRequest>> w =
+      b.stub->Replicate(&ctx, &resp);
+  ReplicateRequest msg;
+  *msg.mutable_step() = step;
+  bool ok = w->Write(msg);
+  const char* bytes = reinterpret_cast<const char*>(grad);
+  const int64_t total = step.grad_elements() * static_cast<int64_t>(sizeof(float));
+  for (int64_t at = 0; ok && at < total; at += kBatchBytes) {
+    msg.set_grad(bytes + at, std::min<int64_t>(kBatchBytes, total - at));
+    ok = w->Write(msg);
+  }
+  w->WritesDone();
+  return FromGrpcStatus(w->Finish());
+}
+
+absl::Status GrpcReplicaLink::Replicate(const ReplicaStep& step,
+                                        const float* grad,
+                                        absl::Time deadline) {
+  std::vector<Backup> backups;
+  {
+    absl::MutexLock l(&mu_);
+    backups = live_;
+  }
+  for (const Backup& b : backups) {
+    absl::Status st;
+    // A backup briefly unreachable is tried again (a step it applied
+    // already is a duplicate); one that stays so is dropped.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (attempt > 0) absl::SleepFor(absl::Milliseconds(100 << attempt));
+      st = SendTo(b, step, grad, deadline);
+      if (st.code() != absl::StatusCode::kUnavailable || absl::Now() >= deadline) {
+        break;
+      }
+    }
+    if (st.ok()) continue;
+    if (st.code() == absl::StatusCode::kAborted) {
+      // A newer term or another install: this primary must stop.
+      return Annotate(st, absl::StrCat("backup at ", b.address));
+    }
+    LOG(WARNING) << "dropping backup " << b.address << " at step "
+                 << step.version() << ": " << st;
+    absl::MutexLock l(&mu_);
+    for (auto it = live_.begin(); it != live_.end(); ++it) {
+      if (it->address == b.address) {
+        live_.erase(it);
+        break;
+      }
+    }
+    dropped_.push_back(absl::StrCat(b.address, ": ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
 GrpcPeerLink::GrpcPeerLink(std::vector<std::string> addresses,
                            SecurityConfig security)
     : security_(std::move(security)) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/aligned_vector.h"
 #include "common/security.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -62,6 +63,10 @@ class ShardService final : public ShardServiceBase {
                        RestoreResponse*) override;
   grpc::Status Stats(grpc::ServerContext*, const StatsRequest*,
                      StatsResponse*) override;
+  // Primary to backup (ShardCore::ApplyReplicated); one at a time.
+  grpc::Status Replicate(grpc::ServerContext* ctx,
+                         grpc::ServerReader<ReplicateRequest>* reader,
+                         ReplicateResponse* resp) override;
 
  private:
   // The installed core; UNAVAILABLE when none, ABORTED when the call's
@@ -70,6 +75,37 @@ class ShardService final : public ShardServiceBase {
       const grpc::ServerContextBase* ctx) const;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
+  // A replicated step's gradient, received whole before it is applied
+  // (kept between steps: one buffer of the shard's size).
+  absl::Mutex replicate_mu_;
+  AlignedVector<float> replicate_grad_ ABSL_GUARDED_BY(replicate_mu_);
+};
+
+// Sends a primary's applied updates to its backups over gRPC (client
+// streams of ReplicateRequest), one backup after the other.
+class GrpcReplicaLink : public ReplicaLink {
+ public:
+  explicit GrpcReplicaLink(SecurityConfig security = SecurityConfig());
+  // Replaces the backups (addresses); each is live until it fails.
+  void SetBackups(std::vector<std::string> addresses);
+  bool Active() const override;
+  int LiveBackups() const override;
+  absl::Status Replicate(const ReplicaStep& step, const float* grad,
+                         absl::Time deadline) override;
+  // The backups dropped since the last call, each with why.
+  std::vector<std::string> TakeDropped();
+
+ private:
+  struct Backup {
+    std::string address;
+    std::shared_ptr<ParameterServer::Stub> stub;
+  };
+  absl::Status SendTo(const Backup& b, const ReplicaStep& step,
+                      const float* grad, absl::Time deadline);
+  const SecurityConfig security_;
+  mutable absl::Mutex mu_;
+  std::vector<Backup> live_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
 };
 
 // Sends partial sums to peer shards over gRPC (lazy channels).

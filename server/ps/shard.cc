@@ -62,9 +62,11 @@ bool Snapshot::SlicesReady(int count) const {
 }
 
 ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
-                     ParamLayout layout, PartitionPlan plan)
+                     ReplicaLink* replicas, ParamLayout layout,
+                     PartitionPlan plan)
     : options_(options),
       peers_(peers),
+      replicas_(replicas),
       layout_(std::move(layout)),
       plan_(std::move(plan)),
       state_slots_(optim::StateSlots(options.optimizer)),
@@ -116,7 +118,7 @@ static absl::Status LoadInitialWeights(const std::string& path,
 }
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
-    const ShardOptions& o, PeerLink* peers) {
+    const ShardOptions& o, PeerLink* peers, ReplicaLink* replicas) {
   RETURN_IF_ERROR(o.config.Validate());
   RETURN_IF_ERROR(optim::ValidateConfig(o.optimizer));
   if (o.num_shards < 1 || o.shard < 0 || o.shard >= o.num_shards) {
@@ -132,6 +134,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
                      o.backup_workers));
   }
   if (o.staleness < 0) return absl::InvalidArgumentError("staleness < 0");
+  if (o.term < 0) return absl::InvalidArgumentError("term < 0");
   if (o.num_shards > 1 && peers == nullptr) {
     return absl::InvalidArgumentError("several shards need a PeerLink");
   }
@@ -148,7 +151,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
         kMemoryHeadroom));
   }
   std::unique_ptr<ShardCore> core(
-      new ShardCore(o, peers, std::move(layout), std::move(plan)));
+      new ShardCore(o, peers, replicas, std::move(layout), std::move(plan)));
   ShardCore& c = *core;
   const int64_t n = c.shard_size();
   // The same initial values as a single process with this seed: initialise
@@ -210,6 +213,8 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   c.update_thread_ = std::make_unique<SerialThread>("shard update");
   c.background_thread_ =
       std::make_unique<SerialThread>("shard update (rest)", o.update_nice);
+  c.backup_ = o.backup;
+  c.term_ = o.term;
   c.last_step_.assign(o.num_workers, -1);
   c.clock_.assign(o.num_workers, 0);
   if (o.mode != BSP && o.checkpoint_every > 0) {
@@ -266,7 +271,15 @@ int64_t ShardCore::version() const {
   return version_;
 }
 
-absl::Status ShardCore::CheckAlive() const { return broken_; }
+absl::Status ShardCore::CheckAlive() const {
+  if (!broken_.ok()) return broken_;
+  if (backup_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "shard ", options_.shard, " here is a backup (term ", term_,
+        "): it serves nothing until promoted"));
+  }
+  return absl::OkStatus();
+}
 
 DescribeResponse ShardCore::Describe() const {
   DescribeResponse r;
@@ -294,7 +307,7 @@ DescribeResponse ShardCore::Describe() const {
 }
 
 bool ShardCore::SnapshotReadyLocked(int64_t min_version, int64_t step) const {
-  if (!broken_.ok()) return true;
+  if (!CheckAlive().ok()) return true;
   switch (options_.mode) {
     case BSP:
       return version_ >= min_version ||
@@ -351,6 +364,10 @@ StatsResponse ShardCore::Stats() const {
   r.set_example_ledger(ledger_.Serialize());
   r.set_last_grad_norm(last_grad_norm_);
   r.set_last_learning_rate(last_lr_);
+  r.set_term(term_);
+  r.set_backup(backup_);
+  r.set_steps_replicated(steps_replicated_);
+  if (replicas_ != nullptr) r.set_live_backups(replicas_->LiveBackups());
   return r;
 }
 

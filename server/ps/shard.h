@@ -113,6 +113,38 @@ struct ShardOptions {
   // Smaller shards' staging stays in cache for the update. The values are
   // the same either way.
   int64_t stream_staging_bytes = int64_t{64} << 20;
+  // Replication (docs/ps.md "Replicas"). A backup applies only the
+  // ReplicaSteps of its primary and refuses pulls, pushes, announces and
+  // exchanges until Promote(); `term` numbers the primaries of this shard
+  // index (a backup refuses steps of a lower term, which fences a deposed
+  // primary).
+  bool backup = false;
+  int64_t term = 0;
+};
+
+// Delivers a primary's applied updates to its backups (their Replicate RPC).
+class ReplicaLink {
+ public:
+  virtual ~ReplicaLink() = default;
+  // Whether any backup is live (a primary without one publishes its
+  // versions as soon as they are made).
+  virtual bool Active() const = 0;
+  // Sends one applied update to every live backup and waits for their
+  // acknowledgements. OK once each live backup applied it; a backup that
+  // cannot be reached or is behind is dropped (reported, no longer waited
+  // for). ABORTED when a backup knows a newer term: this primary was
+  // replaced and must apply and serve nothing more.
+  virtual absl::Status Replicate(const ReplicaStep& step, const float* grad,
+                                 absl::Time deadline) = 0;
+  // Backups live now (Stats).
+  virtual int LiveBackups() const = 0;
+};
+
+// What fixes an optimizer step's norms besides the gradient: found by the
+// primary (exchanged with its peer shards under BSP), given to its backups.
+struct StepNorms {
+  std::optional<double> grad_sq;              // global squared norm
+  std::optional<std::vector<double>> lamb;    // LAMB split-tensor totals
 };
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).
@@ -190,8 +222,10 @@ class ShardCore {
   };
 
   // `peers` may be null when num_shards == 1; it must outlive the core.
+  // `replicas` (may be null: no backups) must outlive the core too.
   static absl::StatusOr<std::unique_ptr<ShardCore>> Create(
-      const ShardOptions& options, PeerLink* peers);
+      const ShardOptions& options, PeerLink* peers,
+      ReplicaLink* replicas = nullptr);
   ~ShardCore();
 
   const ShardOptions& options() const { return options_; }
@@ -283,13 +317,28 @@ class ShardCore {
 
   StatsResponse Stats() const;
 
+  // Replication (shard_replica.cc). A backup applies its primary's update
+  // of version step.version() (grad: shard_size() floats): the same bits as
+  // the primary's. A step already applied is a duplicate (OK); one past the
+  // next is FAILED_PRECONDITION (the backup is behind); a lower term than
+  // this core's is ABORTED (its sender was replaced).
+  absl::StatusOr<ReplicateResponse> ApplyReplicated(const ReplicaStep& step,
+                                                    const float* grad,
+                                                    absl::Time deadline);
+  // A backup becomes the primary of `term` (> its term): it serves from its
+  // current version on. FAILED_PRECONDITION if not a backup or term too low.
+  absl::Status Promote(int64_t term);
+  bool backup() const;
+  int64_t term() const;
+
   // Ends this install: every waiting and later call fails with `why` (the
   // job left the shard or was installed again).
   void Abort(const absl::Status& why);
 
  private:
   explicit ShardCore(const ShardOptions& options, PeerLink* peers,
-                     ParamLayout layout, PartitionPlan plan);
+                     ReplicaLink* replicas, ParamLayout layout,
+                     PartitionPlan plan);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, update_mu_);
   // AcquireSnapshot's condition: a pull of `step` needing `min_version`
   // may read now (or the shard is broken).
@@ -311,12 +360,24 @@ class ShardCore {
   // or then(false) at `deadline`.
   void WhenReady(std::function<bool()> ready, absl::Time deadline,
                  std::function<void(bool)> then);
+  // OK while this core serves: not broken, not a backup.
   absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Sends an applied update to the backups (when any is live); an error
+  // means this primary was replaced. Holds update_mu_ (grad is read).
+  absl::Status ReplicateApplied(int64_t version, const float* grad,
+                                float grad_scale, const StepNorms& norms,
+                                const std::vector<int>& workers,
+                                const std::vector<int64_t>& steps,
+                                const std::vector<std::pair<int64_t, int64_t>>&
+                                    examples,
+                                absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs one optimizer step over `grad` (shard_size). Holds update_mu_.
   // With `into` (BSP, element-wise optimizers), the update runs first rows
   // first, then in update order, and fills *into piece by piece.
+  // `norms`: given values are used, the others found (exchanged) and set.
   absl::Status ApplyStep(int64_t step_index, const float* grad,
-                         float grad_scale, std::optional<double> grad_sq_sum,
+                         float grad_scale, StepNorms* norms,
                          absl::Time deadline, Snapshot* into = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
   // The update of ApplyStep piece by piece into `into`.
@@ -354,6 +415,7 @@ class ShardCore {
 
   const ShardOptions options_;
   PeerLink* const peers_;
+  ReplicaLink* const replicas_;  // may be null
   const ParamLayout layout_;
   const PartitionPlan plan_;
   const int state_slots_;
@@ -431,6 +493,10 @@ class ShardCore {
   int64_t bytes_in_ ABSL_GUARDED_BY(mu_) = 0;
   double last_grad_norm_ ABSL_GUARDED_BY(mu_) = 0;
   double last_lr_ ABSL_GUARDED_BY(mu_) = 0;
+  // Replication: see ShardOptions::backup and ::term.
+  bool backup_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t term_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_replicated_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex ex_mu_;
   absl::Status aborted_ ABSL_GUARDED_BY(ex_mu_);  // Abort(), for the exchange

@@ -78,7 +78,7 @@ void ShardCore::FinishPushAsync(std::unique_ptr<PushSession> session,
     if (options_.mode == BSP || duplicate) return true;
     absl::MutexLock l(&mu_);
     const int64_t ticket = step * options_.num_workers + w;
-    return !broken_.ok() || step <= last_step_[w] || next_cut_ == 0 ||
+    return !CheckAlive().ok() || step <= last_step_[w] || next_cut_ == 0 ||
            ticket < next_cut_;
   };
   // The session moves into the function posted (a std::function must be

@@ -50,7 +50,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   {
     absl::MutexLock l(&mu_);
     auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return !broken_.ok() || (version_ >= version && !updating_);
+      return !CheckAlive().ok() || (version_ >= version && !updating_);
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&reached), deadline)) {
       return absl::DeadlineExceededError(absl::StrCat(

@@ -96,7 +96,7 @@ absl::StatusOr<AnnounceResponse> ShardCore::Announce(const AnnounceRequest& r,
 }
 
 bool ShardCore::AnnouncesCompleteLocked(int64_t step) const {
-  if (!broken_.ok()) return true;
+  if (!CheckAlive().ok()) return true;
   auto it = announces_.find(step);
   return it != announces_.end() &&
          static_cast<int>(it->second.by_worker.size()) == options_.num_workers;
@@ -129,6 +129,7 @@ absl::Status ShardCore::RecordAnnounce(const AnnounceRequest& r) {
     return absl::InvalidArgumentError("announce with a negative step");
   }
   absl::MutexLock l(&mu_);
+  RETURN_IF_ERROR(CheckAlive());
   // Forget steps long gone.
   while (!announces_.empty() && announces_.begin()->first < r.step() - 16) {
     announces_.erase(announces_.begin());

@@ -15,7 +15,7 @@ namespace bertps {
 namespace ps {
 
 bool ShardCore::PushMayBeginLocked(int64_t step) const {
-  return !broken_.ok() || options_.mode != BSP || version_ >= step ||
+  return !CheckAlive().ok() || options_.mode != BSP || version_ >= step ||
          pending_ == nullptr || pending_->version < step;
 }
 
@@ -397,7 +397,14 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
       absl::MutexLock l(&mu_);
       v = version_;
     }
-    st = ApplyStep(v, s->grad.data(), 1.0f, s->header.grad_sq_sum(), deadline);
+    StepNorms norms;
+    norms.grad_sq = s->header.grad_sq_sum();
+    st = ApplyStep(v, s->grad.data(), 1.0f, &norms, deadline);
+    if (st.ok() && replicas_ != nullptr) {
+      st = ReplicateApplied(
+          v, s->grad.data(), 1.0f, norms, {w}, {step},
+          {{s->header.first_example(), s->header.examples()}}, deadline);
+    }
     absl::MutexLock l(&mu_);
     if (st.ok()) {
       ++version_;

@@ -37,7 +37,9 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   // next version is published while it is made: pulls send its final
   // pieces as the update goes.
   std::shared_ptr<Snapshot> next;
-  if (hint_tensor_ >= 0 && !optim::NeedsTrustRatio(options_.optimizer.kind)) {
+  // Not with live backups: a version is published only once they have it.
+  if (hint_tensor_ >= 0 && !optim::NeedsTrustRatio(options_.optimizer.kind) &&
+      (replicas_ == nullptr || !replicas_->Active())) {
     next = FreeSnapshotLocked();
     next->params.resize(shard_size());
     next->version = v + 1;
@@ -97,7 +99,26 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     // denominators (Announce) and the sum is the big batch's gradient.
     const float scale =
         options_.backup_workers > 0 ? 1.0f / contributors : 1.0f;
-    st = ApplyStep(v, agg, scale, std::nullopt, deadline, next.get());
+    StepNorms norms;
+    st = ApplyStep(v, agg, scale, &norms, deadline, next.get());
+    if (st.ok() && next == nullptr && replicas_ != nullptr) {
+      std::vector<int> workers;
+      std::vector<int64_t> steps;
+      std::vector<std::pair<int64_t, int64_t>> examples;
+      {
+        absl::MutexLock l(&mu_);
+        for (const auto& [worker, g] : staged) {
+          workers.push_back(worker);
+          steps.push_back(v);
+          auto ex = applying_examples_.find(worker);
+          examples.push_back(ex == applying_examples_.end()
+                                 ? std::make_pair(int64_t{0}, int64_t{0})
+                                 : ex->second);
+        }
+      }
+      st = ReplicateApplied(v, agg, scale, norms, workers, steps, examples,
+                            deadline);
+    }
     if (next != nullptr && !st.ok()) {
       absl::MutexLock sl(&next->mu);
       next->failed = st;
@@ -232,14 +253,13 @@ absl::Status ShardCore::RunGroups(
 }
 
 absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
-                                  float grad_scale,
-                                  std::optional<double> grad_sq_sum,
+                                  float grad_scale, StepNorms* norms,
                                   absl::Time deadline, Snapshot* into) {
   const optim::OptimizerConfig& oc = options_.optimizer;
   // Global gradient norm (of the scaled gradient).
   double sq;
-  if (grad_sq_sum.has_value()) {
-    sq = *grad_sq_sum;
+  if (norms->grad_sq.has_value()) {
+    sq = *norms->grad_sq;
   } else {
     // One sum per slice (on the groups' threads), added in slice order:
     // the same bits for any thread count.
@@ -257,6 +277,7 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
     ASSIGN_OR_RETURN(std::vector<double> total,
                      AllReduce(step_index, kPhaseNorm, {local}, deadline));
     sq = total[0];
+    norms->grad_sq = sq;
   }
   if (!std::isfinite(sq)) {
     return absl::InvalidArgumentError("gradient norm is not finite");
@@ -299,14 +320,22 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
           update_scratch_.data() + sl.shard_offset);
     }
     if (!split_tensors_.empty() && options_.mode == BSP) {
-      std::vector<double> local;
-      for (int t : split_tensors_) {
-        auto it = per_tensor.find(t);
-        local.push_back(it == per_tensor.end() ? 0 : it->second.param_sq);
-        local.push_back(it == per_tensor.end() ? 0 : it->second.update_sq);
+      if (!norms->lamb.has_value()) {
+        std::vector<double> local;
+        for (int t : split_tensors_) {
+          auto it = per_tensor.find(t);
+          local.push_back(it == per_tensor.end() ? 0 : it->second.param_sq);
+          local.push_back(it == per_tensor.end() ? 0 : it->second.update_sq);
+        }
+        ASSIGN_OR_RETURN(norms->lamb,
+                         AllReduce(step_index, kPhaseLamb, local, deadline));
       }
-      ASSIGN_OR_RETURN(std::vector<double> total,
-                       AllReduce(step_index, kPhaseLamb, local, deadline));
+      const std::vector<double>& total = *norms->lamb;
+      if (total.size() != 2 * split_tensors_.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "LAMB totals: ", total.size(), " values for ",
+            split_tensors_.size(), " split tensors"));
+      }
       for (size_t j = 0; j < split_tensors_.size(); ++j) {
         if (per_tensor.count(split_tensors_[j])) {
           per_tensor[split_tensors_[j]] = {total[2 * j], total[2 * j + 1]};

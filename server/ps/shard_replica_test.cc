@@ -1,0 +1,489 @@
+// Replication in process: a backup that applies its primary's ReplicaSteps
+// holds the same bits (parameters, optimizer state, clocks, example ledger)
+// at every version, serves nothing until promoted, fences a replaced
+// primary by its term, and, once promoted, takes the pushes its primary had
+// staged but not applied.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "server/ps/shard.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+BertConfig Small() {
+  BertConfig c;
+  c.vocab_size = 30;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 16;
+  c.max_position_embeddings = 8;
+  return c;
+}
+
+// In-process PeerLink between primaries.
+class LocalLink : public PeerLink {
+ public:
+  void Set(int shard, ShardCore* c) {
+    absl::MutexLock l(&mu_);
+    if (static_cast<int>(cores_.size()) <= shard) cores_.resize(shard + 1);
+    cores_[shard] = c;
+  }
+  absl::Status Send(int to, const ExchangeRequest& r, absl::Time,
+                    const std::atomic<bool>*) override {
+    ShardCore* c;
+    {
+      absl::MutexLock l(&mu_);
+      c = cores_[to];
+    }
+    return c->ReceiveExchange(r);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<ShardCore*> cores_ ABSL_GUARDED_BY(mu_);
+};
+
+// In-process ReplicaLink: applies each step on the backup at once (after
+// the gate, when one is set). Errors other than ABORTED drop the backup,
+// as the gRPC link does.
+class LocalReplicas : public ReplicaLink {
+ public:
+  void Add(ShardCore* backup) {
+    absl::MutexLock l(&mu_);
+    backups_.push_back(backup);
+  }
+  void SetGate(absl::Notification* gate) {
+    absl::MutexLock l(&mu_);
+    gate_ = gate;
+  }
+  bool Active() const override {
+    absl::MutexLock l(&mu_);
+    return !backups_.empty();
+  }
+  int LiveBackups() const override {
+    absl::MutexLock l(&mu_);
+    return static_cast<int>(backups_.size());
+  }
+  absl::Status Replicate(const ReplicaStep& step, const float* grad,
+                         absl::Time deadline) override {
+    std::vector<ShardCore*> backups;
+    absl::Notification* gate;
+    {
+      absl::MutexLock l(&mu_);
+      backups = backups_;
+      gate = gate_;
+    }
+    if (gate != nullptr) gate->WaitForNotification();
+    for (ShardCore* b : backups) {
+      absl::StatusOr<ReplicateResponse> r =
+          b->ApplyReplicated(step, grad, deadline);
+      if (r.ok()) continue;
+      if (r.status().code() == absl::StatusCode::kAborted) return r.status();
+      absl::MutexLock l(&mu_);
+      backups_.erase(std::find(backups_.begin(), backups_.end(), b));
+      dropped_.push_back(std::string(r.status().message()));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> dropped() const {
+    absl::MutexLock l(&mu_);
+    return dropped_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<ShardCore*> backups_ ABSL_GUARDED_BY(mu_);
+  absl::Notification* gate_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
+};
+
+ShardOptions Opts(ConsistencyMode mode, int workers, int shards, int shard,
+                  optim::OptimizerKind kind = optim::OptimizerKind::kAdamW) {
+  ShardOptions o;
+  o.config = Small();
+  o.mode = mode;
+  o.num_workers = workers;
+  o.num_shards = shards;
+  o.shard = shard;
+  o.optimizer.kind = kind;
+  o.optimizer.learning_rate = 0.01;
+  o.optimizer.clip_norm = 0.5;  // clipping: the norm matters
+  o.wait_timeout = absl::Seconds(5);
+  return o;
+}
+
+// A gradient that differs per element, worker and step.
+float GradAt(int worker, int64_t step, int64_t i) {
+  return 0.01f * static_cast<float>((i * 7 + worker * 13 + step * 5) % 23) -
+         0.1f;
+}
+
+absl::StatusOr<PushResponse> Push(ShardCore* core, int worker, int64_t step) {
+  PushHeader h;
+  h.set_worker(worker);
+  h.set_step(step);
+  h.set_examples(4);
+  h.set_first_example((step * 2 + worker) * 4);
+  double sq = 0;
+  std::vector<std::vector<float>> grads;
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    std::vector<float> g(sl.size());
+    for (int64_t k = 0; k < sl.size(); ++k) {
+      g[k] = GradAt(worker, step, sl.shard_offset + k);
+      sq += double(g[k]) * g[k];
+    }
+    grads.push_back(std::move(g));
+  }
+  h.set_grad_sq_sum(sq);
+  auto s = core->BeginPush(h);
+  if (!s.ok()) return s.status();
+  size_t j = 0;
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    TensorChunk c;
+    c.set_name(sl.name);
+    c.set_dtype(F32);
+    c.set_offset(sl.begin);
+    c.set_data(grads[j].data(), 4 * grads[j].size());
+    ++j;
+    absl::Status st = core->AddChunk(s->get(), c);
+    if (!st.ok()) return st;
+  }
+  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The whole state of a core at `version`, as its checkpoint file's bytes
+// (parameters, optimizer state) and its ledger.
+std::string StateOf(ShardCore* core, int64_t version, const std::string& tag) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/replica-", tag,
+                                       "-", core->options().shard);
+  auto r = core->Checkpoint(dir, version, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return "";
+  return absl::StrCat(ReadFile(r->file()), "|", r->example_ledger());
+}
+
+struct Case {
+  const char* name;
+  ConsistencyMode mode;
+  int workers;
+  int shards;
+  optim::OptimizerKind kind;
+};
+
+class BackupFollows : public ::testing::TestWithParam<Case> {};
+
+// Primaries with one backup each run steps; every backup, promoted, holds
+// the same bits as its primary, and the same as shards that never had a
+// backup.
+TEST_P(BackupFollows, ItsPrimaryBitForBit) {
+  const Case& c = GetParam();
+  constexpr int kSteps = 4;
+  auto run = [&](bool replicated, std::vector<std::string>* primary_state,
+                 std::vector<std::string>* backup_state) {
+    LocalLink peers, backup_peers;
+    std::vector<std::unique_ptr<LocalReplicas>> links;
+    std::vector<std::unique_ptr<ShardCore>> primaries, backups;
+    for (int s = 0; s < c.shards; ++s) {
+      links.push_back(std::make_unique<LocalReplicas>());
+      if (replicated) {
+        ShardOptions bo = Opts(c.mode, c.workers, c.shards, s, c.kind);
+        bo.backup = true;
+        bo.update_threads = 1;  // any thread count gives the same bits
+        auto b = ShardCore::Create(bo, &backup_peers);
+        ASSERT_TRUE(b.ok()) << b.status();
+        links.back()->Add(b->get());
+        backups.push_back(std::move(*b));
+      }
+      auto p = ShardCore::Create(Opts(c.mode, c.workers, c.shards, s, c.kind),
+                                 &peers, links.back().get());
+      ASSERT_TRUE(p.ok()) << p.status();
+      peers.Set(s, p->get());
+      primaries.push_back(std::move(*p));
+    }
+    for (int64_t step = 0; step < kSteps; ++step) {
+      // Each worker's push to every shard, the shards at once (BSP: the
+      // last push of a step runs the norm exchange with the peer shards).
+      for (int w = 0; w < c.workers; ++w) {
+        std::vector<std::thread> th;
+        std::vector<absl::Status> st(c.shards);
+        for (int s = 0; s < c.shards; ++s) {
+          th.emplace_back([&, s] {
+            st[s] = Push(primaries[s].get(), w, step).status();
+          });
+        }
+        for (auto& t : th) t.join();
+        for (const auto& x : st) ASSERT_TRUE(x.ok()) << x;
+      }
+    }
+    const int64_t version = c.mode == BSP ? kSteps : kSteps * c.workers;
+    for (int s = 0; s < c.shards; ++s) {
+      EXPECT_EQ(primaries[s]->version(), version);
+      primary_state->push_back(StateOf(primaries[s].get(), version, "p"));
+      if (!replicated) continue;
+      EXPECT_EQ(backups[s]->version(), version);
+      EXPECT_EQ(links[s]->LiveBackups(), 1);
+      EXPECT_EQ(primaries[s]->Stats().steps_replicated(), version);
+      ASSERT_TRUE(backups[s]->Promote(1).ok());
+      backup_state->push_back(StateOf(backups[s].get(), version, "b"));
+      const StatsResponse a = primaries[s]->Stats(), b = backups[s]->Stats();
+      EXPECT_EQ(a.example_ledger(), b.example_ledger());
+      EXPECT_EQ(std::vector<int64_t>(a.worker_clock().begin(),
+                                     a.worker_clock().end()),
+                std::vector<int64_t>(b.worker_clock().begin(),
+                                     b.worker_clock().end()));
+      EXPECT_EQ(b.term(), 1);
+      EXPECT_FALSE(b.backup());
+    }
+  };
+  std::vector<std::string> primary, backup, alone, unused;
+  run(true, &primary, &backup);
+  run(false, &alone, &unused);
+  ASSERT_EQ(primary.size(), static_cast<size_t>(c.shards));
+  for (int s = 0; s < c.shards; ++s) {
+    EXPECT_FALSE(primary[s].empty());
+    EXPECT_TRUE(primary[s] == backup[s]) << "shard " << s;
+    EXPECT_TRUE(primary[s] == alone[s]) << "shard " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, BackupFollows,
+    ::testing::Values(
+        Case{"BspAdamW", BSP, 2, 1, optim::OptimizerKind::kAdamW},
+        Case{"BspAdamWTwoShards", BSP, 3, 2, optim::OptimizerKind::kAdamW},
+        // LAMB over 2 shards: tensors split over both exchange their
+        // per-tensor totals; the backups take them from the step.
+        Case{"BspLambTwoShards", BSP, 2, 2, optim::OptimizerKind::kLamb},
+        Case{"AspAdamW", ASP, 2, 1, optim::OptimizerKind::kAdamW}),
+    [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+TEST(Replica, ABackupServesNothingUntilPromoted) {
+  ShardOptions o = Opts(BSP, 1, 1, 0);
+  o.backup = true;
+  o.term = 3;
+  auto b = ShardCore::Create(o, nullptr);
+  ASSERT_TRUE(b.ok());
+  absl::Status st = Push(b->get(), 0, 0).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("is a backup (term 3)"), std::string::npos) << st;
+  auto snap = (*b)->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(snap.status().code(), absl::StatusCode::kFailedPrecondition);
+  AnnounceRequest a;
+  a.set_worker(0);
+  EXPECT_EQ((*b)->Announce(a, absl::Now() + absl::Seconds(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*b)->Checkpoint(::testing::TempDir(), 0,
+                             absl::Now() + absl::Seconds(1))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A promotion needs a higher term; then it serves.
+  EXPECT_EQ((*b)->Promote(3).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*b)->Promote(4).ok());
+  EXPECT_TRUE(Push(b->get(), 0, 0).ok());
+  EXPECT_EQ((*b)->version(), 1);
+  EXPECT_EQ((*b)->Promote(5).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A step of a lower term is refused (ABORTED): the primary that sent it
+// was replaced, and it then applies and serves nothing. The version it
+// made is never published.
+TEST(Replica, AReplacedPrimaryIsFencedByTheTerm) {
+  ShardOptions bo = Opts(BSP, 1, 1, 0);
+  bo.backup = true;
+  auto b = ShardCore::Create(bo, nullptr);
+  ASSERT_TRUE(b.ok());
+  LocalReplicas link;
+  link.Add(b->get());
+  auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(Push(p->get(), 0, 0).ok());
+  EXPECT_EQ((*b)->version(), 1);
+  // The backup is promoted (term 1) while the old primary lives on.
+  ASSERT_TRUE((*b)->Promote(1).ok());
+  absl::Status st = Push(p->get(), 0, 1).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
+  EXPECT_NE(st.message().find("at term 1: the primary of term 0 was replaced"),
+            std::string::npos)
+      << st;
+  EXPECT_EQ((*p)->version(), 1);  // step 1 never published
+  auto snap = (*p)->AcquireSnapshot(0, 2, 0, absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(snap.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(Push(p->get(), 0, 2).status().code(), absl::StatusCode::kAborted);
+  // The new primary went on from version 1.
+  EXPECT_TRUE(Push(b->get(), 0, 1).ok());
+  EXPECT_EQ((*b)->version(), 2);
+}
+
+TEST(Replica, StepsOutOfOrderOrMalformedChangeNothing) {
+  ShardOptions bo = Opts(BSP, 2, 1, 0);
+  bo.backup = true;
+  bo.term = 2;
+  auto b = ShardCore::Create(bo, nullptr);
+  ASSERT_TRUE(b.ok());
+  const int64_t n = (*b)->shard_size();
+  std::vector<float> g(n, 0.01f);
+  ReplicaStep s;
+  s.set_term(2);
+  s.set_version(0);
+  s.set_grad_scale(1);
+  s.set_grad_sq_sum(1e-4 * n);
+  s.add_workers(0);
+  s.add_steps(0);
+  s.add_first_examples(0);
+  s.add_examples(4);
+  s.set_grad_elements(n);
+  const absl::Time dl = absl::Now() + absl::Seconds(5);
+  auto expect = [&](ReplicaStep bad, absl::StatusCode code,
+                    const std::string& text) {
+    absl::StatusOr<ReplicateResponse> r = (*b)->ApplyReplicated(bad, g.data(), dl);
+    EXPECT_EQ(r.status().code(), code) << r.status();
+    EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status();
+    EXPECT_EQ((*b)->version(), 0);
+  };
+  ReplicaStep x = s;
+  x.set_version(1);
+  expect(x, absl::StatusCode::kFailedPrecondition, "needs a catch-up");
+  x = s;
+  x.set_term(1);
+  expect(x, absl::StatusCode::kAborted, "was replaced");
+  x = s;
+  x.set_grad_elements(n - 1);
+  expect(x, absl::StatusCode::kInvalidArgument, "gradient elements");
+  x = s;
+  x.add_steps(1);
+  expect(x, absl::StatusCode::kInvalidArgument, "as many");
+  x = s;
+  x.set_workers(0, 2);
+  expect(x, absl::StatusCode::kInvalidArgument, "out of range");
+  x = s;
+  x.set_grad_sq_sum(std::nan(""));
+  expect(x, absl::StatusCode::kInvalidArgument, "not finite");
+  x = s;
+  x.set_incarnation(7);
+  expect(x, absl::StatusCode::kAborted, "incarnation 7");
+  // Applied once; the same step again is a duplicate and changes nothing.
+  auto r = (*b)->ApplyReplicated(s, g.data(), dl);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->version(), 1);
+  EXPECT_FALSE(r->duplicate());
+  r = (*b)->ApplyReplicated(s, g.data(), dl);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->duplicate());
+  EXPECT_EQ((*b)->version(), 1);
+  EXPECT_EQ((*b)->Stats().example_ledger(), "0;0-4");
+  // A newer primary's term is followed from then on.
+  s.set_term(5);
+  s.set_version(1);
+  ASSERT_TRUE((*b)->ApplyReplicated(s, g.data(), dl).ok());
+  EXPECT_EQ((*b)->term(), 5);
+}
+
+// A pull of the new version waits until the backup has it.
+TEST(Replica, AVersionIsServedOnlyOnceTheBackupHasIt) {
+  ShardOptions bo = Opts(BSP, 1, 1, 0);
+  bo.backup = true;
+  auto b = ShardCore::Create(bo, nullptr);
+  ASSERT_TRUE(b.ok());
+  LocalReplicas link;
+  link.Add(b->get());
+  absl::Notification gate;
+  link.SetGate(&gate);
+  auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
+  ASSERT_TRUE(p.ok());
+  absl::Status pushed;
+  std::thread t([&] { pushed = Push(p->get(), 0, 0).status(); });
+  auto early =
+      (*p)->AcquireSnapshot(0, 1, 0, absl::Now() + absl::Milliseconds(300));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << early.status();
+  EXPECT_EQ((*b)->version(), 0);
+  gate.Notify();
+  auto later = (*p)->AcquireSnapshot(0, 1, 0, absl::Now() + absl::Seconds(5));
+  t.join();
+  ASSERT_TRUE(pushed.ok()) << pushed;
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ((*later)->version, 1);
+  EXPECT_EQ((*b)->version(), 1);
+}
+
+// The primary is lost with one push of step 1 staged (acknowledged, not
+// applied). The promoted backup takes that push again from its worker and
+// the other worker's: the same parameters as a run with no loss.
+TEST(Replica, APromotedBackupTakesThePushesItsPrimaryHadStaged) {
+  auto final_params = [](bool lose) {
+    ShardOptions bo = Opts(BSP, 2, 1, 0);
+    bo.backup = true;
+    auto b = ShardCore::Create(bo, nullptr);
+    EXPECT_TRUE(b.ok());
+    LocalReplicas link;
+    link.Add(b->get());
+    auto p = ShardCore::Create(Opts(BSP, 2, 1, 0), nullptr, &link);
+    EXPECT_TRUE(p.ok());
+    for (int w = 0; w < 2; ++w) EXPECT_TRUE(Push(p->get(), w, 0).ok());
+    EXPECT_TRUE(Push(p->get(), 0, 1).ok());  // staged on the primary
+    ShardCore* serving = p->get();
+    if (lose) {
+      EXPECT_TRUE((*b)->Promote(1).ok());
+      serving = b->get();
+      auto again = Push(serving, 0, 1);  // the worker's retry
+      EXPECT_TRUE(again.ok() && !again->duplicate());
+      // A retry of step 0 is recognised as applied.
+      auto old = Push(serving, 1, 0);
+      EXPECT_TRUE(old.ok() && old->duplicate());
+    }
+    EXPECT_TRUE(Push(serving, 1, 1).ok());
+    auto snap = serving->AcquireSnapshot(0, 2, 0, absl::Now() + absl::Seconds(5));
+    EXPECT_TRUE(snap.ok());
+    EXPECT_EQ(serving->Stats().example_ledger(), "0;0-16");
+    return std::vector<float>((*snap)->params.begin(), (*snap)->params.end());
+  };
+  EXPECT_TRUE(final_params(true) == final_params(false));
+}
+
+// A backup that is behind is dropped; the primary goes on alone and
+// publishes at once again.
+TEST(Replica, ABackupBehindIsDroppedAndThePrimaryGoesOn) {
+  ShardOptions bo = Opts(BSP, 1, 1, 0);
+  bo.backup = true;
+  auto b = ShardCore::Create(bo, nullptr);
+  ASSERT_TRUE(b.ok());
+  LocalReplicas link;
+  auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(Push(p->get(), 0, 0).ok());  // no backup yet: not replicated
+  link.Add(b->get());                      // one that missed step 0
+  ASSERT_TRUE(Push(p->get(), 0, 1).ok());
+  EXPECT_EQ((*p)->version(), 2);
+  EXPECT_EQ((*b)->version(), 0);
+  EXPECT_EQ(link.LiveBackups(), 0);
+  ASSERT_EQ(link.dropped().size(), 1u);
+  EXPECT_NE(link.dropped()[0].find("needs a catch-up"), std::string::npos);
+  EXPECT_EQ((*p)->Stats().steps_replicated(), 0);
+  ASSERT_TRUE(Push(p->get(), 0, 2).ok());
+  EXPECT_EQ((*p)->version(), 3);
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace bertps
