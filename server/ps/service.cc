@@ -84,9 +84,9 @@ grpc::Status ShardService::Describe(grpc::ServerContext* ctx,
 
 grpc::Status ShardService::Exchange(grpc::ServerContext* ctx,
                                     const ExchangeRequest* req,
-                                    ExchangeResponse*) {
+                                    ExchangeResponse* resp) {
   BERTPS_CORE_OR_RETURN(shard);
-  return ToGrpcStatus(shard->ReceiveExchange(*req));
+  return ToGrpcStatus(shard->ReceiveExchange(*req, resp));
 }
 
 grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
@@ -134,9 +134,18 @@ grpc::Status ShardService::Replicate(
   }
   const ReplicaStep step = msg.step();
   const int64_t n = shard->shard_size();
-  if (step.grad_elements() != n) {  // before anything is received
-    return ToGrpcStatus(shard->ApplyReplicated(step, nullptr, DeadlineOf(ctx))
-                            .status());
+  if (step.kind() == ReplicaStep::COMMIT || step.grad_elements() != n) {
+    // No gradient (a commit), or the wrong size: refused before anything
+    // is received.
+    if (step.grad_elements() == 0 && reader->Read(&msg)) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "replicate: a commit carries no gradient");
+    }
+    absl::StatusOr<ReplicateResponse> r =
+        shard->ApplyReplicated(step, nullptr, DeadlineOf(ctx));
+    if (!r.ok()) return ToGrpcStatus(r.status());
+    *resp = *r;
+    return grpc::Status::OK;
   }
   absl::MutexLock l(&replicate_mu_);
   replicate_grad_.resize(n);
@@ -300,7 +309,8 @@ absl::Status GrpcPeerLink::Send(int to_shard, const ExchangeRequest& request,
 absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
                                    const ExchangeRequest& request,
                                    absl::Time deadline,
-                                   const std::atomic<bool>* stop) {
+                                   const std::atomic<bool>* stop,
+                                   std::vector<ExchangeResponse>* replies) {
   struct Call {
     int shard = 0;
     std::string address;
@@ -311,11 +321,7 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
     bool done = false;    // answered by the peer itself (ok or refused)
   };
   std::vector<Call> calls(to.size());
-  for (size_t i = 0; i < to.size(); ++i) {
-    calls[i].shard = to[i];
-    absl::Status st = StubOf(to[i], &calls[i].stub, &calls[i].address);
-    if (!st.ok()) return Annotate(st, absl::StrCat("shard ", to[i]));
-  }
+  for (size_t i = 0; i < to.size(); ++i) calls[i].shard = to[i];
   // Rounds of attempts: every peer not yet done at once; a peer starting
   // or briefly unreachable is tried again after a pause.
   for (int attempt = 0;; ++attempt) {
@@ -326,6 +332,8 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
     int pending = 0;
     for (Call& c : calls) {
       if (c.done) continue;
+      absl::Status st = StubOf(c.shard, &c.stub, &c.address);
+      if (!st.ok()) return Annotate(st, absl::StrCat("shard ", c.shard));
       c.ctx = std::make_unique<grpc::ClientContext>();
       c.ctx->set_deadline(absl::ToChronoTime(
           std::min(deadline, absl::Now() + absl::Seconds(2))));
@@ -360,7 +368,13 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
         return Annotate(c.status, absl::StrCat("shard ", c.shard));
       }
     }
-    if (!again) return absl::OkStatus();
+    if (!again) {
+      if (replies != nullptr) {
+        replies->clear();
+        for (Call& c : calls) replies->push_back(std::move(c.resp));
+      }
+      return absl::OkStatus();
+    }
     if (absl::Now() >= deadline) {
       for (const Call& c : calls) {
         if (!c.done) {

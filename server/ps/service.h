@@ -122,9 +122,12 @@ class GrpcPeerLink : public PeerLink {
   // To every shard in `to` at once (asynchronous calls, no thread each).
   // A peer starting or briefly unreachable is tried again until `deadline`;
   // any answer of the peer itself (refused, another incarnation) is final.
+  // Each attempt dials the peer's address as set then (a shard index whose
+  // primary was replaced is reached at its new address).
   absl::Status SendAll(const std::vector<int>& to,
                        const ExchangeRequest& request, absl::Time deadline,
-                       const std::atomic<bool>* stop) override;
+                       const std::atomic<bool>* stop,
+                       std::vector<ExchangeResponse>* replies = nullptr) override;
 
  private:
   // The stub and address of `to_shard`, its channel made on first use.

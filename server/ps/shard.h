@@ -158,10 +158,13 @@ class PeerLink {
   // The same to every shard in `to`; the first error (in `to`'s order).
   // This default sends one after the other; a link over a network sends to
   // all at once, so a step waits one round trip, not one per peer.
+  // `replies` (optional) gets each peer's answer, in `to`'s order.
   virtual absl::Status SendAll(const std::vector<int>& to,
                                const ExchangeRequest& request,
                                absl::Time deadline,
-                               const std::atomic<bool>* stop) {
+                               const std::atomic<bool>* stop,
+                               std::vector<ExchangeResponse>* replies = nullptr) {
+    if (replies != nullptr) replies->assign(to.size(), ExchangeResponse());
     for (int peer : to) {
       absl::Status st = Send(peer, request, deadline, stop);
       if (!st.ok()) {
@@ -304,8 +307,11 @@ class ShardCore {
   // by its poll (0 unless a change forgot to poke it).
   int64_t waiting_calls() const { return waits_->waiting(); }
   int64_t missed_pokes() const { return waits_->missed_pokes(); }
-  // A peer's partial sums for (version, phase).
-  absl::Status ReceiveExchange(const ExchangeRequest& request);
+  // A peer's partial sums for (version, phase). `reply` (optional) gets
+  // this shard's own for the same key when it has them (in progress, or
+  // among the last few it sent).
+  absl::Status ReceiveExchange(const ExchangeRequest& request,
+                               ExchangeResponse* reply = nullptr);
 
   // Writes this shard's slices and optimizer state after exactly `version`
   // steps (waits for it; FailedPrecondition when already past).
@@ -362,16 +368,25 @@ class ShardCore {
                  std::function<void(bool)> then);
   // OK while this core serves: not broken, not a backup.
   absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Sends an applied update to the backups (when any is live); an error
-  // means this primary was replaced. Holds update_mu_ (grad is read).
-  absl::Status ReplicateApplied(int64_t version, const float* grad,
-                                float grad_scale, const StepNorms& norms,
-                                const std::vector<int>& workers,
-                                const std::vector<int64_t>& steps,
-                                const std::vector<std::pair<int64_t, int64_t>>&
-                                    examples,
-                                absl::Time deadline)
+  // Sends one update to the backups (when any is live): FULL (grad and
+  // norms), STAGE (grad, no norms) or COMMIT (norms only). An error means
+  // this primary was replaced. Holds update_mu_ (grad is read).
+  absl::Status ReplicateStep(ReplicaStep::Kind kind, int64_t version,
+                             const float* grad, float grad_scale,
+                             const StepNorms* norms,
+                             const std::vector<int>& workers,
+                             const std::vector<int64_t>& steps,
+                             const std::vector<std::pair<int64_t, int64_t>>&
+                                 examples,
+                             absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // A backup's: applies `s` (its workers' pushes) with `grad` and norms.
+  absl::Status ApplyReplicaLocked(const ReplicaStep& s, const float* grad,
+                                  StepNorms norms, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // A promoted backup holding a STAGE of its current version: runs that
+  // step as its primary would have (the norms exchanged with the peers).
+  void CompleteStaged() ABSL_LOCKS_EXCLUDED(mu_, update_mu_);
   // Runs one optimizer step over `grad` (shard_size). Holds update_mu_.
   // With `into` (BSP, element-wise optimizers), the update runs first rows
   // first, then in update order, and fills *into piece by piece.
@@ -454,6 +469,9 @@ class ShardCore {
   AlignedVector<float> state_ ABSL_GUARDED_BY(update_mu_);
   AlignedVector<float> update_scratch_ ABSL_GUARDED_BY(update_mu_);  // LAMB
   AlignedVector<float> aggregate_ ABSL_GUARDED_BY(update_mu_);       // BSP sum
+  // A backup's STAGE of its primary's next BSP step, until its COMMIT.
+  std::optional<ReplicaStep> replica_stage_ ABSL_GUARDED_BY(update_mu_);
+  AlignedVector<float> replica_grad_ ABSL_GUARDED_BY(update_mu_);
 
   mutable absl::Mutex mu_;
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
@@ -504,6 +522,11 @@ class ShardCore {
   // (version, phase) -> per shard values.
   std::map<std::pair<int64_t, int>, std::vector<std::optional<std::vector<double>>>>
       exchange_ ABSL_GUARDED_BY(ex_mu_);
+  // This shard's own partial sums of the last few (version, phase) keys,
+  // kept after their exchange completed: a peer that replaced a lost
+  // primary may still ask for them (ExchangeResponse).
+  std::map<std::pair<int64_t, int>, std::vector<double>> own_sent_
+      ABSL_GUARDED_BY(ex_mu_);
 };
 
 }  // namespace ps

@@ -25,17 +25,35 @@ absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
   req.set_incarnation(options_.incarnation);
   for (double x : local) req.add_values(x);
   RETURN_IF_ERROR(ReceiveExchange(req));
+  const auto key = std::make_pair(version, phase);
+  {
+    absl::MutexLock l(&ex_mu_);
+    own_sent_[key] = local;
+    while (own_sent_.size() > 8) own_sent_.erase(own_sent_.begin());
+  }
   std::vector<int> others;
   for (int peer = 0; peer < S; ++peer) {
     if (peer != options_.shard) others.push_back(peer);
   }
-  absl::Status sent = peers_->SendAll(others, req, deadline, &stop_sending_);
+  std::vector<ExchangeResponse> replies;
+  absl::Status sent =
+      peers_->SendAll(others, req, deadline, &stop_sending_, &replies);
   if (!sent.ok()) {  // its message names the shard: "shard P: ..."
     return absl::Status(sent.code(),
                         absl::StrCat("sending partial sums of step ", version,
                                      " to ", sent.message()));
   }
-  const auto key = std::make_pair(version, phase);
+  // A peer's answer may carry its own partial sums (it had them already).
+  for (size_t i = 0; i < replies.size() && i < others.size(); ++i) {
+    if (!replies[i].has_values()) continue;
+    ExchangeRequest theirs;
+    theirs.set_from_shard(others[i]);
+    theirs.set_version(version);
+    theirs.set_phase(phase);
+    theirs.set_incarnation(options_.incarnation);
+    *theirs.mutable_values() = replies[i].values();
+    RETURN_IF_ERROR(ReceiveExchange(theirs));
+  }
   absl::MutexLock l(&ex_mu_);
   auto complete = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex_mu_) {
     if (!aborted_.ok()) return true;
@@ -61,10 +79,16 @@ absl::StatusOr<std::vector<double>> ShardCore::AllReduce(
     for (size_t i = 0; i < total.size(); ++i) total[i] += (*v)[i];
   }
   exchange_.erase(key);
+  // Partial sums that came after their exchange (retries, a replaced
+  // primary's) are forgotten a few steps later.
+  while (!exchange_.empty() && exchange_.begin()->first.first < version - 8) {
+    exchange_.erase(exchange_.begin());
+  }
   return total;
 }
 
-absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r) {
+absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r,
+                                        ExchangeResponse* reply) {
   if (r.from_shard() < 0 || r.from_shard() >= options_.num_shards) {
     return absl::InvalidArgumentError(
         absl::StrCat("exchange from unknown shard ", r.from_shard()));
@@ -86,6 +110,19 @@ absl::Status ShardCore::ReceiveExchange(const ExchangeRequest& r) {
         r.version()));
   }
   entry = std::move(values);
+  if (reply != nullptr) {
+    reply->set_from_shard(options_.shard);
+    const auto& own = slot[options_.shard];
+    const std::vector<double>* mine = own.has_value() ? &*own : nullptr;
+    if (mine == nullptr) {
+      auto it = own_sent_.find({r.version(), r.phase()});
+      if (it != own_sent_.end()) mine = &it->second;
+    }
+    if (mine != nullptr) {
+      reply->set_has_values(true);
+      for (double x : *mine) reply->add_values(x);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -401,8 +401,8 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     norms.grad_sq = s->header.grad_sq_sum();
     st = ApplyStep(v, s->grad.data(), 1.0f, &norms, deadline);
     if (st.ok() && replicas_ != nullptr) {
-      st = ReplicateApplied(
-          v, s->grad.data(), 1.0f, norms, {w}, {step},
+      st = ReplicateStep(
+          ReplicaStep::FULL, v, s->grad.data(), 1.0f, &norms, {w}, {step},
           {{s->header.first_example(), s->header.examples()}}, deadline);
     }
     absl::MutexLock l(&mu_);

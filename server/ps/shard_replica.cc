@@ -5,6 +5,7 @@
 // bits (docs/ps.md "Replicas").
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -24,14 +25,15 @@ int64_t ShardCore::term() const {
   return term_;
 }
 
-absl::Status ShardCore::ReplicateApplied(
-    int64_t version, const float* grad, float grad_scale,
-    const StepNorms& norms, const std::vector<int>& workers,
+absl::Status ShardCore::ReplicateStep(
+    ReplicaStep::Kind kind, int64_t version, const float* grad,
+    float grad_scale, const StepNorms* norms, const std::vector<int>& workers,
     const std::vector<int64_t>& steps,
     const std::vector<std::pair<int64_t, int64_t>>& examples,
     absl::Time deadline) {
   if (replicas_ == nullptr || !replicas_->Active()) return absl::OkStatus();
   ReplicaStep step;
+  step.set_kind(kind);
   step.set_incarnation(options_.incarnation);
   {
     absl::MutexLock l(&mu_);
@@ -39,9 +41,11 @@ absl::Status ShardCore::ReplicateApplied(
   }
   step.set_version(version);
   step.set_grad_scale(grad_scale);
-  step.set_grad_sq_sum(norms.grad_sq.value_or(0.0));
-  if (norms.lamb.has_value()) {
-    for (double x : *norms.lamb) step.add_lamb_totals(x);
+  if (norms != nullptr) {
+    step.set_grad_sq_sum(norms->grad_sq.value_or(0.0));
+    if (norms->lamb.has_value()) {
+      for (double x : *norms->lamb) step.add_lamb_totals(x);
+    }
   }
   for (size_t i = 0; i < workers.size(); ++i) {
     step.add_workers(workers[i]);
@@ -49,31 +53,24 @@ absl::Status ShardCore::ReplicateApplied(
     step.add_first_examples(examples[i].first);
     step.add_examples(examples[i].second);
   }
-  step.set_grad_elements(shard_size());
+  if (kind != ReplicaStep::COMMIT) step.set_grad_elements(shard_size());
   absl::Status st = replicas_->Replicate(step, grad, deadline);
   if (!st.ok()) {
     return Annotate(st, absl::StrCat("shard ", options_.shard,
                                      ": replicating step ", version));
   }
-  if (replicas_->LiveBackups() > 0) {  // not when every backup was dropped
+  // Counted when a backup acknowledged the whole update.
+  if (kind != ReplicaStep::STAGE && replicas_->LiveBackups() > 0) {
     absl::MutexLock l(&mu_);
     ++steps_replicated_;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplicateResponse> ShardCore::ApplyReplicated(
-    const ReplicaStep& s, const float* grad, absl::Time deadline) {
-  if (s.incarnation() != options_.incarnation) {
-    return absl::AbortedError(absl::StrCat(
-        "replicated step of job incarnation ", s.incarnation(),
-        "; this shard serves incarnation ", options_.incarnation));
-  }
-  if (s.grad_elements() != shard_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicated step ", s.version(), " has ", s.grad_elements(),
-        " gradient elements; shard ", options_.shard, " holds ", shard_size()));
-  }
+namespace {
+
+// The pushes of a FULL or STAGE step: as many of each, in range.
+absl::Status CheckPushes(const ReplicaStep& s, int num_workers) {
   const int n = s.workers_size();
   if (n < 1 || s.steps_size() != n || s.first_examples_size() != n ||
       s.examples_size() != n) {
@@ -82,15 +79,39 @@ absl::StatusOr<ReplicateResponse> ShardCore::ApplyReplicated(
         "be as many, and at least one"));
   }
   for (int i = 0; i < n; ++i) {
-    if (s.workers(i) < 0 || s.workers(i) >= options_.num_workers ||
-        s.steps(i) < 0 || s.examples(i) < 0 || s.first_examples(i) < 0) {
+    if (s.workers(i) < 0 || s.workers(i) >= num_workers || s.steps(i) < 0 ||
+        s.examples(i) < 0 || s.first_examples(i) < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "replicated step ", s.version(), ": push ", i, " (worker ",
           s.workers(i), ", step ", s.steps(i), ") out of range"));
     }
   }
-  if (!std::isfinite(s.grad_sq_sum()) || s.grad_sq_sum() < 0 ||
-      !std::isfinite(s.grad_scale())) {
+  if (!std::isfinite(s.grad_scale())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicated step ", s.version(), ": norm or scale not finite"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplicateResponse> ShardCore::ApplyReplicated(
+    const ReplicaStep& s, const float* grad, absl::Time deadline) {
+  if (s.incarnation() != options_.incarnation) {
+    return absl::AbortedError(absl::StrCat(
+        "replicated step of job incarnation ", s.incarnation(),
+        "; this shard serves incarnation ", options_.incarnation));
+  }
+  const bool commit = s.kind() == ReplicaStep::COMMIT;
+  if (s.grad_elements() != (commit ? 0 : shard_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replicated step ", s.version(), " has ", s.grad_elements(),
+        " gradient elements; shard ", options_.shard, " holds ", shard_size(),
+        commit ? " (a commit carries none)" : ""));
+  }
+  if (!commit) RETURN_IF_ERROR(CheckPushes(s, options_.num_workers));
+  if (s.kind() != ReplicaStep::STAGE &&
+      (!std::isfinite(s.grad_sq_sum()) || s.grad_sq_sum() < 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "replicated step ", s.version(), ": norm or scale not finite"));
   }
@@ -121,34 +142,104 @@ absl::StatusOr<ReplicateResponse> ShardCore::ApplyReplicated(
           ", behind replicated step ", s.version(), ": it needs a catch-up"));
     }
   }
+  if (s.kind() == ReplicaStep::STAGE) {
+    replica_grad_.resize(shard_size());
+    std::memcpy(replica_grad_.data(), grad, sizeof(float) * shard_size());
+    replica_stage_ = s;
+    return resp;
+  }
   StepNorms norms;
   norms.grad_sq = s.grad_sq_sum();
   if (s.lamb_totals_size() > 0) {
     norms.lamb.emplace(s.lamb_totals().begin(), s.lamb_totals().end());
   }
+  if (commit) {
+    if (!replica_stage_.has_value() ||
+        replica_stage_->version() != s.version()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "backup of shard ", options_.shard, ": the commit of step ",
+          s.version(), " came without its stage"));
+    }
+    ReplicaStep whole = *replica_stage_;
+    replica_stage_.reset();
+    RETURN_IF_ERROR(ApplyReplicaLocked(whole, replica_grad_.data(),
+                                       std::move(norms), deadline));
+  } else {
+    RETURN_IF_ERROR(ApplyReplicaLocked(s, grad, std::move(norms), deadline));
+  }
+  resp.set_version(s.version() + 1);
+  return resp;
+}
+
+absl::Status ShardCore::ApplyReplicaLocked(const ReplicaStep& s,
+                                           const float* grad, StepNorms norms,
+                                           absl::Time deadline) {
   absl::Status st =
       ApplyStep(s.version(), grad, s.grad_scale(), &norms, deadline);
   absl::MutexLock l(&mu_);
   if (!st.ok()) {
     // Its optimizer state may be half-updated: it can no longer follow.
-    broken_ = Annotate(st, absl::StrCat("backup of shard ", options_.shard,
+    broken_ = Annotate(st, absl::StrCat("shard ", options_.shard,
                                         ": applying replicated step ",
                                         s.version()));
     waits_->Poke();
     return broken_;
   }
   ++version_;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < s.workers_size(); ++i) {
     const int w = s.workers(i);
     ++clock_[w];
     last_step_[w] = std::max(last_step_[w], s.steps(i));
     ledger_.Add(s.first_examples(i), s.examples(i));
   }
-  pushes_applied_ += n;
-  resp.set_version(version_);
+  pushes_applied_ += s.workers_size();
   // A backup publishes no snapshot per step (nobody pulls from it);
   // Promote() publishes the version it reached.
-  return resp;
+  return absl::OkStatus();
+}
+
+void ShardCore::CompleteStaged() {
+  absl::MutexLock ul(&update_mu_);
+  if (!replica_stage_.has_value()) return;
+  const ReplicaStep s = *replica_stage_;
+  replica_stage_.reset();
+  const absl::Time deadline = absl::Now() + options_.wait_timeout;
+  // Its norms are exchanged with the peer shards as the lost primary did
+  // (a peer that finished the step answers from its own partial sums).
+  StepNorms norms;
+  absl::Status st = ApplyStep(s.version(), replica_grad_.data(),
+                              s.grad_scale(), &norms, deadline);
+  if (st.ok() && replicas_ != nullptr) {
+    std::vector<int> workers(s.workers().begin(), s.workers().end());
+    std::vector<int64_t> steps(s.steps().begin(), s.steps().end());
+    std::vector<std::pair<int64_t, int64_t>> examples;
+    for (int i = 0; i < s.workers_size(); ++i) {
+      examples.push_back({s.first_examples(i), s.examples(i)});
+    }
+    st = ReplicateStep(ReplicaStep::FULL, s.version(), replica_grad_.data(),
+                       s.grad_scale(), &norms, workers, steps, examples,
+                       deadline);
+  }
+  {
+    absl::MutexLock l(&mu_);
+    updating_ = false;
+    if (st.ok()) {
+      ++version_;
+      for (int i = 0; i < s.workers_size(); ++i) {
+        ++clock_[s.workers(i)];
+        ledger_.Add(s.first_examples(i), s.examples(i));
+      }
+      pushes_applied_ += s.workers_size();
+      PublishLocked();
+      LOG(INFO) << "shard " << options_.shard << ": completed step "
+                << s.version() << " of the lost primary";
+    } else {
+      broken_ = Annotate(st, absl::StrCat("shard ", options_.shard,
+                                          ": completing the lost primary's "
+                                          "step ", s.version()));
+    }
+  }
+  waits_->Poke();
 }
 
 absl::Status ShardCore::Promote(int64_t term) {
@@ -169,6 +260,20 @@ absl::Status ShardCore::Promote(int64_t term) {
   PublishLocked();  // pokes the waiters (calls that came early fail or go on)
   LOG(INFO) << "shard " << options_.shard << " promoted to primary of term "
             << term << " at version " << version_;
+  if (replica_stage_.has_value() && replica_stage_->version() < version_) {
+    replica_stage_.reset();  // committed already
+  }
+  if (replica_stage_.has_value()) {
+    // The lost primary had every push of this step: the step is made here
+    // (pushes of it retried by their workers are duplicates), then
+    // published.
+    for (int i = 0; i < replica_stage_->workers_size(); ++i) {
+      const int w = replica_stage_->workers(i);
+      last_step_[w] = std::max(last_step_[w], replica_stage_->steps(i));
+    }
+    updating_ = true;
+    update_thread_->Post([this] { CompleteStaged(); });
+  }
   return absl::OkStatus();
 }
 

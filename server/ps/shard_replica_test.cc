@@ -48,6 +48,23 @@ class LocalLink : public PeerLink {
     }
     return c->ReceiveExchange(r);
   }
+  // With the peers' answers, as the gRPC link gives them.
+  absl::Status SendAll(const std::vector<int>& to, const ExchangeRequest& r,
+                       absl::Time, const std::atomic<bool>*,
+                       std::vector<ExchangeResponse>* replies) override {
+    if (replies != nullptr) replies->assign(to.size(), ExchangeResponse());
+    for (size_t i = 0; i < to.size(); ++i) {
+      ShardCore* c;
+      {
+        absl::MutexLock l(&mu_);
+        c = cores_[to[i]];
+      }
+      absl::Status st = c->ReceiveExchange(
+          r, replies != nullptr ? &(*replies)[i] : nullptr);
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
 
  private:
   absl::Mutex mu_;
@@ -67,6 +84,16 @@ class LocalReplicas : public ReplicaLink {
     absl::MutexLock l(&mu_);
     gate_ = gate;
   }
+  // The primary "dies" at its first step of `kind`: a STAGE is delivered
+  // first, a COMMIT is not; then the call hangs until `release`, and
+  // returns ABORTED (as a deposed primary's would).
+  void DieAt(ReplicaStep::Kind kind, absl::Notification* reached,
+             absl::Notification* release) {
+    absl::MutexLock l(&mu_);
+    die_kind_ = kind;
+    reached_ = reached;
+    release_ = release;
+  }
   bool Active() const override {
     absl::MutexLock l(&mu_);
     return !backups_.empty();
@@ -79,12 +106,28 @@ class LocalReplicas : public ReplicaLink {
                          absl::Time deadline) override {
     std::vector<ShardCore*> backups;
     absl::Notification* gate;
+    absl::Notification* release = nullptr;
+    absl::Notification* reached = nullptr;
     {
       absl::MutexLock l(&mu_);
       backups = backups_;
       gate = gate_;
+      if (release_ != nullptr && step.kind() == die_kind_) {
+        std::swap(release, release_);
+        std::swap(reached, reached_);
+      }
     }
     if (gate != nullptr) gate->WaitForNotification();
+    if (release != nullptr) {
+      if (step.kind() == ReplicaStep::STAGE) {
+        for (ShardCore* b : backups) {
+          EXPECT_TRUE(b->ApplyReplicated(step, grad, deadline).ok());
+        }
+      }
+      reached->Notify();
+      release->WaitForNotification();
+      return absl::AbortedError("this primary was replaced");
+    }
     for (ShardCore* b : backups) {
       absl::StatusOr<ReplicateResponse> r =
           b->ApplyReplicated(step, grad, deadline);
@@ -105,6 +148,9 @@ class LocalReplicas : public ReplicaLink {
   mutable absl::Mutex mu_;
   std::vector<ShardCore*> backups_ ABSL_GUARDED_BY(mu_);
   absl::Notification* gate_ ABSL_GUARDED_BY(mu_) = nullptr;
+  ReplicaStep::Kind die_kind_ ABSL_GUARDED_BY(mu_) = ReplicaStep::FULL;
+  absl::Notification* reached_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Notification* release_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -276,6 +322,102 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"BspLambTwoShards", BSP, 2, 2, optim::OptimizerKind::kLamb},
         Case{"AspAdamW", ASP, 2, 1, optim::OptimizerKind::kAdamW}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+struct LossCase {
+  const char* name;
+  ReplicaStep::Kind at;  // where primary 1 is lost in step 2
+  optim::OptimizerKind kind;
+};
+
+class PrimaryLost : public ::testing::TestWithParam<LossCase> {};
+
+// Two shards, two workers, BSP. In step 2 the primary of shard 1 is lost
+// after its backup got the step's aggregate: before the norm exchange
+// (STAGE: shard 0 waits for shard 1's partial sums) or after it (COMMIT:
+// shard 0 applied the step already). Its backup, promoted, completes the
+// step with the peer's norms; two steps later every shard holds the same
+// bits as a run without the loss.
+TEST_P(PrimaryLost, ItsPromotedBackupCompletesTheStep) {
+  const LossCase& c = GetParam();
+  constexpr int kSteps = 4, kLost = 2;
+  auto run = [&](bool lose) -> std::vector<std::string> {
+    LocalLink peers;
+    LocalReplicas link0, link1;
+    ShardOptions bo = Opts(BSP, 2, 2, 1, c.kind);
+    bo.backup = true;
+    auto b1 = ShardCore::Create(bo, &peers);  // its daemon's link to the peers
+    EXPECT_TRUE(b1.ok());
+    link1.Add(b1->get());
+    auto p0 = ShardCore::Create(Opts(BSP, 2, 2, 0, c.kind), &peers, &link0);
+    auto p1 = ShardCore::Create(Opts(BSP, 2, 2, 1, c.kind), &peers, &link1);
+    EXPECT_TRUE(p0.ok() && p1.ok());
+    peers.Set(0, p0->get());
+    peers.Set(1, p1->get());
+    ShardCore* serving[2] = {p0->get(), p1->get()};
+    absl::Notification reached, release;
+    for (int64_t step = 0; step < kSteps; ++step) {
+      if (lose && step == kLost) link1.DieAt(c.at, &reached, &release);
+      std::vector<std::thread> th;
+      std::vector<absl::Status> st(4);
+      for (int w = 0; w < 2; ++w) {
+        for (int s = 0; s < 2; ++s) {
+          th.emplace_back([&, w, s] {
+            st[w * 2 + s] = Push(serving[s], w, step).status();
+          });
+        }
+      }
+      if (lose && step == kLost) {
+        reached.WaitForNotification();  // primary 1 is "lost" here
+        peers.Set(1, b1->get());
+        EXPECT_TRUE((*b1)->Promote(1).ok());
+        serving[1] = b1->get();
+        // The promoted backup makes version 3 itself.
+        auto snap = (*b1)->AcquireSnapshot(0, kLost + 1, 0,
+                                           absl::Now() + absl::Seconds(5));
+        EXPECT_TRUE(snap.ok()) << snap.status();
+        release.Notify();  // the old primary's call ends, refused
+      }
+      for (auto& t : th) t.join();
+      for (int k = 0; k < 4; ++k) {
+        // The push that made the lost primary's step fails with it; its
+        // worker's retry to the new primary is a duplicate.
+        if (lose && step == kLost && k % 2 == 1 && !st[k].ok()) {
+          EXPECT_EQ(st[k].code(), absl::StatusCode::kAborted) << st[k];
+          auto again = Push(serving[1], k / 2, step);
+          EXPECT_TRUE(again.ok() && again->duplicate()) << again.status();
+          continue;
+        }
+        EXPECT_TRUE(st[k].ok()) << "push " << k << " of step " << step
+                                << ": " << st[k];
+      }
+    }
+    std::vector<std::string> out;
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_EQ(serving[s]->version(), kSteps);
+      out.push_back(StateOf(serving[s], kSteps, absl::StrCat("lost", lose)));
+    }
+    return out;
+  };
+  const std::vector<std::string> lost = run(true), whole = run(false);
+  ASSERT_EQ(lost.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_FALSE(lost[s].empty());
+    EXPECT_TRUE(lost[s] == whole[s]) << "shard " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Points, PrimaryLost,
+    ::testing::Values(
+        LossCase{"BeforeTheNormExchange", ReplicaStep::STAGE,
+                 optim::OptimizerKind::kAdamW},
+        LossCase{"AfterTheNormExchange", ReplicaStep::COMMIT,
+                 optim::OptimizerKind::kAdamW},
+        LossCase{"LambBeforeTheNormExchange", ReplicaStep::STAGE,
+                 optim::OptimizerKind::kLamb},
+        LossCase{"LambAfterTheNormExchange", ReplicaStep::COMMIT,
+                 optim::OptimizerKind::kLamb}),
+    [](const ::testing::TestParamInfo<LossCase>& i) { return i.param.name; });
 
 TEST(Replica, ABackupServesNothingUntilPromoted) {
   ShardOptions o = Opts(BSP, 1, 1, 0);

@@ -99,9 +99,13 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     // denominators (Announce) and the sum is the big batch's gradient.
     const float scale =
         options_.backup_workers > 0 ? 1.0f / contributors : 1.0f;
-    StepNorms norms;
-    st = ApplyStep(v, agg, scale, &norms, deadline, next.get());
-    if (st.ok() && next == nullptr && replicas_ != nullptr) {
+    // With live backups (and so no piece-by-piece publishing): the
+    // aggregate goes to them before the norms are exchanged (a backup
+    // promoted later can complete the step), the norms once applied, and
+    // only then is the version published.
+    const bool replicate =
+        next == nullptr && replicas_ != nullptr && replicas_->Active();
+    if (replicate) {
       std::vector<int> workers;
       std::vector<int64_t> steps;
       std::vector<std::pair<int64_t, int64_t>> examples;
@@ -116,8 +120,14 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
                                  : ex->second);
         }
       }
-      st = ReplicateApplied(v, agg, scale, norms, workers, steps, examples,
-                            deadline);
+      st = ReplicateStep(ReplicaStep::STAGE, v, agg, scale, nullptr, workers,
+                         steps, examples, deadline);
+    }
+    StepNorms norms;
+    if (st.ok()) st = ApplyStep(v, agg, scale, &norms, deadline, next.get());
+    if (st.ok() && replicate) {
+      st = ReplicateStep(ReplicaStep::COMMIT, v, nullptr, scale, &norms, {},
+                         {}, {}, deadline);
     }
     if (next != nullptr && !st.ok()) {
       absl::MutexLock sl(&next->mu);
