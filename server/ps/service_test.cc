@@ -448,6 +448,118 @@ TEST(GrpcPeerLinkTest, SendAllReachesEveryPeerAndNamesTheOneThatFails) {
             absl::StatusCode::kAborted);
 }
 
+// A primary and its backup, each a gRPC server on 127.0.0.1: every step
+// reaches the backup over Replicate; malformed Replicate calls are refused
+// and change nothing; a backup gone is dropped and the primary goes on.
+absl::Status PushOnCore(ShardCore* core, int worker, int64_t step) {
+  PushHeader h;
+  h.set_worker(worker);
+  h.set_step(step);
+  h.set_examples(2);
+  h.set_first_example(step * 2);
+  const int64_t n = core->shard_size();
+  h.set_grad_sq_sum(1e-4 * n);
+  auto s = core->BeginPush(h);
+  if (!s.ok()) return s.status();
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    std::vector<float> g(sl.size(), 0.01f * (step + 1));
+    TensorChunk c;
+    c.set_name(sl.name);
+    c.set_dtype(F32);
+    c.set_offset(sl.begin);
+    c.set_data(g.data(), 4 * g.size());
+    if (absl::Status st = core->AddChunk(s->get(), c); !st.ok()) return st;
+  }
+  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5))
+      .status();
+}
+
+TEST(ReplicationTest, StepsReachTheBackupOverGrpc) {
+  ShardOptions o;
+  o.config = Small();
+  o.wait_timeout = absl::Seconds(5);
+  o.incarnation = 3;
+  ShardOptions bo = o;
+  bo.backup = true;
+  auto backup = *ShardServer::Start(bo, "127.0.0.1:0", {});
+  auto primary = *ShardServer::StartIdle("127.0.0.1:0");
+  ASSERT_TRUE(primary->Install(o, {}, {backup->address()}).ok());
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(PushOnCore(primary->core(), 0, step).ok());
+  }
+  EXPECT_EQ(backup->core()->version(), 3);
+  EXPECT_EQ(primary->core()->Stats().steps_replicated(), 3);
+  EXPECT_EQ(primary->core()->Stats().live_backups(), 1);
+  EXPECT_EQ(backup->core()->Stats().example_ledger(),
+            primary->core()->Stats().example_ledger());
+  // Malformed calls straight to the backup.
+  auto stub = ParameterServer::NewStub(grpc::CreateCustomChannel(
+      backup->address(), grpc::InsecureChannelCredentials(),
+      ClientChannelArguments()));
+  const int64_t n = backup->core()->shard_size();
+  auto call = [&](const std::vector<ReplicateRequest>& msgs,
+                  const std::string& incarnation = "3") {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ctx.AddMetadata(kIncarnationMetadata, incarnation);
+    ReplicateResponse resp;
+    auto w = stub->Replicate(&ctx, &resp);
+    for (const auto& m : msgs) {
+      if (!w->Write(m)) break;
+    }
+    w->WritesDone();
+    return w->Finish();
+  };
+  ReplicateRequest head;
+  ReplicaStep* st = head.mutable_step();
+  st->set_kind(ReplicaStep::STAGE);
+  st->set_incarnation(3);
+  st->set_version(3);
+  st->set_grad_scale(1);
+  st->add_workers(0);
+  st->add_steps(3);
+  st->add_first_examples(6);
+  st->add_examples(2);
+  st->set_grad_elements(n);
+  ReplicateRequest bytes;
+  bytes.set_grad(std::string(4 * n - 4, '\0'));
+  ReplicateRequest more;
+  more.set_grad(std::string(8, '\0'));
+  auto expect = [&](grpc::Status s, grpc::StatusCode code,
+                    const std::string& text) {
+    EXPECT_EQ(s.error_code(), code) << s.error_message();
+    EXPECT_NE(s.error_message().find(text), std::string::npos)
+        << s.error_message();
+  };
+  expect(call({bytes}), grpc::StatusCode::INVALID_ARGUMENT,
+         "the first message must be the step");
+  expect(call({head, bytes}), grpc::StatusCode::INVALID_ARGUMENT,
+         "came with " + std::to_string(4 * n - 4));
+  expect(call({head, bytes, more}), grpc::StatusCode::INVALID_ARGUMENT,
+         "more than the");
+  expect(call({head, head}), grpc::StatusCode::INVALID_ARGUMENT,
+         "only gradient bytes follow");
+  expect(call({head}, "2"), grpc::StatusCode::ABORTED, "incarnation 2");
+  ReplicateRequest commit = head;
+  commit.mutable_step()->set_kind(ReplicaStep::COMMIT);
+  commit.mutable_step()->set_grad_elements(0);
+  expect(call({commit, more}), grpc::StatusCode::INVALID_ARGUMENT,
+         "a commit carries no gradient");
+  expect(call({commit}), grpc::StatusCode::FAILED_PRECONDITION,
+         "came without its stage");
+  EXPECT_EQ(backup->core()->version(), 3);
+  // The backup goes away: the next step drops it and is published.
+  backup->Shutdown();
+  backup.reset();
+  ASSERT_TRUE(PushOnCore(primary->core(), 0, 3).ok());
+  EXPECT_EQ(primary->core()->version(), 4);
+  EXPECT_EQ(primary->core()->Stats().live_backups(), 0);
+  std::vector<std::string> dropped = primary->replica_link().TakeDropped();
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(primary->core()->Stats().steps_replicated(), 3);
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace bertps
