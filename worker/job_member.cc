@@ -1,5 +1,6 @@
 #include "worker/job_member.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -50,6 +51,7 @@ void JobMember::Start(const Assignment& assignment, int slot) {
   a.set_index(slot);
   a.clear_also_indices();
   Part& part = parts_[slot];
+  part.ps_addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   std::atomic<bool>* cancel = part.cancel.get();
   part.thread = std::thread([this, a, slot, cancel] {
     auto report = [this, job = a.job_id(), slot](const StepReport& r) {
@@ -65,7 +67,11 @@ void JobMember::Start(const Assignment& assignment, int slot) {
     absl::MutexLock l(&mu_);
     PartState& state = states_[slot];
     state.finished = true;
-    if (st.ok() || st.code() == absl::StatusCode::kCancelled || *cancel) return;
+    if (st.ok()) return;
+    if (st.code() == absl::StatusCode::kCancelled || *cancel) {
+      state.cancelled = true;  // not done: stopped (e.g. to go on elsewhere)
+      return;
+    }
     const absl::Time now = absl::Now();
     if (st.code() == absl::StatusCode::kUnavailable && unreachable_.empty()) {
       unreachable_ = std::string(st.message());
@@ -110,7 +116,7 @@ absl::Status JobMember::Run(absl::Duration give_up) {
                             : absl::StrCat("slot ", slot, " (taken over): ",
                                            st.error);
       }
-      if (st.finished && !st.transient && st.error.empty()) {
+      if (st.finished && !st.transient && !st.cancelled && st.error.empty()) {
         req.add_done_slots(slot);
         if (slot == own) req.set_done(true);
       }
@@ -179,15 +185,33 @@ absl::Status JobMember::Run(absl::Duration give_up) {
           Start(*a, slot);
           continue;
         }
-        bool retry;
+        bool finished, transient;
         {
           absl::MutexLock l(&mu_);
           const PartState& st = states_[slot];
-          retry = st.finished && st.transient;
+          finished = st.finished;
+          transient = st.transient;
         }
-        if (!retry) continue;
         Part& part = it->second;
-        if (part.retry_at == absl::InfiniteFuture()) {
+        // A shard's primary was replaced by its backup: a part still
+        // running is told to stop (it ends at its next check, or when its
+        // call to the lost primary fails), then goes on at the new address.
+        const bool moved = !std::equal(
+            part.ps_addresses.begin(), part.ps_addresses.end(),
+            a->ps_addresses().begin(), a->ps_addresses().end());
+        if (moved && !finished) {
+          if (!part.moving) {
+            part.moving = true;
+            *part.cancel = true;
+          }
+          continue;
+        }
+        if (!finished || !(transient || part.moving)) continue;
+        if (moved || part.moving) {
+          LOG(INFO) << job_ << ": slot " << slot << " goes on with the "
+                    << "shards' new addresses";
+          Start(*a, slot);
+        } else if (part.retry_at == absl::InfiniteFuture()) {
           part.retry_at = absl::Now() + absl::Seconds(1);
         } else if (absl::Now() >= part.retry_at) {
           Start(*a, slot);  // rejoins at the shards' step

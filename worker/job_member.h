@@ -84,6 +84,7 @@ class JobMember {
   struct PartState {
     bool finished = false;   // the part's thread ended
     bool transient = false;  // ... in a transient failure
+    bool cancelled = false;  // ... told to stop before its end
     std::string error;
     // Start of the current run of transient failures without a step.
     absl::Time failing_since = absl::InfiniteFuture();
@@ -94,6 +95,11 @@ class JobMember {
     std::unique_ptr<std::atomic<bool>> cancel =
         std::make_unique<std::atomic<bool>>(false);
     absl::Time retry_at = absl::InfiniteFuture();
+    // The shards' addresses it was started with: a part that failed is
+    // started again at once when a shard index's primary was replaced.
+    std::vector<std::string> ps_addresses;
+    // Told to stop because the addresses changed: started again once ended.
+    bool moving = false;
   };
   // Starts (or starts again) the part of `slot` of assignment `a`.
   void Start(const Assignment& a, int slot);

@@ -74,6 +74,7 @@ absl::Status StageMember::RunPart(
   o.ps.addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   o.ps.security = security_;
   o.ps.incarnation = a.incarnation();
+  o.ps.layout = a.ps_layout();
   o.ps.cancel = cancel;
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
   o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;

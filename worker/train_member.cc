@@ -31,6 +31,7 @@ absl::Status TrainMember::RunPart(
   o->simulate_compute_ms = simulate_compute_ms_;
   o->prefetch_batches = prefetch_batches_;
   o->ps.incarnation = a.incarnation();
+  o->ps.layout = a.ps_layout();
   o->ps.cancel = cancel;
   // A shard unreachable: the coordinator hears it on the next heartbeat
   // (and probes the shards), not only once this part gives up.

@@ -112,6 +112,7 @@ void ApplyJobDefaults(JobSpec* s) {
   if (s->batch_size() == 0) s->set_batch_size(32);
   if (s->num_ps_shards() == 0) s->set_num_ps_shards(1);
   if (s->num_workers() == 0) s->set_num_workers(1);
+  if (s->replicas() == 0) s->set_replicas(1);
   if (s->seed() == 0) s->set_seed(12345);
   OptimizerSpec* o = s->mutable_optimizer();
   if (o->kind().empty()) o->set_kind("adam_weight_decay");
@@ -289,6 +290,9 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   }
   if (s.num_ps_shards() < 1 || s.num_ps_shards() > 1024) {
     return Bad("num_ps_shards", "must be in [1, 1024]");
+  }
+  if (s.replicas() < 1 || s.replicas() > 8) {
+    return Bad("replicas", "must be in [1, 8]");
   }
   if (s.num_workers() < 1 || s.num_workers() > 4096) {
     return Bad("num_workers", "must be in [1, 4096]");

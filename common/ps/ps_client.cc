@@ -48,6 +48,9 @@ void SetIncarnation(const PsClientOptions& o, grpc::ClientContext* ctx) {
   if (o.incarnation > 0) {
     ctx->AddMetadata(ps::kIncarnationMetadata, absl::StrCat(o.incarnation));
   }
+  if (o.layout > 0) {
+    ctx->AddMetadata(ps::kLayoutMetadata, absl::StrCat(o.layout));
+  }
 }
 }  // namespace
 

@@ -50,6 +50,8 @@ struct PsClientOptions {
   // The job incarnation every call names (0: none); shards of another
   // incarnation answer ABORTED.
   int64_t incarnation = 0;
+  // The shards' layout every call names (ps::kLayoutMetadata; 0: none).
+  int64_t layout = 0;
   // Set: Connect stops waiting for the shards (CANCELLED).
   const std::atomic<bool>* cancel = nullptr;
   // Pull: per shard, a thread of its own copies the received chunks into

@@ -17,6 +17,11 @@ constexpr int kMaxMessageBytes = 16 << 20;
 // Call metadata naming the job incarnation a request belongs to (optional;
 // ShardOptions.incarnation).
 constexpr char kIncarnationMetadata[] = "bertps-incarnation";
+// Call metadata naming the layout of the job's shards the caller knows: the
+// sum of the shard indices' terms (each counts its primary's replacements by
+// a backup). A shard that knows a later layout refuses the call (ABORTED):
+// its caller still counts on a replaced primary (optional; replicas > 1).
+constexpr char kLayoutMetadata[] = "bertps-layout";
 // Elements per TensorChunk on the wire (2 MB of F32).
 constexpr int64_t kChunkElements = 512 * 1024;
 // Chunks of small tensors ready together travel as one message (ChunkBatch)

@@ -274,8 +274,31 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
         RecordReportsLocked(job, m, r);
         if (!r.unreachable().empty()) QueueProbesLocked(job, m, r.unreachable());
       }
-      if (m.role == PS && m.index == 0 && !r.example_ledger().empty()) {
-        TakeLedgerLocked(job, r);
+      if (m.role == PS) {
+        if (m.applied != r.applied_version()) {
+          m.applied = r.applied_version();
+          if (job.status.spec().replicas() > 1) UpdateShardReplicasLocked(job);
+        }
+        // The ledger of shard 0's primary (its backups hold the same).
+        if (m.index == 0 && !m.backup && !r.example_ledger().empty()) {
+          TakeLedgerLocked(job, r);
+        }
+        for (const std::string& address : r.dropped_backups()) {
+          if (m.backup || m.index < 0 ||
+              m.index >= static_cast<int>(job.backups.size())) {
+            break;
+          }
+          for (const std::string& id : job.backups[m.index]) {
+            auto b = members_.find(id);
+            if (b != members_.end() && b->second.address == address) {
+              DropBackupLocked(job, b->second,
+                               "was dropped by its primary (it stopped "
+                               "acknowledging)");
+              changed = true;
+              break;
+            }
+          }
+        }
       }
       if (!r.error().empty()) {
         FinishLocked(job, FAILED,
@@ -460,6 +483,7 @@ void Coordinator::FinishLocked(Job& job, JobState state,
       m.job.clear();
       m.index = -1;
       m.also.clear();
+      m.backup = false;
     }
   }
 }
@@ -500,7 +524,7 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   const Job& job = jobs_.at(m.job);
   a.set_job_id(m.job);
   if (!IsPool(m.role)) a.set_incarnation(job.status.incarnation());
-  if (IsTrainer(m.role) && job.ready_shards.size() < job.shards.size()) {
+  if (IsTrainer(m.role) && !ShardsReadyLocked(job)) {
     a.set_wait(true);  // not yet: the shards are installing this incarnation
     return a;
   }
@@ -525,6 +549,22 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
     }
   }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);
+  if (job.status.spec().replicas() > 1) {
+    int64_t layout = 1;
+    for (int64_t t : job.terms) layout += t;
+    a.set_ps_layout(layout);
+  }
+  if (m.role == PS && job.status.spec().replicas() > 1) {
+    a.set_backup(m.backup);
+    for (int64_t t : job.terms) a.add_ps_terms(t);
+    if (!m.backup && m.index >= 0 &&
+        m.index < static_cast<int>(job.backups.size())) {
+      for (const std::string& id : job.backups[m.index]) {
+        auto it = members_.find(id);
+        if (it != members_.end()) a.add_backups(it->second.address);
+      }
+    }
+  }
   return a;
 }
 

@@ -184,6 +184,10 @@ class Coordinator {
     // (ms since the epoch).
     std::map<int, int64_t> also;
     bool told = false; // the member has been sent its current assignment
+    // PS members of a job with replicas > 1: a backup of shard `index`
+    // (else its primary), and its version as last reported.
+    bool backup = false;
+    int64_t applied = 0;
     int64_t memory_limit = 0;  // bytes it may use (0: unknown)
     std::string memory_source;
   };
@@ -205,6 +209,10 @@ class Coordinator {
     JobStatus status;
     int64_t examples_per_epoch = 0;
     std::vector<std::string> shards;   // member ids by shard index
+    // replicas > 1: each index's backups (member ids) and term (how many
+    // times its primary was replaced by a backup).
+    std::vector<std::vector<std::string>> backups;
+    std::vector<int64_t> terms;
     std::vector<std::string> slots;    // member ids by worker index ("" free)
     std::vector<bool> slot_done;
     // When each free slot became free (InfiniteFuture: held or done): a
@@ -265,6 +273,19 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // JobStatus.slots from job.slots and the members (after a change).
   void UpdateSlotHoldersLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Replicas (coordinator_replicas.cc). JobStatus.shards from the members.
+  void UpdateShardReplicasLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A lost primary of shard `index`: its most advanced live backup becomes
+  // the primary of the next term (every member of the job is told); false
+  // when it has none (the job restarts from its checkpoint instead).
+  bool FailOverLocked(Job& job, int index, const Member& lost,
+                      const std::string& how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A backup gone, or dropped by its primary: no longer one of the index's.
+  void DropBackupLocked(Job& job, Member& m, const std::string& how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether every primary and backup of the job reported it installed.
+  bool ShardsReadyLocked(const Job& job) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The step reports of a train member's heartbeat, each for the slot it
   // names (its own by default), those of slots it does not hold dropped.
   void RecordReportsLocked(Job& job, const Member& m, const HeartbeatRequest& r)

@@ -21,6 +21,10 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     return;
   }
   Job& job = jobs_[m.job];
+  if (m.role == PS && m.backup) {  // the index runs with fewer backups
+    DropBackupLocked(job, m, how);
+    return;
+  }
   const int index = m.index;
   if (m.role == TRAIN && job.status.state() == RUNNING) {
     FreeSlotsLocked(job, m, how);
@@ -37,6 +41,7 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   if (m.role == PS) {
     if (index < static_cast<int>(job.shards.size()) &&
         job.shards[index] == m.id) {
+      if (FailOverLocked(job, index, m, how)) return;  // no restart
       job.shards[index].clear();
       job.status.set_ps_addresses(index, "");
     }

@@ -86,6 +86,8 @@ void Coordinator::FillShardsLocked(Job& job) {
         m.job = job.status.id();
         m.index = static_cast<int>(i);
         m.told = false;
+        m.backup = false;
+        m.applied = 0;
         job.shards[i] = m.id;
         job.status.set_ps_addresses(static_cast<int>(i), m.address);
         EventLocked(job, absl::StrCat("shard ", i, " is member ", m.id, " at ",
@@ -146,13 +148,14 @@ void Coordinator::StartJobsLocked() {
       if (m.role == PS) ps.push_back(&m);
       if (m.role == trainer) train.push_back(&m);
     }
-    if (static_cast<int>(ps.size()) < spec.num_ps_shards() ||
+    const int R = std::max(1, spec.replicas());
+    if (static_cast<int>(ps.size()) < spec.num_ps_shards() * R ||
         static_cast<int>(train.size()) < spec.num_workers() * S ||
         (HasEval(spec) && pool[1] == 0)) {
       train_blocked = true;  // FIFO: later train jobs wait for this one
       std::string members = absl::StrCat(
-          ps.size(), "/", spec.num_ps_shards(), " idle parameter-server "
-          "daemons, ", train.size(), "/", spec.num_workers() * S, " idle ",
+          ps.size(), "/", spec.num_ps_shards() * R, " idle parameter-server "
+          "daemons", R > 1 ? absl::StrCat(" (", R, " replicas)") : "", ", ", train.size(), "/", spec.num_workers() * S, " idle ",
           S > 1 ? "stage daemons" : "train workers");
       if (HasEval(spec) && pool[1] == 0) {
         absl::StrAppend(&members, ", an eval worker");
@@ -178,9 +181,26 @@ void Coordinator::StartJobsLocked() {
       ps[i]->job = job.status.id();
       ps[i]->index = i;
       ps[i]->told = false;
+      ps[i]->backup = false;
+      ps[i]->applied = 0;
       job.shards.push_back(ps[i]->id);
       job.status.add_ps_addresses(ps[i]->address);
     }
+    // replicas > 1: the next daemons hold the backups, R - 1 per index.
+    job.backups.assign(spec.num_ps_shards(), {});
+    job.terms.assign(spec.num_ps_shards(), 0);
+    for (int i = 0, next = spec.num_ps_shards(); i < spec.num_ps_shards(); ++i) {
+      for (int k = 1; k < R; ++k, ++next) {
+        Member* b = ps[next];
+        b->job = job.status.id();
+        b->index = i;
+        b->told = false;
+        b->backup = true;
+        b->applied = 0;
+        job.backups[i].push_back(b->id);
+      }
+    }
+    UpdateShardReplicasLocked(job);
     job.slots.assign(spec.num_workers() * S, "");
     job.slot_done.assign(spec.num_workers() * S, false);
     job.slot_free_since.assign(spec.num_workers() * S, absl::InfiniteFuture());

@@ -51,6 +51,22 @@ absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current(
           c->options().incarnation, " (the job was started again)"));
     }
   }
+  // A caller that still counts on a replaced primary goes on against the
+  // new layout (its pushes to that primary may be lost: it pushes again).
+  it = md.find(kLayoutMetadata);
+  if (it != md.end()) {
+    int64_t layout = 0;
+    if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
+                          &layout)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kLayoutMetadata, " metadata is not a number"));
+    }
+    if (layout < c->shard_layout()) {
+      return absl::AbortedError(absl::StrCat(
+          "request of shard layout ", layout, "; this shard knows layout ",
+          c->shard_layout(), " (a primary was replaced by its backup)"));
+    }
+  }
   return c;
 }
 
@@ -266,7 +282,7 @@ absl::Status GrpcReplicaLink::Replicate(const ReplicaStep& step,
         break;
       }
     }
-    dropped_.push_back(absl::StrCat(b.address, ": ", st.message()));
+    dropped_.push_back(b.address);
   }
   return absl::OkStatus();
 }

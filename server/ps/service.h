@@ -92,7 +92,8 @@ class GrpcReplicaLink : public ReplicaLink {
   int LiveBackups() const override;
   absl::Status Replicate(const ReplicaStep& step, const float* grad,
                          absl::Time deadline) override;
-  // The backups dropped since the last call, each with why.
+  // The addresses of the backups dropped since the last call (why is
+  // logged).
   std::vector<std::string> TakeDropped();
 
  private:

@@ -487,7 +487,15 @@ TEST(ReplicationTest, StepsReachTheBackupOverGrpc) {
   ASSERT_TRUE(primary->Install(o, {}, {backup->address()}).ok());
   for (int64_t step = 0; step < 3; ++step) {
     ASSERT_TRUE(PushOnCore(primary->core(), 0, step).ok());
+    ASSERT_TRUE(primary->core()
+                    ->AcquireSnapshot(0, step + 1, 0,
+                                      absl::Now() + absl::Seconds(5))
+                    .ok());
   }
+  // Published once the backup has it (the step runs after the push's answer).
+  ASSERT_TRUE(primary->core()
+                  ->AcquireSnapshot(0, 3, 0, absl::Now() + absl::Seconds(5))
+                  .ok());
   EXPECT_EQ(backup->core()->version(), 3);
   EXPECT_EQ(primary->core()->Stats().steps_replicated(), 3);
   EXPECT_EQ(primary->core()->Stats().live_backups(), 1);
@@ -553,7 +561,9 @@ TEST(ReplicationTest, StepsReachTheBackupOverGrpc) {
   backup->Shutdown();
   backup.reset();
   ASSERT_TRUE(PushOnCore(primary->core(), 0, 3).ok());
-  EXPECT_EQ(primary->core()->version(), 4);
+  ASSERT_TRUE(primary->core()
+                  ->AcquireSnapshot(0, 4, 0, absl::Now() + absl::Seconds(10))
+                  .ok());
   EXPECT_EQ(primary->core()->Stats().live_backups(), 0);
   std::vector<std::string> dropped = primary->replica_link().TakeDropped();
   ASSERT_EQ(dropped.size(), 1u);

@@ -336,6 +336,12 @@ class ShardCore {
   absl::Status Promote(int64_t term);
   bool backup() const;
   int64_t term() const;
+  // The layout of the job's shards this core knows (ps::kLayoutMetadata).
+  // A later one answers every call waiting now (ABORTED: their workers go
+  // on against the new layout; a pushed gradient a lost primary held is
+  // pushed again).
+  void NewShardLayout(int64_t layout);
+  int64_t shard_layout() const;
 
   // Ends this install: every waiting and later call fails with `why` (the
   // job left the shard or was installed again).
@@ -362,10 +368,15 @@ class ShardCore {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::StatusOr<AnnounceResponse> AnnounceTotals(int64_t step,
                                                   absl::Time deadline);
-  // then(true) now if ready(), else once it is (on the waitlist's thread),
-  // or then(false) at `deadline`.
+  // then(OK) now if ready(), else once it is (on the waitlist's thread) or
+  // at `deadline`; then(ABORTED) when the shards' layout changed meanwhile
+  // (NewLayout).
   void WhenReady(std::function<bool()> ready, absl::Time deadline,
-                 std::function<void(bool)> then);
+                 std::function<void(absl::Status)> then);
+  int64_t relayouts() const;
+  // The answer of a call that waited since `relayouts` when the layout has
+  // changed since (ABORTED), else OK.
+  absl::Status Relayout(int64_t relayouts) const;
   // OK while this core serves: not broken, not a backup.
   absl::Status CheckAlive() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Sends one update to the backups (when any is live): FULL (grad and
@@ -515,6 +526,9 @@ class ShardCore {
   bool backup_ ABSL_GUARDED_BY(mu_) = false;
   int64_t term_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_replicated_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t shard_layout_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts NewShardLayout()s: a waiting call that sees it change is answered.
+  int64_t relayouts_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex ex_mu_;
   absl::Status aborted_ ABSL_GUARDED_BY(ex_mu_);  // Abort(), for the exchange

@@ -11,12 +11,23 @@ namespace bertps {
 namespace ps {
 
 void ShardCore::WhenReady(std::function<bool()> ready, absl::Time deadline,
-                          std::function<void(bool)> then) {
+                          std::function<void(absl::Status)> then) {
   if (ready()) {
-    then(true);  // on the caller's thread
+    then(absl::OkStatus());  // on the caller's thread
     return;
   }
-  waits_->Add(std::move(ready), deadline, std::move(then));
+  // A layout change (a primary replaced) answers the call at once: its
+  // worker goes on against the new layout.
+  const int64_t since = relayouts();
+  auto ready_or_moved = [this, since, ready = std::move(ready)] {
+    return relayouts() != since || ready();
+  };
+  auto then_or_moved = [this, since, ready_or_moved,
+                        then = std::move(then)](bool) {
+    absl::Status moved = Relayout(since);
+    then(moved.ok() ? absl::OkStatus() : moved);
+  };
+  waits_->Add(std::move(ready_or_moved), deadline, std::move(then_or_moved));
 }
 
 void ShardCore::AcquireSnapshotAsync(
@@ -27,7 +38,8 @@ void ShardCore::AcquireSnapshotAsync(
     absl::MutexLock l(&mu_);
     return SnapshotReadyLocked(min_version, step);
   };
-  auto finish = [this, worker, min_version, step, done = std::move(done)](bool) {
+  auto finish = [this, worker, min_version, step, done = std::move(done)](absl::Status moved) {
+    if (!moved.ok()) return done(moved);
     done(AcquireSnapshot(worker, min_version, step, absl::InfinitePast()));
   };
   WhenReady(std::move(ready), deadline, std::move(finish));
@@ -46,7 +58,8 @@ void ShardCore::AnnounceAsync(const AnnounceRequest& request,
     absl::MutexLock l(&mu_);
     return AnnouncesCompleteLocked(step);
   };
-  auto finish = [this, step, done = std::move(done)](bool) {
+  auto finish = [this, step, done = std::move(done)](absl::Status moved) {
+    if (!moved.ok()) return done(moved);
     done(AnnounceTotals(step, absl::InfinitePast()));
   };
   WhenReady(std::move(ready), deadline, std::move(finish));
@@ -59,7 +72,8 @@ void ShardCore::BeginPushAsync(const PushHeader& header,
     absl::MutexLock l(&mu_);
     return PushMayBeginLocked(step);
   };
-  auto finish = [this, header, done = std::move(done)](bool) {
+  auto finish = [this, header, done = std::move(done)](absl::Status moved) {
+    if (!moved.ok()) return done(moved);
     done(BeginPushUntil(header, absl::InfinitePast()));
   };
   WhenReady(std::move(ready), absl::Now() + options_.wait_timeout,
@@ -84,7 +98,9 @@ void ShardCore::FinishPushAsync(std::unique_ptr<PushSession> session,
   // The session moves into the function posted (a std::function must be
   // copyable, so it is held by a shared_ptr).
   auto held = std::make_shared<std::unique_ptr<PushSession>>(std::move(session));
-  auto finish = [this, held, deadline, done = std::move(done)](bool) {
+  auto finish = [this, held, deadline,
+                 done = std::move(done)](absl::Status moved) {
+    if (!moved.ok()) return done(moved);
     finish_thread_->Post([this, held, deadline, done] {
       // At the deadline FinishPush's own wait ends at once and words the
       // error.
@@ -101,7 +117,8 @@ void ShardCore::WaitSnapshotAsync(std::shared_ptr<const Snapshot> snap,
   auto ready = [snap, count] {
     return count < 0 ? snap->FirstReady() : snap->SlicesReady(count);
   };
-  auto finish = [snap, count, done = std::move(done)](bool) {
+  auto finish = [snap, count, done = std::move(done)](absl::Status moved) {
+    if (!moved.ok()) return done(moved);
     done(count < 0 ? snap->WaitFirst(absl::InfinitePast())
                    : snap->WaitSlices(count, absl::InfinitePast()));
   };

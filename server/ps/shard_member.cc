@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "glog/logging.h"
 #include "common/cluster/job_plan.h"
@@ -30,6 +31,32 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
   return o;
 }
 
+absl::Status ShardMember::FollowAssignment(const Assignment& a) {
+  std::vector<std::string> peers(a.ps_addresses().begin(),
+                                 a.ps_addresses().end());
+  if (peers != peers_) {
+    server_->SetPeers(peers);  // exchanges reach a replaced primary's successor
+    peers_ = std::move(peers);
+  }
+  ShardCore* core = server_->core();
+  if (core == nullptr) return absl::OkStatus();
+  core->NewShardLayout(a.ps_layout());
+  if (core->backup() && !a.backup()) {
+    const int64_t term =
+        a.index() < a.ps_terms_size() ? a.ps_terms(a.index()) : 0;
+    RETURN_IF_ERROR(core->Promote(term));
+    LOG(INFO) << "promoted to primary of shard " << a.index() << " of job "
+              << job_ << " (term " << term << ", at version "
+              << core->version() << ")";
+  }
+  std::vector<std::string> backups(a.backups().begin(), a.backups().end());
+  if (!a.backup() && backups != backups_) {
+    server_->replica_link().SetBackups(backups);
+    backups_ = std::move(backups);
+  }
+  return absl::OkStatus();
+}
+
 ShardMember::ShardMember(const std::string& coordinator, ShardServer* server)
     : member_(coordinator, PS, server->address(), server->security()),
       server_(server) {}
@@ -48,8 +75,13 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         req.set_example_ledger(s.example_ledger());
         req.set_applied_version(s.version());
       }
+      for (std::string& d : server_->replica_link().TakeDropped()) {
+        dropped_.push_back(std::move(d));
+      }
+      for (const std::string& d : dropped_) req.add_dropped_backups(d);
     }
     absl::StatusOr<Assignment> a = member_.Heartbeat(req);
+    if (a.ok()) dropped_.clear();
     if (!a.ok()) {
       if (absl::Now() - last_ok > give_up) return a.status();
       LOG(WARNING) << a.status();
@@ -71,6 +103,15 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       job_.clear();
       if (exit_when_job_ends_ && !same_job) return absl::OkStatus();
     }
+    // The same install: a shard index whose primary was replaced (its
+    // address), this backup promoted, this primary's backups changed.
+    if (!job_.empty() && same_job && !a->wait()) {
+      absl::Status st = FollowAssignment(*a);
+      if (!st.ok()) {
+        error = std::string(st.message());
+        LOG(ERROR) << "job " << job_ << ": " << st;
+      }
+    }
     // wait: the job is starting again and a shard index has no member yet
     // (its peers are not all known); install once they are.
     if (!a->stop() && !a->job_id().empty() && !a->wait() && job_.empty()) {
@@ -85,7 +126,12 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         o.update_nice = update_nice_;
         std::vector<std::string> peers(a->ps_addresses().begin(),
                                        a->ps_addresses().end());
-        RETURN_IF_ERROR(server_->Install(o, peers));
+        o.backup = a->backup();
+        if (a->index() < a->ps_terms_size()) o.term = a->ps_terms(a->index());
+        peers_ = peers;
+        backups_.assign(a->backups().begin(), a->backups().end());
+        RETURN_IF_ERROR(server_->Install(o, peers, backups_));
+        server_->core()->NewShardLayout(a->ps_layout());
         if (!a->spec().checkpoint().restore().empty()) {
           absl::StatusOr<int64_t> v =
               server_->core()->Restore(a->spec().checkpoint().restore());
@@ -103,8 +149,13 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         error = std::string(st.message());  // fails the job on the next beat
         LOG(ERROR) << "job " << job_ << ": " << st;
       } else {
-        LOG(INFO) << "serving shard " << a->index() << " of job " << job_
-                  << " (incarnation " << incarnation_ << ")";
+        LOG(INFO) << (a->backup() ? "holding a backup of shard "
+                                  : "serving shard ")
+                  << a->index() << " of job " << job_ << " (incarnation "
+                  << incarnation_ << ")"
+                  << (backups_.empty()
+                          ? ""
+                          : absl::StrCat(", ", backups_.size(), " backup(s)"));
       }
     }
     absl::SleepFor(member_.interval());

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
@@ -38,6 +39,9 @@ class ShardMember {
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
 
  private:
+  // A new assignment of the installed job and incarnation: peers' addresses,
+  // a promotion, this primary's backups.
+  absl::Status FollowAssignment(const Assignment& a);
   MemberClient member_;
   ShardServer* const server_;
   std::atomic<bool> stop_{false};
@@ -47,6 +51,12 @@ class ShardMember {
   int update_threads_ = 2;
   int update_nice_ = 10;
   std::string started_as_;  // member id when the job was installed
+  // Of the installed job: its shards' addresses and this primary's backups,
+  // as last applied (a change is applied on the next heartbeat).
+  std::vector<std::string> peers_;
+  std::vector<std::string> backups_;
+  // Backups the replica link dropped, until a heartbeat carried them.
+  std::vector<std::string> dropped_;
 };
 
 }  // namespace ps

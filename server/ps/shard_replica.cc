@@ -25,6 +25,36 @@ int64_t ShardCore::term() const {
   return term_;
 }
 
+void ShardCore::NewShardLayout(int64_t layout) {
+  {
+    absl::MutexLock l(&mu_);
+    if (layout <= shard_layout_) return;
+    shard_layout_ = layout;
+    ++relayouts_;
+  }
+  LOG(INFO) << "shard " << options_.shard << ": the shards' layout is now "
+            << layout << "; calls waiting are answered";
+  waits_->Poke();
+}
+
+int64_t ShardCore::shard_layout() const {
+  absl::MutexLock l(&mu_);
+  return shard_layout_;
+}
+
+int64_t ShardCore::relayouts() const {
+  absl::MutexLock l(&mu_);
+  return relayouts_;
+}
+
+absl::Status ShardCore::Relayout(int64_t since) const {
+  absl::MutexLock l(&mu_);
+  if (relayouts_ == since) return absl::OkStatus();
+  return absl::AbortedError(absl::StrCat(
+      "shard ", options_.shard, ": a primary of the job's shards was replaced "
+      "(layout ", shard_layout_, "); go on against the new layout"));
+}
+
 absl::Status ShardCore::ReplicateStep(
     ReplicaStep::Kind kind, int64_t version, const float* grad,
     float grad_scale, const StepNorms* norms, const std::vector<int>& workers,

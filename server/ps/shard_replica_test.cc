@@ -210,6 +210,13 @@ absl::StatusOr<PushResponse> Push(ShardCore* core, int worker, int64_t step) {
   return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
 }
 
+// A primary's step runs after the push that completes it is answered: wait
+// until version v is published (or the error that stops it).
+absl::Status WaitVersion(ShardCore* core, int64_t v) {
+  return core->AcquireSnapshot(0, v, 0, absl::Now() + absl::Seconds(5))
+      .status();
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
@@ -280,9 +287,16 @@ TEST_P(BackupFollows, ItsPrimaryBitForBit) {
         for (auto& t : th) t.join();
         for (const auto& x : st) ASSERT_TRUE(x.ok()) << x;
       }
+      // A worker pushes its next step once it pulled this one's version.
+      if (c.mode == BSP) {
+        for (int s = 0; s < c.shards; ++s) {
+          ASSERT_TRUE(WaitVersion(primaries[s].get(), step + 1).ok());
+        }
+      }
     }
     const int64_t version = c.mode == BSP ? kSteps : kSteps * c.workers;
     for (int s = 0; s < c.shards; ++s) {
+      ASSERT_TRUE(WaitVersion(primaries[s].get(), version).ok());
       EXPECT_EQ(primaries[s]->version(), version);
       primary_state->push_back(StateOf(primaries[s].get(), version, "p"));
       if (!replicated) continue;
@@ -390,9 +404,13 @@ TEST_P(PrimaryLost, ItsPromotedBackupCompletesTheStep) {
         EXPECT_TRUE(st[k].ok()) << "push " << k << " of step " << step
                                 << ": " << st[k];
       }
+      for (int s = 0; s < 2; ++s) {
+        EXPECT_TRUE(WaitVersion(serving[s], step + 1).ok()) << step;
+      }
     }
     std::vector<std::string> out;
     for (int s = 0; s < 2; ++s) {
+      EXPECT_TRUE(WaitVersion(serving[s], kSteps).ok());
       EXPECT_EQ(serving[s]->version(), kSteps);
       out.push_back(StateOf(serving[s], kSteps, absl::StrCat("lost", lose)));
     }
@@ -460,10 +478,14 @@ TEST(Replica, AReplacedPrimaryIsFencedByTheTerm) {
   auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
   ASSERT_TRUE(p.ok());
   ASSERT_TRUE(Push(p->get(), 0, 0).ok());
+  ASSERT_TRUE(WaitVersion(p->get(), 1).ok());
   EXPECT_EQ((*b)->version(), 1);
-  // The backup is promoted (term 1) while the old primary lives on.
+  // The backup is promoted (term 1) while the old primary lives on. The
+  // old primary takes a push (answered before its step runs), but its
+  // step is refused by the backup.
   ASSERT_TRUE((*b)->Promote(1).ok());
-  absl::Status st = Push(p->get(), 0, 1).status();
+  ASSERT_TRUE(Push(p->get(), 0, 1).ok());
+  absl::Status st = WaitVersion(p->get(), 2);
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
   EXPECT_NE(st.message().find("at term 1: the primary of term 0 was replaced"),
             std::string::npos)
@@ -583,6 +605,7 @@ TEST(Replica, APromotedBackupTakesThePushesItsPrimaryHadStaged) {
     auto p = ShardCore::Create(Opts(BSP, 2, 1, 0), nullptr, &link);
     EXPECT_TRUE(p.ok());
     for (int w = 0; w < 2; ++w) EXPECT_TRUE(Push(p->get(), w, 0).ok());
+    EXPECT_TRUE(WaitVersion(p->get(), 1).ok());
     EXPECT_TRUE(Push(p->get(), 0, 1).ok());  // staged on the primary
     ShardCore* serving = p->get();
     if (lose) {
@@ -616,6 +639,7 @@ TEST(Replica, ABackupBehindIsDroppedAndThePrimaryGoesOn) {
   ASSERT_TRUE(Push(p->get(), 0, 0).ok());  // no backup yet: not replicated
   link.Add(b->get());                      // one that missed step 0
   ASSERT_TRUE(Push(p->get(), 0, 1).ok());
+  ASSERT_TRUE(WaitVersion(p->get(), 2).ok());
   EXPECT_EQ((*p)->version(), 2);
   EXPECT_EQ((*b)->version(), 0);
   EXPECT_EQ(link.LiveBackups(), 0);
@@ -623,7 +647,7 @@ TEST(Replica, ABackupBehindIsDroppedAndThePrimaryGoesOn) {
   EXPECT_NE(link.dropped()[0].find("needs a catch-up"), std::string::npos);
   EXPECT_EQ((*p)->Stats().steps_replicated(), 0);
   ASSERT_TRUE(Push(p->get(), 0, 2).ok());
-  EXPECT_EQ((*p)->version(), 3);
+  ASSERT_TRUE(WaitVersion(p->get(), 3).ok());
 }
 
 }  // namespace

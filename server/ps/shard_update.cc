@@ -55,9 +55,12 @@ absl::Status ShardCore::ApplyBspLocked(absl::Time deadline) {
   }
   hint_tensor_ = -1;
   hint_rows_.clear();
-  if (next != nullptr) {
+  // With live backups the update (and the norm exchange, which may wait for
+  // a replaced primary's successor) runs on the update thread too: pushes
+  // that come meanwhile, retries among them, are answered at once.
+  if (next != nullptr || (replicas_ != nullptr && replicas_->Active())) {
     // The update runs on the update thread and this push is answered now:
-    // the workers wait for the new version's pieces in their pulls instead.
+    // the workers wait for the new version (or its pieces) in their pulls.
     // Updates run in the order posted; a step completes only after the
     // previous one published its version.
     auto work = std::make_shared<std::map<int, AlignedVector<float>>>(

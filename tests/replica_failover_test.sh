@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A lost primary costs no restart, with real processes over 127.0.0.1: a job
+# with replicas: 2 runs on 4 shard daemons (2 shard indices, a primary and a
+# backup each) and 2 train workers, no spare. A kill -9 of shard 1's primary
+# mid-job makes the coordinator promote its backup (term 1) at once (the
+# workers that could not reach it report it, a probe confirms); the workers
+# go on at the new address, the job's incarnation does not change and it is
+# never restarted.
+# would-be partner is not possible: there is none left), so the index runs
+# alone. The final parameters equal, bit for bit, those of the same job run
+# with no fault and no replicas.
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+source "$(dirname "$0")/process_lib.sh"
+init_work replicas
+tiny_model_data "$BERT_LOCAL"
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 60 \
+  --jobs_root "$work/jobs"
+coord="$BERTPS_COORDINATOR"
+declare -A shard_pid
+for s in a b c d; do
+  "$SERVER" --coordinator "$coord" --port 0 --address_file "$work/ps-$s.address" \
+    > "$work/ps-$s.log" 2>&1 &
+  pids+=($!); shard_pid[$s]=$!
+done
+for s in a b c d; do
+  for _ in $(seq 1 200); do [ -s "$work/ps-$s.address" ] && break; sleep 0.05; done
+  [ -s "$work/ps-$s.address" ] || fail "shard $s wrote no address file"
+done
+for w in a b; do
+  "$WORKER" --role=train --coordinator "$coord" > "$work/w-$w.log" 2>&1 &
+  pids+=($!)
+done
+field() {  # field JOB PYTHON-EXPRESSION-OF-s
+  "$CTL" status "$1" --json | /usr/bin/python3 -c \
+    "import json,sys; s=json.load(sys.stdin); print($2)"
+}
+spec() {  # spec NAME REPLICAS EXPORT
+  cat <<EOF2
+name: "$1"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 8
+steps: 300
+num_ps_shards: 2
+num_workers: 2
+replicas: $2
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+checkpoint { every_steps: 50 }
+export_path: "$3"
+EOF2
+}
+spec replicated 2 "$work/replicated.safetensors" > "$work/replicated.pbtxt"
+job=$("$CTL" submit "$work/replicated.pbtxt") || fail "submit"
+for _ in $(seq 1 600); do
+  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 40 ] && break
+  sleep 0.1
+done
+[ "$(field "$job" 'len(s.get("shards", []))')" = 2 ] || fail "no replica status: $("$CTL" status "$job" --json | head -c 600)"
+victim=$(field "$job" 's["ps_addresses"][1]')
+for s in a b c d; do
+  [ "$(cat "$work/ps-$s.address")" = "$victim" ] && victim_pid=${shard_pid[$s]}
+done
+[ -n "${victim_pid:-}" ] || fail "no shard daemon at $victim"
+at=$(field "$job" 's.get("progress", {}).get("step", 0)')
+kill -9 "$victim_pid"
+killed=$(date +%s%N)
+for _ in $(seq 1 300); do
+  [ "$(field "$job" 's.get("failovers", 0)')" -ge 1 ] && break
+  sleep 0.05
+done
+[ "$(field "$job" 's.get("failovers", 0)')" -ge 1 ] \
+  || fail "no failover within 15 s of the kill (member timeout 60 s): $(tail -5 "$work/coordinator.log")"
+failed_over=$(( ($(date +%s%N) - killed) / 1000000 ))
+for _ in $(seq 1 300); do
+  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -gt $((at + 5)) ] && break
+  sleep 0.05
+done
+stepped=$(( ($(date +%s%N) - killed) / 1000000 ))
+echo "shard 1's primary ($victim) killed at step ~$at: failed over after $failed_over ms, steps applied again by $stepped ms (member timeout 60 s)"
+new=$(field "$job" 's["ps_addresses"][1]')
+[ "$new" != "$victim" ] || fail "shard 1's address did not change"
+[ "$(field "$job" 's["shards"][1]["term"]')" = 1 ] || fail "shard 1's term is not 1"
+"$CTL" status "$job" | grep -i "shard" | head -4 || true
+"$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "the job failed: $(tail -3 "$work/watch.out")"
+[ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "the job was restarted: $(grep -i restart "$work/watch.out" | head -3)"
+[ "$(field "$job" 's.get("incarnation", 0)')" = 1 ] || fail "the incarnation changed"
+grep -q "shard 1: primary .* failed over to its backup member .* (term 1, .* no restart" "$work/watch.out" \
+  || fail "no failover event: $(grep -i 'shard 1' "$work/watch.out" | head -3)"
+grep -o "shard 1: primary .*" "$work/watch.out" | head -1 | sed 's/(member [^)]*) //' | cut -c1-240
+
+# The same job with no fault and no replicas.
+spec clean 1 "$work/clean.safetensors" > "$work/clean.pbtxt"
+clean=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
+"$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed"
+for _ in $(seq 1 100); do [ -f "$work/clean.safetensors" ] && [ -f "$work/replicated.safetensors" ] && break; sleep 0.1; done
+worst=$(max_relative_difference "$work/replicated.safetensors" "$work/clean.safetensors") \
+  || fail "cannot compare the exports"
+echo "after the failover vs the same job without faults or replicas: worst relative difference $worst"
+[ "$worst" = "0.000e+00" ] || fail "the parameters differ ($worst)"
+echo PASS
