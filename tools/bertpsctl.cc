@@ -539,22 +539,7 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                                          " per train worker")
                           : ""));
   }
-  if (s.state() == RUNNING && s.slots_size() > 0) {
-    // Who computes each worker slot.
-    std::vector<std::string> slots;
-    for (const SlotHolder& h : s.slots()) {
-      if (h.member().empty()) {
-        slots.push_back(absl::StrCat(h.slot(), " free"));
-      } else if (h.shared()) {
-        slots.push_back(absl::StrCat(h.slot(), " ", h.member(),
-                                     " (taken over beside slot ", h.own_slot(),
-                                     " since ", TimeText(h.since_ms()), ")"));
-      } else {
-        slots.push_back(absl::StrCat(h.slot(), " ", h.member()));
-      }
-    }
-    row("workers", absl::StrJoin(slots, ", "));
-  }
+  for (const auto& [key, value] : internal::HolderRows(s)) row(key, value);
   if (s.restarts() > 0) {
     row("restarts", absl::StrCat(s.restarts(), " (from checkpoints, after lost "
                                                "shards or stages)"));

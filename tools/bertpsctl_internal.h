@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
@@ -23,6 +25,11 @@ namespace internal {
 
 // An event that only says a step was made ("step N", or no message).
 bool IsProgressOnly(const std::string& message);
+// Status rows of who holds what in a running job: each shard index's
+// primary and backups (replicas > 1), each worker slot's member
+// (bertpsctl_holders.cc).
+std::vector<std::pair<std::string, std::string>> HolderRows(
+    const JobStatus& s);
 bool IsTerminal(JobState s);
 // The RPC deadline of the options.
 void SetDeadline(grpc::ClientContext* ctx, const CtlOptions& o);

@@ -459,6 +459,31 @@ TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
   EXPECT_TRUE(absl::StrContains(out_.str(), "), 2 free\n")) << out_.str();
 }
 
+TEST_F(BertpsctlTest, StatusShowsEachShardsPrimaryAndBackups) {
+  JobStatus s = Running("job-5", 7, 40, 5.0);
+  s.mutable_spec()->set_replicas(2);
+  ShardReplicas* r0 = s.add_shards();
+  r0->set_shard(0);
+  r0->set_primary("m1");
+  r0->set_applied(91);
+  r0->add_backups("m3");
+  r0->add_backups_applied(90);
+  ShardReplicas* r1 = s.add_shards();
+  r1->set_shard(1);
+  r1->set_primary("m4");
+  r1->set_term(1);
+  r1->set_applied(91);
+  s.set_failovers(1);
+  service_.Put(s);
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-5", out_, err_), kExitOk);
+  EXPECT_TRUE(absl::StrContains(
+      out_.str(), "replicas   0 m1 @ 91, backup m3 @ 90; 1 m4 @ 91 (term 1), "
+                  "no backup\n"))
+      << out_.str();
+  EXPECT_TRUE(absl::StrContains(out_.str(), "failovers  1 (primaries replaced"))
+      << out_.str();
+}
+
 TEST_F(BertpsctlTest, ListTextAndJson) {
   service_.Put(Running("job-1", 40, 100, 5.23));
   JobStatus p = Running("job-2", 0, 50, 0);

@@ -21,6 +21,12 @@ constexpr Spec kJobGauges[] = {
     {"bertps_job_learning_rate", "Learning rate the shards last applied"},
     {"bertps_job_examples_per_second", "Training throughput"},
     {"bertps_job_restarts", "Times the job was started again"},
+    {"bertps_job_failovers",
+     "Primaries of the job's shards replaced by a backup (no restart)"},
+    {"bertps_job_shard_backups", "Live backups of each shard index"},
+    {"bertps_job_replication_lag_steps",
+     "Each shard index: its primary's version minus its slowest backup's, "
+     "as last reported"},
     {"bertps_job_worker_slots",
      "Worker slots by holder: own (a daemon of its own), taken_over (computed "
      "by a surviving worker beside its own slot), free (the job waits)"},
@@ -71,6 +77,18 @@ void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
     set("bertps_job_learning_rate", id, p.learning_rate());
     set("bertps_job_examples_per_second", id, p.examples_per_sec());
     set("bertps_job_restarts", id, j.restarts());
+    if (j.shards_size() > 0) set("bertps_job_failovers", id, j.failovers());
+    for (const ShardReplicas& r : j.shards()) {
+      const std::string shard = std::to_string(r.shard());
+      int64_t slowest = r.applied();
+      for (int64_t b : r.backups_applied()) slowest = std::min(slowest, b);
+      Gauge("bertps_job_shard_backups", "")
+          .Add({{"job_id", id}, {"shard", shard}})
+          .Set(r.backups_size());
+      Gauge("bertps_job_replication_lag_steps", "")
+          .Add({{"job_id", id}, {"shard", shard}})
+          .Set(static_cast<double>(r.applied() - slowest));
+    }
     int slots[3] = {0, 0, 0};  // own, taken over, free
     for (const SlotHolder& h : j.slots()) {
       ++slots[h.member().empty() ? 2 : h.shared() ? 1 : 0];

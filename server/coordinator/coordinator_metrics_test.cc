@@ -32,6 +32,17 @@ TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
     if (k < 2) h->set_member("m-000004");
     h->set_shared(k == 1);
   }
+  // replicas: 2, shard 0's backup a step behind, shard 1 failed over.
+  ShardReplicas* r = jobs[1].add_shards();
+  r->set_shard(0);
+  r->set_applied(3);
+  r->add_backups("m-000002");
+  r->add_backups_applied(2);
+  r = jobs[1].add_shards();
+  r->set_shard(1);
+  r->set_applied(3);
+  r->set_term(1);
+  jobs[1].set_failovers(1);
   jobs[1].set_waiting("an idle train worker for slot 2");
   jobs[1].set_waiting_since_ms(1);  // long ago
   m.Update(jobs);
@@ -52,6 +63,11 @@ TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
            "bertps_job_worker_slots{holder=\"taken_over\",job_id=\"job-000002\"} 1",
            "bertps_job_worker_slots{holder=\"free\",job_id=\"job-000002\"} 1",
            "bertps_job_waiting_seconds{job_id=\"job-000001\"} 0",
+           "bertps_job_failovers{job_id=\"job-000002\"} 1",
+           "bertps_job_shard_backups{job_id=\"job-000002\",shard=\"0\"} 1",
+           "bertps_job_shard_backups{job_id=\"job-000002\",shard=\"1\"} 0",
+           "bertps_job_replication_lag_steps{job_id=\"job-000002\",shard=\"0\"} 1",
+           "bertps_job_replication_lag_steps{job_id=\"job-000002\",shard=\"1\"} 0",
        }) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }

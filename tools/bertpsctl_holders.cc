@@ -1,0 +1,66 @@
+// bertpsctl status: who holds what in a running job -- each shard index's
+// primary and backups (jobs with replicas > 1) and each worker slot's member.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tools/bertpsctl_internal.h"
+
+namespace bertps {
+namespace ctl {
+namespace internal {
+
+std::vector<std::pair<std::string, std::string>> HolderRows(
+    const JobStatus& s) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  if (s.state() != RUNNING) return rows;
+  if (s.shards_size() > 0) {
+    // "0 m1 @ step 91, backups m3 @ 91": the primary, its term when it was
+    // replaced, and how far each has applied.
+    std::vector<std::string> shards;
+    for (const ShardReplicas& r : s.shards()) {
+      std::string text = absl::StrCat(
+          r.shard(), " ", r.primary().empty() ? "none" : r.primary(), " @ ",
+          r.applied(), r.term() > 0 ? absl::StrCat(" (term ", r.term(), ")") : "");
+      std::vector<std::string> backups;
+      for (int i = 0; i < r.backups_size(); ++i) {
+        backups.push_back(absl::StrCat(
+            r.backups(i), " @ ",
+            i < r.backups_applied_size() ? r.backups_applied(i) : 0));
+      }
+      absl::StrAppend(&text, backups.empty()
+                                 ? ", no backup"
+                                 : absl::StrCat(", backup", backups.size() > 1 ? "s " : " ",
+                                                absl::StrJoin(backups, ", ")));
+      shards.push_back(std::move(text));
+    }
+    rows.push_back({"replicas", absl::StrJoin(shards, "; ")});
+    if (s.failovers() > 0) {
+      rows.push_back({"failovers", absl::StrCat(s.failovers(),
+                                                " (primaries replaced by a "
+                                                "backup, no restart)")});
+    }
+  }
+  if (s.slots_size() > 0) {
+    std::vector<std::string> slots;
+    for (const SlotHolder& h : s.slots()) {
+      if (h.member().empty()) {
+        slots.push_back(absl::StrCat(h.slot(), " free"));
+      } else if (h.shared()) {
+        slots.push_back(absl::StrCat(h.slot(), " ", h.member(),
+                                     " (taken over beside slot ", h.own_slot(),
+                                     " since ", TimeText(h.since_ms()), ")"));
+      } else {
+        slots.push_back(absl::StrCat(h.slot(), " ", h.member()));
+      }
+    }
+    rows.push_back({"workers", absl::StrJoin(slots, ", ")});
+  }
+  return rows;
+}
+
+}  // namespace internal
+}  // namespace ctl
+}  // namespace bertps
