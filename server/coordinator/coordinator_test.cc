@@ -887,6 +887,92 @@ TEST_F(CoordinatorTest, DataAccountingCatchesDuplicatesAndGaps) {
   }
 }
 
+// replicas: 2 on 4 shard daemons: a backup per index. The trainer waits for
+// every primary and backup; a lost primary is replaced by its backup in
+// term 1 with no restart (every member told the new layout); a lost backup
+// is dropped; a primary lost with no backup left restarts the job.
+TEST_F(CoordinatorTest, ReplicasFailOverWithoutARestart) {
+  std::vector<std::string> ps;
+  for (int i = 1; i <= 4; ++i) ps.push_back(Join(PS, absl::StrCat("127.0.0.1:", i)));
+  std::string w = Join(TRAIN);
+  JobSpec spec = Spec(2, 1, 50);
+  spec.set_replicas(2);
+  auto id = *coord_.Submit(spec);
+  std::map<std::string, Assignment> as;
+  for (const auto& p : ps) as[p] = Beat(p);
+  std::vector<std::string> primary(2), backup(2);
+  for (const auto& p : ps) {
+    const Assignment& a = as[p];
+    ASSERT_EQ(a.job_id(), id);
+    (a.backup() ? backup : primary)[a.index()] = p;
+    EXPECT_EQ(a.ps_layout(), 1);
+    EXPECT_EQ(a.ps_terms_size(), 2);
+  }
+  for (int i = 0; i < 2; ++i) ASSERT_FALSE(primary[i].empty() || backup[i].empty());
+  EXPECT_EQ(as[primary[1]].backups_size(), 1);
+  EXPECT_EQ(as[backup[1]].backups_size(), 0);
+  // Installed: the primaries and one backup; the trainer still waits.
+  Beat(primary[0], id), Beat(primary[1], id), Beat(backup[0], id);
+  EXPECT_TRUE(Beat(w).wait());
+  Beat(backup[1], id);
+  Assignment a = Beat(w);
+  ASSERT_FALSE(a.wait());
+  EXPECT_EQ(a.ps_layout(), 1);
+  const std::string old1 = a.ps_addresses(1);
+  JobStatus st = *coord_.Get(id);
+  ASSERT_EQ(st.shards_size(), 2);
+  EXPECT_EQ(st.shards(1).primary(), primary[1]);
+  EXPECT_EQ(st.shards(1).backups(0), backup[1]);
+  // The members of `live` heartbeat for 12 s; the others go silent.
+  auto only = [&](std::vector<std::string> live) {
+    for (int round = 0; round < 2; ++round) {
+      now_ += absl::Seconds(6);
+      for (const auto& m : live) Beat(m, id);
+    }
+  };
+  // Shard 1's primary goes silent.
+  only({primary[0], backup[0], backup[1], w});
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.restarts(), 0);
+  EXPECT_EQ(st.failovers(), 1);
+  EXPECT_EQ(st.shards(1).primary(), backup[1]);
+  EXPECT_EQ(st.shards(1).term(), 1);
+  EXPECT_EQ(st.shards(1).backups_size(), 0);
+  EXPECT_NE(st.ps_addresses(1), old1);
+  Assignment promoted = Beat(backup[1], id);
+  EXPECT_FALSE(promoted.backup());
+  EXPECT_EQ(promoted.ps_terms(1), 1);
+  EXPECT_EQ(promoted.ps_layout(), 2);
+  Assignment wa = Beat(w, id);
+  EXPECT_FALSE(wa.wait());
+  EXPECT_EQ(wa.ps_layout(), 2);
+  EXPECT_EQ(wa.ps_addresses(1), st.ps_addresses(1));
+  EXPECT_EQ(wa.incarnation(), a.incarnation());
+  // Shard 0's backup is lost: dropped, its primary told.
+  only({primary[0], backup[1], w});
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.shards(0).backups_size(), 0);
+  EXPECT_EQ(Beat(primary[0], id).backups_size(), 0);
+  EXPECT_EQ(st.restarts(), 0);
+  // Shard 1's new primary lost with no backup left: a restart.
+  only({primary[0], w});
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.restarts(), 1);
+  EXPECT_EQ(st.failovers(), 1);
+  int64_t seq = 0;
+  auto events = coord_.WaitForEvents(id, &seq, absl::InfinitePast());
+  ASSERT_TRUE(events.ok());
+  std::string all;
+  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
+  EXPECT_NE(all.find("shard 1: primary (member " + primary[1] +
+                     " at 127.0.0.1:"), std::string::npos) << all;
+  EXPECT_NE(all.find(") stopped answering; failed over to its backup member " +
+                     backup[1]), std::string::npos) << all;
+  EXPECT_NE(all.find("backup of shard 0 (member " + backup[0]), std::string::npos)
+      << all;
+}
+
 TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w = Join(TRAIN);
