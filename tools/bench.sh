@@ -55,6 +55,12 @@
 #                                              one daemon computing both slots
 #                                              vs two daemons; medians of runs
 #                                              (default: 3)
+#   tools/bench.sh replicas [runs] [steps]     replicated shards: BERT-mini
+#                                              step time and shard CPU with
+#                                              replicas 1 vs 2, and a primary's
+#                                              kill -9 to its backup promoted
+#                                              and stepping (tools/
+#                                              bench_replicas.sh; default 3 40)
 # The machine is shared and noisy: each figure is a median of repeated steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -501,8 +507,9 @@ bench_ps() {
 
 # input: tools/bench_input.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
-# scale: tools/bench_scale.sh
+# scale: tools/bench_scale.sh; replicas: tools/bench_replicas.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
 
 # ---------------------------------------------------------------------------
 # preprocess: the data side on the package-description corpus of
@@ -880,5 +887,6 @@ case "$what" in
   preprocess) bench_preprocess "${2:-}" ;;
   input) bench_input "${2:-}" ;;
   scale) bench_scale "${2:-}" "${3:-}" "${4:-}" "${5:-}" "${6:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover)" >&2; exit 2 ;;
+  replicas) bench_replicas "${2:-}" "${3:-}" ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas)" >&2; exit 2 ;;
 esac
