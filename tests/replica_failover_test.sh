@@ -42,7 +42,7 @@ task: PRETRAIN
 model: "$work/model.json"
 data: "$work/data/*.tfrecord"
 batch_size: 8
-steps: 300
+steps: 200
 num_ps_shards: 2
 num_workers: 2
 replicas: $2
@@ -54,7 +54,7 @@ EOF2
 spec replicated 2 "$work/replicated.safetensors" > "$work/replicated.pbtxt"
 job=$("$CTL" submit "$work/replicated.pbtxt") || fail "submit"
 for _ in $(seq 1 600); do
-  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 40 ] && break
+  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 30 ] && break
   sleep 0.1
 done
 [ "$(field "$job" 'len(s.get("shards", []))')" = 2 ] || fail "no replica status: $("$CTL" status "$job" --json | head -c 600)"

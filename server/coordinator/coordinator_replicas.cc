@@ -49,7 +49,8 @@ bool Coordinator::ShardsReadyLocked(const Job& job) const {
 void Coordinator::DropBackupLocked(Job& job, Member& m,
                                    const std::string& how) {
   const int i = m.index;
-  if (i >= 0 && i < static_cast<int>(job.backups.size())) {
+  if (job.status.state() == RUNNING && i >= 0 &&
+      i < static_cast<int>(job.backups.size())) {
     auto& b = job.backups[i];
     b.erase(std::remove(b.begin(), b.end(), m.id), b.end());
     EventLocked(job, absl::StrCat("backup of shard ", i, " (member ", m.id,

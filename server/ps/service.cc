@@ -22,6 +22,9 @@ absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
   return absl::FromChrono(ctx->deadline());
 }
 
+// The longest a primary waits for one backup's acknowledgement.
+constexpr absl::Duration kReplicateTimeout = absl::Seconds(10);
+
 }  // namespace
 
 ShardService::ShardService(std::shared_ptr<ShardCore> core)
@@ -231,7 +234,11 @@ std::vector<std::string> GrpcReplicaLink::TakeDropped() {
 absl::Status GrpcReplicaLink::SendTo(const Backup& b, const ReplicaStep& step,
                                      const float* grad, absl::Time deadline) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(deadline));
+  // A backup that does not answer in time (stopped, or its host gone
+  // quiet) is dropped rather than waited for: the primary holds its update
+  // lock meanwhile.
+  ctx.set_deadline(absl::ToChronoTime(
+      std::min(deadline, absl::Now() + kReplicateTimeout)));
   ctx.AddMetadata(kIncarnationMetadata, absl::StrCat(step.incarnation()));
   ReplicateResponse resp;
   std::unique_ptr<grpc::ClientWriter<ReplicateRequest>> w =
