@@ -31,6 +31,7 @@ PsClient::PsClient(const PsClientOptions& options, const BertConfig& config,
       layout_(std::move(layout)),
       plan_(std::move(plan)) {
   const int shards = static_cast<int>(options_.addresses.size());
+  canceller_ = std::make_unique<ps::CallCanceller>(options_.cancel);
   pull_lanes_ = std::make_unique<ThreadLanes>("ps pull", shards);
   copy_lanes_ = std::make_unique<ThreadLanes>("ps pull copy", shards);
   push_lanes_ = std::make_unique<ThreadLanes>("ps push", shards);
@@ -158,6 +159,7 @@ absl::StatusOr<AnnounceResponse> PsClient::Announce(
     const AnnounceRequest& request) {
   grpc::ClientContext ctx;
   NewContext(&ctx);
+  ps::CallCanceller::Scope tracked(canceller_.get(), &ctx);
   AnnounceResponse resp;
   absl::Status st =
       FromGrpcStatus(stubs_[0]->Announce(&ctx, request, &resp));
@@ -182,6 +184,7 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
     done.push_back(push_lanes_->Run(i, [&, i] {
       grpc::ClientContext ctx;
       NewContext(&ctx);
+      ps::CallCanceller::Scope tracked(canceller_.get(), &ctx);
       CheckpointRequest req;
       req.set_dir(dir);
       req.set_version(version);
@@ -211,6 +214,7 @@ absl::Status PsClient::Restore(const std::string& manifest) {
   for (int i = 0; i < num_shards(); ++i) {
     grpc::ClientContext ctx;
     NewContext(&ctx);
+    ps::CallCanceller::Scope tracked(canceller_.get(), &ctx);
     RestoreRequest req;
     req.set_manifest(manifest);
     RestoreResponse resp;
@@ -225,6 +229,7 @@ absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() {
   for (int i = 0; i < num_shards(); ++i) {
     grpc::ClientContext ctx;
     NewContext(&ctx);
+    ps::CallCanceller::Scope tracked(canceller_.get(), &ctx);
     absl::Status st =
         FromGrpcStatus(stubs_[i]->Stats(&ctx, StatsRequest(), &out[i]));
     if (!st.ok()) return Annotate(st, absl::StrCat("stats of shard ", i));

@@ -37,6 +37,7 @@
 #include "common/security.h"
 #include "common/thread_lanes.h"
 #include "proto/ps.grpc.pb.h"
+#include "common/ps/call_canceller.h"
 #include "common/ps/partition.h"
 
 namespace bertps {
@@ -52,7 +53,9 @@ struct PsClientOptions {
   int64_t incarnation = 0;
   // The shards' layout every call names (ps::kLayoutMetadata; 0: none).
   int64_t layout = 0;
-  // Set: Connect stops waiting for the shards (CANCELLED).
+  // Set: Connect stops waiting for the shards (CANCELLED), and every call
+  // in flight or made after is cancelled within ~100 ms (a part told to
+  // stop does not wait out a call to a shard that stopped answering).
   const std::atomic<bool>* cancel = nullptr;
   // Pull: per shard, a thread of its own copies the received chunks into
   // the parameters while the shard's reading thread goes back to the socket
@@ -177,6 +180,9 @@ class PsClient {
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<DescribeResponse> described_;
   std::vector<float> residual_;  // bf16 error feedback (layout order)
+  // Cancels the calls in flight once options_.cancel is set. Outlives the
+  // lanes (declared before them), whose tasks register calls.
+  std::unique_ptr<ps::CallCanceller> canceller_;
   // Long-lived threads, a lane per shard: pull streams, their copiers, push
   // senders and checkpoint calls (no thread is created per step). Last:
   // they stop, waiting for their tasks, before the channels go.
@@ -204,6 +210,7 @@ class PsClient::PendingPull {
   void ShardDone(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ParamLayout* layout_ = nullptr;
+  ps::CallCanceller* canceller_ = nullptr;  // the client's
   int first_tensor_ = -1;             // tensor of the rows asked first
   std::vector<uint8_t> first_mask_;   // per row of it: asked first
   int64_t first_wanted_ = 0;          // rows asked first

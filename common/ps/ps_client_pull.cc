@@ -248,7 +248,9 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPullInto(
   for (int i = 0; i < s; ++i) {
     p->contexts_.push_back(std::make_unique<grpc::ClientContext>());
     NewContext(p->contexts_.back().get());
+    canceller_->Add(p->contexts_.back().get());
   }
+  p->canceller_ = canceller_.get();
   PendingPull* raw = p.get();
   raw->dest_ = std::move(dest);
   for (int i = 0; i < s; ++i) {
@@ -321,6 +323,7 @@ PsClient::PendingPull::~PendingPull() {
     for (auto& c : contexts_) c->TryCancel();
   }
   for (auto& d : done_) d->WaitForNotification();
+  for (auto& c : contexts_) canceller_->Remove(c.get());
 }
 
 absl::StatusOr<int64_t> PsClient::Pull(int worker, int64_t min_version,

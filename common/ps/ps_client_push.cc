@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
     auto sh = std::make_unique<PushStream::Shard>();
     sh->index = i;
     NewContext(&sh->ctx);
+    canceller_->Add(&sh->ctx);
     const grpc::internal::RpcMethod method(
         ps::kPushMethod, grpc::internal::RpcMethod::CLIENT_STREAMING);
     sh->writer.reset(
@@ -263,6 +264,7 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
                             : std::min(version, sh->resp.version());
     }
   }
+  for (auto& sh : shards_) client_->canceller_->Remove(&sh->ctx);
   shards_.clear();
   RETURN_IF_ERROR(first_error);
   return version;
@@ -277,6 +279,7 @@ PsClient::PushStream::~PushStream() {
     }
     sh->ctx.TryCancel();
     if (sh->sender != nullptr) sh->sender->WaitForNotification();
+    client_->canceller_->Remove(&sh->ctx);
   }
 }
 

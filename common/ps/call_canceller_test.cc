@@ -1,0 +1,74 @@
+// Calls registered with a CallCanceller are cancelled once its flag is set,
+// as are calls registered after; without a flag nothing is.
+#include "common/ps/call_canceller.h"
+
+#include <atomic>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+
+namespace bertps {
+namespace ps {
+namespace {
+
+// A call on a channel to an address nobody serves, waiting for it to be
+// ready until `deadline`: it ends early only if cancelled.
+grpc::Status WaitingCall(grpc::ClientContext* ctx, absl::Duration deadline) {
+  auto channel = grpc::CreateChannel("127.0.0.1:1",
+                                     grpc::InsecureChannelCredentials());
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  ctx->set_wait_for_ready(true);
+  grpc::GenericStub stub(channel);
+  grpc::Slice empty("");
+  grpc::ByteBuffer req(&empty, 1), resp;
+  absl::Mutex mu;
+  bool done = false;
+  grpc::Status out;
+  stub.UnaryCall(ctx, "/bertps.Nothing/Call", grpc::StubOptions(), &req,
+                 &resp, [&](grpc::Status s) {
+                   absl::MutexLock l(&mu);
+                   out = s;
+                   done = true;
+                 });
+  absl::MutexLock l(&mu);
+  mu.Await(absl::Condition(&done));
+  return out;
+}
+
+TEST(CallCanceller, CancelsCallsInFlightOnceTheFlagIsSet) {
+  std::atomic<bool> flag{false};
+  CallCanceller c(&flag, absl::Milliseconds(20));
+  grpc::ClientContext ctx;
+  CallCanceller::Scope scope(&c, &ctx);
+  const absl::Time t0 = absl::Now();
+  std::thread setter([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    flag = true;
+  });
+  grpc::Status st = WaitingCall(&ctx, absl::Seconds(30));
+  setter.join();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::CANCELLED) << st.error_message();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  EXPECT_TRUE(c.cancelled());
+  // A call registered afterwards is cancelled as it starts.
+  grpc::ClientContext later;
+  CallCanceller::Scope later_scope(&c, &later);
+  EXPECT_EQ(WaitingCall(&later, absl::Seconds(30)).error_code(),
+            grpc::StatusCode::CANCELLED);
+}
+
+TEST(CallCanceller, WithoutAFlagNothingIsCancelled) {
+  CallCanceller c(nullptr);
+  grpc::ClientContext ctx;
+  CallCanceller::Scope scope(&c, &ctx);
+  EXPECT_EQ(WaitingCall(&ctx, absl::Milliseconds(300)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(c.cancelled());
+}
+
+}  // namespace
+}  // namespace ps
+}  // namespace bertps
