@@ -5,16 +5,19 @@
 # mid-job makes the coordinator promote its backup (term 1) at once (the
 # workers that could not reach it report it, a probe confirms); the workers
 # go on at the new address, the job's incarnation does not change and it is
-# never restarted.
-# would-be partner is not possible: there is none left), so the index runs
-# alone. The final parameters equal, bit for bit, those of the same job run
-# with no fault and no replicas.
+# never restarted; shard 1 runs on without a backup. Later shard 0's
+# primary is stopped (SIGSTOP): found by its missed heartbeats (member
+# timeout 6 s), its backup promoted, the workers' calls waiting on it
+# cancelled; resumed (SIGCONT) after the failover, the deposed primary
+# applies and serves nothing (its next replicated step is refused, and the
+# coordinator tells it to leave the job). The final parameters equal, bit
+# for bit, those of the same job run with no fault and no replicas.
 set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work replicas
 tiny_model_data "$BERT_LOCAL"
-start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 60 \
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 6 \
   --jobs_root "$work/jobs"
 coord="$BERTPS_COORDINATOR"
 declare -A shard_pid
@@ -42,7 +45,7 @@ task: PRETRAIN
 model: "$work/model.json"
 data: "$work/data/*.tfrecord"
 batch_size: 8
-steps: 200
+steps: 400
 num_ps_shards: 2
 num_workers: 2
 replicas: $2
@@ -81,11 +84,41 @@ done
 stepped=$(( ($(date +%s%N) - killed) / 1000000 ))
 [ "$(field "$job" 'int(s["shards"][1].get("applied", 0))')" -gt $((at + 2)) ] \
   || fail "shard 1 applied no step after the failover"
-echo "shard 1's primary ($victim) killed with its backup at version $at: failed over after $failed_over ms; the new primary reported step $((at + 3)) applied $stepped ms after the kill (member timeout 60 s)"
+echo "shard 1's primary ($victim) killed with its backup at version $at: failed over after $failed_over ms; the new primary reported step $((at + 3)) applied $stepped ms after the kill (member timeout 6 s)"
 new=$(field "$job" 's["ps_addresses"][1]')
 [ "$new" != "$victim" ] || fail "shard 1's address did not change"
 [ "$(field "$job" 's["shards"][1]["term"]')" = 1 ] || fail "shard 1's term is not 1"
-"$CTL" status "$job" | grep -i "shard" | head -4 || true
+"$CTL" status "$job" | grep -E "^(replicas|failovers)" || fail "status shows no replicas"
+
+# Shard 0's primary stops (SIGSTOP) while the job runs.
+stopped=$(field "$job" 's["ps_addresses"][0]')
+for s in a b c d; do
+  [ "$(cat "$work/ps-$s.address")" = "$stopped" ] && stopped_pid=${shard_pid[$s]} && stopped_log="$work/ps-$s.log"
+done
+[ -n "${stopped_pid:-}" ] || fail "no shard daemon at $stopped"
+kill -STOP "$stopped_pid"
+stop_at=$(date +%s%N)
+for _ in $(seq 1 400); do
+  [ "$(field "$job" 's.get("failovers", 0)')" -ge 2 ] && break
+  sleep 0.05
+done
+[ "$(field "$job" 's.get("failovers", 0)')" -ge 2 ] || fail "no failover of the stopped primary"
+echo "shard 0's primary stopped: failed over after $(( ($(date +%s%N) - stop_at) / 1000000 )) ms (member timeout 6 s)"
+at0=$(field "$job" 'int(s["shards"][0].get("applied", 0))')
+for _ in $(seq 1 400); do
+  [ "$(field "$job" 'int(s["shards"][0].get("applied", 0))')" -gt $((at0 + 2)) ] && break
+  sleep 0.05
+done
+[ "$(field "$job" 'int(s["shards"][0].get("applied", 0))')" -gt $((at0 + 2)) ] \
+  || fail "shard 0 applied no step after the stopped primary's failover"
+echo "the new primary of shard 0 applied steps $(( ($(date +%s%N) - stop_at) / 1000000 )) ms after the stop"
+kill -CONT "$stopped_pid"
+for _ in $(seq 1 200); do
+  grep -q "left job" "$stopped_log" && break
+  sleep 0.05
+done
+grep -q "left job" "$stopped_log" || fail "the resumed primary did not leave the job: $(tail -3 "$stopped_log")"
+echo "resumed after the failover, the deposed primary left the job: $(grep -m1 -o 'left job.*' "$stopped_log")"
 "$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "the job failed: $(tail -3 "$work/watch.out")"
 [ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "the job was restarted: $(grep -i restart "$work/watch.out" | head -3)"
 [ "$(field "$job" 's.get("incarnation", 0)')" = 1 ] || fail "the incarnation changed"
