@@ -353,6 +353,10 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     }
     ++pushes_applied_;
     const int needed = options_.num_workers - options_.backup_workers;
+    if (static_cast<int>(staged_.size()) < needed && replicas_ != nullptr &&
+        replicas_->Active()) {
+      CrashPoint("push", step, options_.shard);
+    }
     if (static_cast<int>(staged_.size()) >= needed) {
       RETURN_IF_ERROR(ApplyBspLocked(deadline));
     }

@@ -5,7 +5,11 @@
 // bits (docs/ps.md "Replicas").
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -23,6 +27,19 @@ bool ShardCore::backup() const {
 int64_t ShardCore::term() const {
   absl::MutexLock l(&mu_);
   return term_;
+}
+
+void CrashPoint(const char* point, int64_t version, int shard) {
+  static const std::string* const spec = [] {
+    const char* env = std::getenv("BERTPS_CRASH_AT");
+    return new std::string(env == nullptr ? "" : env);
+  }();
+  if (spec->empty()) return;
+  if (*spec != absl::StrCat(point, ":", version, ":", shard)) return;
+  std::fprintf(stderr, "crash point %s of version %lld hit\n", point,
+               static_cast<long long>(version));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 void ShardCore::NewShardLayout(int64_t layout) {

@@ -126,11 +126,14 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
       st = ReplicateStep(ReplicaStep::STAGE, v, agg, scale, nullptr, workers,
                          steps, examples, deadline);
     }
+    if (replicate) CrashPoint("exchange", v, options_.shard);
     StepNorms norms;
     if (st.ok()) st = ApplyStep(v, agg, scale, &norms, deadline, next.get());
     if (st.ok() && replicate) {
+      CrashPoint("commit", v, options_.shard);
       st = ReplicateStep(ReplicaStep::COMMIT, v, nullptr, scale, &norms, {},
                          {}, {}, deadline);
+      if (st.ok()) CrashPoint("publish", v, options_.shard);
     }
     if (next != nullptr && !st.ok()) {
       absl::MutexLock sl(&next->mu);
