@@ -274,7 +274,9 @@ int64_t ShardCore::version() const {
 absl::Status ShardCore::CheckAlive() const {
   if (!broken_.ok()) return broken_;
   if (backup_) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    // UNAVAILABLE (tried again): a worker told of a failover may call the
+    // promoted backup before its own daemon heard of the promotion.
+    return absl::UnavailableError(absl::StrCat(
         "shard ", options_.shard, " here is a backup (term ", term_,
         "): it serves nothing until promoted"));
   }

@@ -444,19 +444,19 @@ TEST(Replica, ABackupServesNothingUntilPromoted) {
   auto b = ShardCore::Create(o, nullptr);
   ASSERT_TRUE(b.ok());
   absl::Status st = Push(b->get(), 0, 0).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("is a backup (term 3)"), std::string::npos) << st;
   auto snap = (*b)->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
-  EXPECT_EQ(snap.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(snap.status().code(), absl::StatusCode::kUnavailable);
   AnnounceRequest a;
   a.set_worker(0);
   EXPECT_EQ((*b)->Announce(a, absl::Now() + absl::Seconds(1)).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kUnavailable);
   EXPECT_EQ((*b)->Checkpoint(::testing::TempDir(), 0,
                              absl::Now() + absl::Seconds(1))
                 .status()
                 .code(),
-            absl::StatusCode::kFailedPrecondition);
+            absl::StatusCode::kUnavailable);
   // A promotion needs a higher term; then it serves.
   EXPECT_EQ((*b)->Promote(3).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE((*b)->Promote(4).ok());
