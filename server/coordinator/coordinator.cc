@@ -274,32 +274,7 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
         RecordReportsLocked(job, m, r);
         if (!r.unreachable().empty()) QueueProbesLocked(job, m, r.unreachable());
       }
-      if (m.role == PS) {
-        if (m.applied != r.applied_version()) {
-          m.applied = r.applied_version();
-          if (job.status.spec().replicas() > 1) UpdateShardReplicasLocked(job);
-        }
-        // The ledger of shard 0's primary (its backups hold the same).
-        if (m.index == 0 && !m.backup && !r.example_ledger().empty()) {
-          TakeLedgerLocked(job, r);
-        }
-        for (const std::string& address : r.dropped_backups()) {
-          if (m.backup || m.index < 0 ||
-              m.index >= static_cast<int>(job.backups.size())) {
-            break;
-          }
-          for (const std::string& id : job.backups[m.index]) {
-            auto b = members_.find(id);
-            if (b != members_.end() && b->second.address == address) {
-              DropBackupLocked(job, b->second,
-                               "was dropped by its primary (it stopped "
-                               "acknowledging)");
-              changed = true;
-              break;
-            }
-          }
-        }
-      }
+      if (m.role == PS && TakeShardReportLocked(job, m, r)) changed = true;
       if (!r.error().empty()) {
         FinishLocked(job, FAILED,
                      absl::StrCat(m.role == PS ? "parameter-server shard "

@@ -283,6 +283,11 @@ class Coordinator {
   // A backup gone, or dropped by its primary: no longer one of the index's.
   void DropBackupLocked(Job& job, Member& m, const std::string& how)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A shard member's heartbeat in its job: its applied version, shard 0's
+  // example ledger (from the primary), the backups its primary dropped.
+  // Whether what a tick acts on changed.
+  bool TakeShardReportLocked(Job& job, Member& m, const HeartbeatRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether every primary and backup of the job reported it installed.
   bool ShardsReadyLocked(const Job& job) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

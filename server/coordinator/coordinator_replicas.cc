@@ -34,6 +34,38 @@ void Coordinator::UpdateShardReplicasLocked(Job& job) {
   }
 }
 
+bool Coordinator::TakeShardReportLocked(Job& job, Member& m,
+                                        const HeartbeatRequest& r) {
+  if (m.applied != r.applied_version()) {
+    m.applied = r.applied_version();
+    if (job.status.spec().replicas() > 1) UpdateShardReplicasLocked(job);
+  }
+  // The ledger of shard 0's primary (its backups hold the same).
+  if (m.index == 0 && !m.backup && !r.example_ledger().empty()) {
+    TakeLedgerLocked(job, r);
+  }
+  if (m.backup || m.index < 0 ||
+      m.index >= static_cast<int>(job.backups.size())) {
+    return false;
+  }
+  bool changed = false;
+  for (const std::string& address : r.dropped_backups()) {
+    Member* dropped = nullptr;
+    for (const std::string& id : job.backups[m.index]) {
+      auto b = members_.find(id);
+      if (b != members_.end() && b->second.address == address) {
+        dropped = &b->second;
+        break;
+      }
+    }
+    if (dropped == nullptr) continue;
+    DropBackupLocked(job, *dropped,
+                     "was dropped by its primary (it stopped acknowledging)");
+    changed = true;
+  }
+  return changed;
+}
+
 bool Coordinator::ShardsReadyLocked(const Job& job) const {
   for (const std::string& id : job.shards) {
     if (id.empty() || job.ready_shards.count(id) == 0) return false;

@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/ps/server.h"
+#include "server/ps/shard_test_util.h"
 
 namespace bertps {
 namespace ps {
@@ -26,17 +27,6 @@ std::vector<const TensorChunk*> ChunksOf(const PullResponse& m) {
   if (m.has_chunk()) out.push_back(&m.chunk());
   for (const TensorChunk& c : m.chunks().chunks()) out.push_back(&c);
   return out;
-}
-
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 30;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 16;
-  c.max_position_embeddings = 8;
-  return c;
 }
 
 class ServiceTest : public ::testing::Test {

@@ -15,61 +15,11 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "server/ps/shard.h"
+#include "server/ps/shard_test_util.h"
 
 namespace bertps {
 namespace ps {
 namespace {
-
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 30;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 16;
-  c.max_position_embeddings = 8;
-  return c;
-}
-
-// In-process PeerLink between primaries.
-class LocalLink : public PeerLink {
- public:
-  void Set(int shard, ShardCore* c) {
-    absl::MutexLock l(&mu_);
-    if (static_cast<int>(cores_.size()) <= shard) cores_.resize(shard + 1);
-    cores_[shard] = c;
-  }
-  absl::Status Send(int to, const ExchangeRequest& r, absl::Time,
-                    const std::atomic<bool>*) override {
-    ShardCore* c;
-    {
-      absl::MutexLock l(&mu_);
-      c = cores_[to];
-    }
-    return c->ReceiveExchange(r);
-  }
-  // With the peers' answers, as the gRPC link gives them.
-  absl::Status SendAll(const std::vector<int>& to, const ExchangeRequest& r,
-                       absl::Time, const std::atomic<bool>*,
-                       std::vector<ExchangeResponse>* replies) override {
-    if (replies != nullptr) replies->assign(to.size(), ExchangeResponse());
-    for (size_t i = 0; i < to.size(); ++i) {
-      ShardCore* c;
-      {
-        absl::MutexLock l(&mu_);
-        c = cores_[to[i]];
-      }
-      absl::Status st = c->ReceiveExchange(
-          r, replies != nullptr ? &(*replies)[i] : nullptr);
-      if (!st.ok()) return st;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<ShardCore*> cores_ ABSL_GUARDED_BY(mu_);
-};
 
 // In-process ReplicaLink: applies each step on the backup at once (after
 // the gate, when one is set). Errors other than ABORTED drop the backup,

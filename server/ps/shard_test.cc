@@ -1,4 +1,5 @@
 #include "server/ps/shard.h"
+#include "server/ps/shard_test_util.h"
 
 #include <cstring>
 #include <cmath>
@@ -15,39 +16,6 @@
 namespace bertps {
 namespace ps {
 namespace {
-
-BertConfig Small() {
-  BertConfig c;
-  c.vocab_size = 30;
-  c.hidden_size = 8;
-  c.num_hidden_layers = 1;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 16;
-  c.max_position_embeddings = 8;
-  return c;
-}
-
-// In-process PeerLink: delivers straight to the other cores.
-class LocalLink : public PeerLink {
- public:
-  void Add(ShardCore* c) {
-    absl::MutexLock l(&mu_);
-    cores_.push_back(c);
-  }
-  absl::Status Send(int to, const ExchangeRequest& r, absl::Time,
-                    const std::atomic<bool>*) override {
-    ShardCore* c;
-    {
-      absl::MutexLock l(&mu_);
-      c = cores_[to];
-    }
-    return c->ReceiveExchange(r);
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<ShardCore*> cores_ ABSL_GUARDED_BY(mu_);
-};
 
 ShardOptions Opts(ConsistencyMode mode, int workers, int shards = 1,
                   int shard = 0) {
