@@ -1,7 +1,10 @@
 #include "common/kernels/matmul.h"
 
+#include <algorithm>
+#include <cctype>
 #include <vector>
 
+#include "common/kernels/bf16.h"
 #include "glog/logging.h"
 #include "oneapi/dnnl/dnnl.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -19,9 +22,6 @@ struct MatmulEngine::Impl {
   dnnl::memory::desc a_md, b_md, c_md;
 };
 
-MatmulEngine::MatmulEngine() : ctx_(std::make_unique<Context>()) {}
-MatmulEngine::~MatmulEngine() = default;
-
 namespace {
 
 using dims = dnnl::memory::dims;
@@ -30,14 +30,58 @@ using dt = dnnl::memory::data_type;
 // Plain row-major 3-D descriptor of a (batch, rows, cols) operand whose
 // storage is (batch, cols, rows) when `trans`.
 dnnl::memory::desc Operand(int64_t batch, int64_t rows, int64_t cols,
-                           bool trans) {
+                           bool trans, dt type = dt::f32) {
   dims shape = {batch, rows, cols};
   dims strides = trans ? dims{rows * cols, 1, rows}
                        : dims{rows * cols, cols, 1};
-  return dnnl::memory::desc(shape, dt::f32, strides);
+  return dnnl::memory::desc(shape, type, strides);
+}
+
+bool HasIsa(dnnl::cpu_isa have, dnnl_cpu_isa_t want) {
+  return (static_cast<int>(have) & want) == want;
+}
+
+// The calling thread's bf16 copies of A and B (grown, never shrunk).
+uint16_t* Bf16Scratch(int which, int64_t n) {
+  thread_local std::vector<uint16_t> buf[2];
+  if (static_cast<int64_t>(buf[which].size()) < n) buf[which].resize(n);
+  return buf[which].data();
 }
 
 }  // namespace
+
+const char* PrecisionName(Precision p) {
+  return p == Precision::kBf16 ? "bf16" : "fp32";
+}
+
+bool ParsePrecision(const std::string& name, Precision* out) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (n == "fp32" || n == "float32") {
+    *out = Precision::kFp32;
+    return true;
+  }
+  if (n == "bf16" || n == "bfloat16") {
+    *out = Precision::kBf16;
+    return true;
+  }
+  return false;
+}
+
+std::string Bf16Hardware() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (HasIsa(isa, dnnl_cpu_isa_avx512_core_amx)) return "amx";
+  if (HasIsa(isa, dnnl_cpu_isa_avx512_core_bf16)) return "avx512_bf16";
+  return "none";
+}
+
+MatmulEngine::MatmulEngine(Precision requested)
+    : precision_(requested == Precision::kBf16 && Bf16Hardware() != "none"
+                     ? Precision::kBf16
+                     : Precision::kFp32),
+      ctx_(std::make_unique<Context>()) {}
+MatmulEngine::~MatmulEngine() = default;
 
 MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
                                              bool accumulate) {
@@ -46,8 +90,9 @@ MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second.get();
   auto impl = std::make_unique<Impl>();
-  impl->a_md = Operand(d.batch, d.m, d.k, d.trans_a);
-  impl->b_md = Operand(d.batch, d.k, d.n, d.trans_b);
+  const dt in = precision_ == Precision::kBf16 ? dt::bf16 : dt::f32;
+  impl->a_md = Operand(d.batch, d.m, d.k, d.trans_a, in);
+  impl->b_md = Operand(d.batch, d.k, d.n, d.trans_b, in);
   impl->c_md = Operand(d.batch, d.m, d.n, false);
   dnnl::primitive_attr attr;
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
@@ -59,6 +104,9 @@ MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
   dnnl::matmul::desc desc(impl->a_md, impl->b_md, impl->c_md);
   dnnl::matmul::primitive_desc pd(desc, attr, ctx_->engine);
   impl->prim = dnnl::matmul(pd);
+  VLOG(1) << "matmul " << d.batch << "x" << d.m << "x" << d.n << "x" << d.k
+          << (d.trans_a ? " A^T" : "") << (d.trans_b ? " B^T" : "") << " "
+          << PrecisionName(precision_) << ": " << pd.impl_info_str();
   Impl* raw = impl.get();
   cache_.emplace(key, std::move(impl));
   return raw;
@@ -68,6 +116,22 @@ void MatmulEngine::Run(const GemmDims& d, const float* a, const float* b,
                        float* c, float alpha, bool accumulate) {
   if (d.m == 0 || d.n == 0) return;
   flops_.fetch_add(static_cast<int64_t>(d.flops()), std::memory_order_relaxed);
+  if (precision_ == Precision::kBf16) {
+    const int64_t na = d.batch * d.m * d.k, nb = d.batch * d.k * d.n;
+    uint16_t* a16 = Bf16Scratch(0, na);
+    uint16_t* b16 = Bf16Scratch(1, nb);
+    FloatToBf16(a, na, a16);
+    FloatToBf16(b, nb, b16);
+    Impl* impl = GetBatched(d, alpha, accumulate);
+    dnnl::memory am(impl->a_md, ctx_->engine, a16);
+    dnnl::memory bm(impl->b_md, ctx_->engine, b16);
+    dnnl::memory cm(impl->c_md, ctx_->engine, c);
+    impl->prim.execute(ctx_->stream, {{DNNL_ARG_SRC, am},
+                                      {DNNL_ARG_WEIGHTS, bm},
+                                      {DNNL_ARG_DST, cm}});
+    ctx_->stream.wait();
+    return;
+  }
   if (d.batch == 1) {
     // Row-major BLAS-style GEMM: the fastest oneDNN path for plain 2-D
     // products (handles the transposes without copies).

@@ -9,8 +9,16 @@
 // MatmulNaive is the reference: plain loops in any precision (the double
 // instantiation backs the finite-difference checks of the model).
 //
-// Thread-safety: MatmulEngine is thread-safe (its primitive cache is guarded);
-// products use the oneDNN/OpenMP threads set by SetNumThreads (threads.h).
+// Precision: an engine made for kBf16 rounds A and B to bfloat16 (bf16.h;
+// nearest even) and multiplies them on the CPU's bf16 units (AMX tiles or
+// AVX512-BF16 dot products, through oneDNN), accumulating and writing C in
+// float: the mixed precision of docs/model.md. On a CPU without native bf16
+// (or with ONEDNN_MAX_CPU_ISA set below it) the engine runs fp32 and says so
+// in precision(); callers report that, they never mix precisions silently.
+//
+// Thread-safety: MatmulEngine is thread-safe (its primitive cache is guarded;
+// bf16 operands are rounded into buffers of the calling thread); products use
+// the oneDNN/OpenMP threads set by SetNumThreads (threads.h).
 #ifndef BERTPS_COMMON_KERNELS_MATMUL_H_
 #define BERTPS_COMMON_KERNELS_MATMUL_H_
 
@@ -18,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
@@ -34,15 +43,29 @@ struct GemmDims {
   double flops() const { return 2.0 * batch * m * n * k; }
 };
 
+enum class Precision { kFp32, kBf16 };
+
+const char* PrecisionName(Precision p);  // "fp32", "bf16"
+// "fp32"/"bf16" (any case) -> Precision; anything else is nullopt-like false.
+bool ParsePrecision(const std::string& name, Precision* out);
+
+// What oneDNN's bf16 products run on here, under ONEDNN_MAX_CPU_ISA: "amx"
+// (AMX-BF16 tiles), "avx512_bf16", or "none" (no native bf16: fp32 instead).
+std::string Bf16Hardware();
+
 class MatmulEngine {
  public:
-  MatmulEngine();
+  explicit MatmulEngine(Precision requested = Precision::kFp32);
   ~MatmulEngine();
   MatmulEngine(const MatmulEngine&) = delete;
   MatmulEngine& operator=(const MatmulEngine&) = delete;
 
   void Run(const GemmDims& d, const float* a, const float* b, float* c,
            float alpha = 1.0f, bool accumulate = false);
+
+  // The precision products run in: the requested one, or kFp32 where the CPU
+  // has no native bf16.
+  Precision precision() const { return precision_; }
 
   // Floating-point operations of every product run so far (2*M*N*K each).
   int64_t flops() const { return flops_.load(std::memory_order_relaxed); }
@@ -54,6 +77,7 @@ class MatmulEngine {
   Impl* GetBatched(const GemmDims& d, float alpha, bool accumulate);
 
   struct Context;
+  const Precision precision_;
   std::unique_ptr<Context> ctx_;
   std::atomic<int64_t> flops_{0};
   absl::Mutex mu_;

@@ -1,5 +1,5 @@
 // Micro-benchmark of the product shapes of a BERT training step.
-//   bazel run //common/kernels:matmul_bench -- THREADS
+//   bazel run //common/kernels:matmul_bench -- THREADS [fp32|bf16]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +13,15 @@ using bertps::kernels::GemmDims;
 int main(int argc, char** argv) {
   int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   bertps::kernels::SetNumThreads(threads);
-  bertps::kernels::MatmulEngine engine;
+  bertps::kernels::Precision precision = bertps::kernels::Precision::kFp32;
+  if (argc > 2 && !bertps::kernels::ParsePrecision(argv[2], &precision)) {
+    std::fprintf(stderr, "precision must be fp32 or bf16\n");
+    return 2;
+  }
+  bertps::kernels::MatmulEngine engine(precision);
+  std::printf("precision %s (bf16 hardware: %s)\n",
+              bertps::kernels::PrecisionName(engine.precision()),
+              bertps::kernels::Bf16Hardware().c_str());
   struct Shape { const char* name; GemmDims d; };
   std::vector<Shape> shapes = {
       {"base qkv fwd", {1, 4096, 2304, 768, false, true}},

@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "common/io/half.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -48,6 +49,63 @@ TEST(Matmul, OneDnnMatchesNaiveForEveryLayout) {
       }
     }
   }
+}
+
+// A bf16 product is the exact product of the bf16-rounded operands, summed
+// in float: compared with that product in double, only float accumulation
+// error remains (not bf16's 2^-9).
+TEST(Matmul, Bf16IsTheProductOfRoundedOperands) {
+  MatmulEngine engine(Precision::kBf16);
+  std::printf("bf16 hardware: %s, engine runs %s\n", Bf16Hardware().c_str(),
+              PrecisionName(engine.precision()));
+  if (engine.precision() != Precision::kBf16) {
+    GTEST_SKIP() << "no native bf16 here (" << Bf16Hardware()
+                 << "): the engine runs fp32 (tested in Fp32WithoutBf16)";
+  }
+  std::mt19937 rng(9);
+  auto round = [](const std::vector<float>& v) {
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      r[i] = io::Bf16ToF32(io::F32ToBf16(v[i]));
+    }
+    return r;
+  };
+  for (Case c : {Case{1, 5, 7, 3}, Case{1, 33, 17, 64}, Case{1, 64, 300, 96},
+                 Case{3, 16, 8, 12}, Case{6, 12, 12, 8}}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (int acc = 0; acc < 2; ++acc) {
+          for (float alpha : {1.0f, 0.125f}) {
+            GemmDims d{c.batch, c.m, c.n, c.k, ta == 1, tb == 1};
+            std::vector<float> a = Random(c.batch * c.m * c.k, &rng);
+            std::vector<float> b = Random(c.batch * c.k * c.n, &rng);
+            std::vector<float> c0 = Random(c.batch * c.m * c.n, &rng);
+            std::vector<float> fast = c0;
+            std::vector<double> ref(c0.begin(), c0.end());
+            engine.Run(d, a.data(), b.data(), fast.data(), alpha, acc == 1);
+            MatmulNaive<double>(d, round(a).data(), round(b).data(),
+                                ref.data(), alpha, acc == 1);
+            for (size_t i = 0; i < ref.size(); ++i) {
+              ASSERT_NEAR(fast[i], ref[i],
+                          2e-6 * c.k * (1 + std::fabs(ref[i])))
+                  << "batch=" << c.batch << " m=" << c.m << " ta=" << ta
+                  << " tb=" << tb << " acc=" << acc << " i=" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, ParsesPrecisionNames) {
+  Precision p;
+  EXPECT_TRUE(ParsePrecision("BF16", &p));
+  EXPECT_EQ(p, Precision::kBf16);
+  EXPECT_TRUE(ParsePrecision("fp32", &p));
+  EXPECT_EQ(p, Precision::kFp32);
+  EXPECT_FALSE(ParsePrecision("fp16", &p));
+  EXPECT_STREQ(PrecisionName(Precision::kBf16), "bf16");
 }
 
 TEST(Matmul, NaiveKnownProduct) {
