@@ -16,6 +16,7 @@
 #include "common/model/weights.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
+#include "glog/logging.h"
 #include "common/ps/checkpoint.h"
 #include "nlohmann/json.hpp"
 
@@ -83,6 +84,19 @@ absl::StatusOr<io::BertBatch> ReadBatchFile(const std::string& path,
   return b;
 }
 
+// The engine of the requested precision; a bf16 request on a CPU without
+// native bf16 runs fp32 and says so on stderr (the JSON says which ran).
+std::unique_ptr<kernels::MatmulEngine> MakeEngine(const LocalOptions& o) {
+  auto mm = std::make_unique<kernels::MatmulEngine>(o.precision);
+  if (mm->precision() != o.precision) {
+    LOG(WARNING) << "--precision " << kernels::PrecisionName(o.precision)
+                 << ": this CPU has no native bf16 (oneDNN ISA "
+                 << kernels::Bf16Hardware() << "); running "
+                 << kernels::PrecisionName(mm->precision());
+  }
+  return mm;
+}
+
 absl::StatusOr<std::unique_ptr<BertModel<float>>> MakeModel(
     const LocalOptions& o, int64_t batch, int64_t seq, int64_t preds,
     kernels::MatmulEngine* mm) {
@@ -111,9 +125,9 @@ absl::StatusOr<std::pair<int, int>> PeekShape(const LocalOptions& o) {
 
 absl::Status RunGrad(const LocalOptions& o, std::ostream& out) {
   ASSIGN_OR_RETURN(io::BertBatch batch, ReadBatchFile(o.batch_file, o.task));
-  kernels::MatmulEngine mm;
+  auto mm = MakeEngine(o);
   ASSIGN_OR_RETURN(auto model,
-                   MakeModel(o, batch.batch, batch.seq, batch.preds, &mm));
+                   MakeModel(o, batch.batch, batch.seq, batch.preds, mm.get()));
   ASSIGN_OR_RETURN(WeightsReport report,
                    LoadBertWeights(o.weights, model->layout(),
                                    AllowMissing::kNone, model->params()));
@@ -137,6 +151,7 @@ absl::Status RunGrad(const LocalOptions& o, std::ostream& out) {
     }
     j["logits"] = rows;
   }
+  j["precision"] = kernels::PrecisionName(mm->precision());
   out << j.dump() << std::endl;
   return absl::OkStatus();
 }
@@ -150,8 +165,9 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
   RETURN_IF_ERROR(optim::ValidateConfig(o.optimizer));
   ASSIGN_OR_RETURN(auto shape, PeekShape(o));
   const int seq = shape.first, preds = shape.second;
-  kernels::MatmulEngine mm;
-  ASSIGN_OR_RETURN(auto model, MakeModel(o, o.batch_size, seq, preds, &mm));
+  auto mm = MakeEngine(o);
+  ASSIGN_OR_RETURN(auto model,
+                   MakeModel(o, o.batch_size, seq, preds, mm.get()));
   InitBertParams(model->layout(), o.config, o.seed, model->params());
   if (!o.init.empty()) {
     ASSIGN_OR_RETURN(WeightsReport report,
@@ -218,6 +234,7 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
       j["read_ms"] = read_ms / loss_n;
       j["compute_ms"] = compute_ms / loss_n;
       j["optimizer_ms"] = optimizer_ms / loss_n;
+      j["precision"] = kernels::PrecisionName(mm->precision());
       out << j.dump() << std::endl;
       loss_sum = 0;
       loss_n = 0;
@@ -234,8 +251,9 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
   if (o.batch_size <= 0) return absl::InvalidArgumentError("--batch must be > 0");
   ASSIGN_OR_RETURN(auto shape, PeekShape(o));
   const int seq = shape.first, preds = shape.second;
-  kernels::MatmulEngine mm;
-  ASSIGN_OR_RETURN(auto model, MakeModel(o, o.batch_size, seq, preds, &mm));
+  auto mm = MakeEngine(o);
+  ASSIGN_OR_RETURN(auto model,
+                   MakeModel(o, o.batch_size, seq, preds, mm.get()));
   if (absl::EndsWith(o.weights, "manifest.json")) {
     // A checkpoint of the parameter servers (one consistent version).
     RETURN_IF_ERROR(ps::LoadCheckpointParams(o.weights, model->layout(),
@@ -301,6 +319,7 @@ absl::Status RunEval(const LocalOptions& o, std::ostream& out) {
   if (examples == 0) return absl::InvalidArgumentError("no examples to evaluate");
   nlohmann::ordered_json j;
   j["examples"] = examples;
+  j["precision"] = kernels::PrecisionName(mm->precision());
   if (o.task == BertTask::kPretrain) {
     const double mlm_loss = mlm.weighted_nll / std::max(mlm.weight, 1e-12);
     j["mlm_accuracy"] = mlm.correct / std::max(mlm.weight, 1e-12);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/kernels/matmul.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
 #include "common/optim/optimizer_config.h"
@@ -29,11 +30,14 @@ struct LocalOptions {
   bool dropout = true;     // train
   int64_t log_every = 10;  // train
   optim::OptimizerConfig optimizer;
+  // grad, train, eval: the products' precision (matmul.h); the JSON lines
+  // say which one ran.
+  kernels::Precision precision = kernels::Precision::kFp32;
 };
 
 // Loss and the gradient of every parameter for one batch file, dropout off.
-// Prints one JSON line: {"mlm_loss":..,"nsp_loss":..,"loss":..} or, for
-// classify, {"loss":..,"logits":[[..],..]}.
+// Prints one JSON line: {"mlm_loss":..,"nsp_loss":..,"loss":..,
+// "precision":..} or, for classify, {"loss":..,"logits":[[..],..],..}.
 absl::Status RunGrad(const LocalOptions& o, std::ostream& out);
 
 // Plain single-process training; prints one JSON line per log_every steps

@@ -91,6 +91,10 @@ ABSL_FLAG(std::string, init, "", "Initial weights for train (else random).");
 ABSL_FLAG(uint64_t, seed, 12345, "Seed of initialisation and dropout.");
 ABSL_FLAG(bool, dropout, true, "Dropout during training.");
 ABSL_FLAG(int, threads, 1, "Compute threads.");
+ABSL_FLAG(std::string, precision, "fp32",
+          "grad, train, eval: fp32, or bf16 (products in bfloat16 with fp32 "
+          "accumulation; fp32 with a warning where the CPU has no native "
+          "bf16).");
 ABSL_FLAG(std::string, optimizer, "adam_weight_decay",
           "adam_weight_decay, adamw, lamb or sgd.");
 ABSL_FLAG(double, lr, 1e-4, "Peak learning rate.");
@@ -453,6 +457,12 @@ int main(int argc, char** argv) {
   o.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.optimizer.total_steps = o.steps;
   o.optimizer.clip_norm = absl::GetFlag(FLAGS_clip_norm);
+  if (!bertps::kernels::ParsePrecision(absl::GetFlag(FLAGS_precision),
+                                       &o.precision)) {
+    return Fail(absl::InvalidArgumentError(
+        "--precision must be fp32 or bf16, not '" +
+        absl::GetFlag(FLAGS_precision) + "'"));
+  }
 
   absl::Status status;
   if (cmd == "grad") {

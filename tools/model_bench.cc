@@ -26,6 +26,7 @@ ABSL_FLAG(int, preds, 20, "Masked positions per sequence.");
 ABSL_FLAG(int, threads, 1, "Compute threads.");
 ABSL_FLAG(int, steps, 10, "Timed steps.");
 ABSL_FLAG(int, warmup, 2, "Untimed steps first.");
+ABSL_FLAG(std::string, precision, "fp32", "fp32 or bf16 products.");
 
 namespace {
 
@@ -48,7 +49,13 @@ int main(int argc, char** argv) {
   }
   const int b = absl::GetFlag(FLAGS_batch), s = absl::GetFlag(FLAGS_seq),
             p = absl::GetFlag(FLAGS_preds);
-  bertps::kernels::MatmulEngine mm;
+  bertps::kernels::Precision precision;
+  if (!bertps::kernels::ParsePrecision(absl::GetFlag(FLAGS_precision),
+                                       &precision)) {
+    std::fprintf(stderr, "--precision must be fp32 or bf16\n");
+    return 2;
+  }
+  bertps::kernels::MatmulEngine mm(precision);
   auto model = *bertps::BertModel<float>::Create(
       *config, bertps::BertTask::kPretrain, b, s, p, &mm);
   bertps::InitBertParams(model->layout(), *config, 1, model->params());
@@ -140,6 +147,8 @@ int main(int argc, char** argv) {
   j["impl"] = "bertps";
   j["config"] = absl::GetFlag(FLAGS_config);
   j["threads"] = threads;
+  j["precision"] = bertps::kernels::PrecisionName(mm.precision());
+  j["bf16_hardware"] = bertps::kernels::Bf16Hardware();
   j["batch"] = b;
   j["seq"] = s;
   j["preds"] = p;

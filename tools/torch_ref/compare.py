@@ -13,8 +13,12 @@ invariant to a per-query constant), so the default --zero-names names those tens
 (for example 1e-9) when comparing a float32 implementation against the float64 reference. Every
 other tensor, however small its gradient, is held to --rtol.
 
+--min-cosine C adds a second bound for reduced-precision runs (bf16 products): every tensor not
+in --zero-names must also have cosine(a, b) >= C (printed as `cos`).
+
 --loss-a / --loss-b take the JSON lines printed by `bert_torch.py grad` (or any flat JSON objects
 of numbers / nested lists of numbers) and compare each key the same way (--loss-rtol, default rtol).
+String values (such as bertps's "precision") are labels, not compared.
 """
 
 import argparse
@@ -77,8 +81,21 @@ def compare_tensors(ta, tb, names_from="both"):
     return rows, problems
 
 
+def cosine(a, b):
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    if a.shape != b.shape or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return -math.inf
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0 or nb == 0:
+        return 1.0 if na == nb else 0.0
+    return float(np.dot(a, b)) / (na * nb)
+
+
 def compare_losses(la, lb):
     """Returns (rows, problems) for two dicts of numbers / nested number lists."""
+    la = {k: v for k, v in la.items() if not isinstance(v, str)}
+    lb = {k: v for k, v in lb.items() if not isinstance(v, str)}
     problems = []
     if set(la) != set(lb):
         problems.append(f"loss keys differ: only in A {sorted(set(la) - set(lb))}; "
@@ -122,6 +139,8 @@ def main(argv=None):
     ap.add_argument("--names-from", type=str.lower, choices=("a", "b", "both"), default="both",
                     help="both (default): name sets must be identical; A (or B): compare that "
                          "file's names, the other file must hold them and may hold more")
+    ap.add_argument("--min-cosine", type=float, default=None,
+                    help="also require cosine(a, b) >= this of every tensor not in --zero-names")
     ap.add_argument("--loss-a", help="JSON loss line of A (or @file)")
     ap.add_argument("--loss-b", help="JSON loss line of B (or @file)")
     ap.add_argument("--loss-rtol", type=float, default=None, help="default: --rtol")
@@ -140,16 +159,19 @@ def main(argv=None):
     for r in rows:
         r["zero"] = bool(zero and zero.search(r["name"]))
         norm_a = float(np.linalg.norm(np.asarray(ta[r["name"]], np.float64).ravel()))
+        r["cos"] = cosine(ta[r["name"]], tb[r["name"]])
         r["ok"] = ((norm_a <= args.atol and r["norm_b"] <= args.atol) if r["zero"]
-                   else r["rel"] <= args.rtol)
+                   else r["rel"] <= args.rtol and
+                   (args.min_cosine is None or r["cos"] >= args.min_cosine))
     failed = [r for r in rows if not r["ok"]]
     rows.sort(key=lambda r: (r["zero"], -r["rel"]))
 
-    print(f"{'tensor':<56} {'shape':<14} {'||b||':>10} {'||a-b||':>10} {'rel':>10} {'max|a-b|':>10}")
+    print(f"{'tensor':<56} {'shape':<14} {'||b||':>10} {'||a-b||':>10} {'rel':>10} {'max|a-b|':>10} "
+          f"{'cos':>10}")
     for r in rows[:args.top]:
         flag = ("" if r["ok"] else "  FAIL") + ("  (exact value 0: |a|,|b| <= atol)" if r["zero"] else "")
         print(f"{r['name']:<56} {str(r['shape']):<14} {r['norm_b']:>10.3e} {r['abs']:>10.3e} "
-              f"{r['rel']:>10.3e} {r['max_abs']:>10.3e}{flag}")
+              f"{r['rel']:>10.3e} {r['max_abs']:>10.3e} {r['cos']:>10.7f}{flag}")
     for p in problems:
         print(f"PROBLEM: {p}")
 
@@ -162,6 +184,8 @@ def main(argv=None):
         "zero_names": [r["name"] for r in rows if r["zero"]],
         "rel": {r["name"]: (r["rel"] if math.isfinite(r["rel"]) else "inf")
                 for r in rows if not r["zero"]},
+        "min_cosine": args.min_cosine,
+        "worst_cos": min((r["cos"] for r in rows if not r["zero"]), default=None),
         "problems": problems,
     }
 

@@ -329,6 +329,22 @@ def test_cli(tmp):
         check(rc == 0, f"compare float32 vs float64 {task}:\n{out}")
         rc, out = _run_main(compare.main, [j(f"g_{task}_float32.st"), j(f"g_{task}_float64.st"), "--rtol", "1e-12"])
         check(rc == 1, f"compare must fail at rtol 1e-12 ({task})")
+        # The cosine bound alone: float32 passes 0.999999, a tensor turned
+        # 60 degrees away (rel 1 < rtol 2) fails it.
+        rc, out = _run_main(compare.main, [j(f"g_{task}_float32.st"), j(f"g_{task}_float64.st"),
+                                           "--rtol", "2", "--atol", "1e-9", "--min-cosine", "0.999999"])
+        check(rc == 0, f"compare float32 vs float64 with --min-cosine ({task}):\n{out}")
+        turned, _ = safetensors_io.load(j(f"g_{task}_float64.st"))
+        p = "bert.pooler.dense.weight"
+        v = turned[p].astype(np.float64)
+        noise = np.random.default_rng(1).standard_normal(v.shape)
+        noise -= v * (np.sum(noise * v) / np.sum(v * v))
+        noise *= np.linalg.norm(v) / np.linalg.norm(noise) * math.sqrt(3)
+        turned[p] = (0.5 * v + 0.5 * noise).astype(turned[p].dtype)
+        safetensors_io.save(j(f"g_{task}_turned.st"), turned)
+        rc, out = _run_main(compare.main, [j(f"g_{task}_turned.st"), j(f"g_{task}_float64.st"),
+                                           "--rtol", "2", "--atol", "1e-9", "--min-cosine", "0.999"])
+        check(rc == 1 and p in out, f"compare --min-cosine must fail on a turned {p} ({task}):\n{out}")
         # A small-gradient tensor off by 1% fails, however small its norm:
         # only the exactly-zero key biases are held to an absolute bound.
         bad, _ = safetensors_io.load(j(f"g_{task}_float64.st"))
