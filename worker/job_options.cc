@@ -28,6 +28,8 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.accumulation = static_cast<int>(plan.accumulation);
   o.steps = plan.updates;
   o.seed = spec.seed();
+  o.precision = spec.precision() == BF16 ? kernels::Precision::kBf16
+                                         : kernels::Precision::kFp32;
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
   o.checkpoint_dir = spec.checkpoint().dir();

@@ -53,6 +53,7 @@ absl::Status TrainMember::RunPart(
     s.set_push_ms(r.push_ms);
     s.set_wait_ms(r.wait_ms);
     s.set_input_ms(r.input_ms);
+    s.set_precision(r.precision == kernels::Precision::kBf16 ? BF16 : F32);
     s.set_checkpoint(r.checkpoint);
     s.set_checkpoint_version(r.checkpoint_version);
     report(s);

@@ -410,6 +410,7 @@ void TrainWorker::Report(StepState& s) {
   rep.pull_ms = Ms(s.t0, s.t1) - s.start_wait_ms - s.start_input_ms +
                 s.forward_wait_ms + s.pull_end_ms + s.early_pull_ms;
   rep.compute_ms = Ms(s.t1, s.t2) - s.forward_wait_ms - s.early_pull_ms;
+  rep.precision = mm_.precision();
   rep.push_ms = Ms(s.t3, s.t4) - (s.wait_ms - s.start_wait_ms) -
                 (s.input_ms - s.start_input_ms);
 }

@@ -14,6 +14,7 @@
 #include "common/model/batch_view.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
+#include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
 namespace bertps {
@@ -30,6 +31,7 @@ double Ms(Clock::time_point a, Clock::time_point b) {
 
 TrainWorker::TrainWorker(const TrainWorkerOptions& options)
     : options_(options),
+      mm_(options.precision),
       prepare_thread_(std::make_unique<SerialThread>("train prepare")) {}
 TrainWorker::~TrainWorker() = default;
 
@@ -129,6 +131,14 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
         absl::StrCat("train worker ", o.worker), need.bytes, need.detail,
         o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
         kMemoryHeadroom));
+    if (w->mm_.precision() != o.precision) {
+      LOG(WARNING) << "the job asks for "
+                   << kernels::PrecisionName(o.precision)
+                   << " products; this CPU has no native bf16 (oneDNN: "
+                   << kernels::Bf16Hardware() << "), so this worker computes "
+                   << kernels::PrecisionName(w->mm_.precision())
+                   << " (its step reports say so)";
+    }
     ASSIGN_OR_RETURN(w->model_, BertModel<float>::Create(
                                     o.config, o.task, o.batch, w->seq_,
                                     std::max(w->preds_, 1), &w->mm_));

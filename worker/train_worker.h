@@ -109,6 +109,9 @@ struct TrainWorkerOptions {
   // The memory this worker may use (bytes 0: DetectMemoryLimit()). A model
   // whose estimate does not fit is refused before anything is allocated.
   MemoryLimit memory_limit;
+  // The products' precision (kernels/matmul.h); a CPU without native bf16
+  // runs fp32, and each step's report says which ran.
+  kernels::Precision precision = kernels::Precision::kFp32;
 };
 
 struct TrainStepReport {
@@ -124,6 +127,7 @@ struct TrainStepReport {
   double input_ms = 0;
   std::string checkpoint;  // manifest written after this step, if any
   int64_t checkpoint_version = 0;  // its version
+  kernels::Precision precision = kernels::Precision::kFp32;  // what ran
 };
 
 class TrainWorker {

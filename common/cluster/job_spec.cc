@@ -294,6 +294,14 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   if (s.replicas() < 1 || s.replicas() > 8) {
     return Bad("replicas", "must be in [1, 8]");
   }
+  if (s.precision() != DTYPE_UNSPECIFIED && s.precision() != F32 &&
+      s.precision() != BF16) {
+    return Bad("precision", absl::StrCat("must be F32 or BF16, got ",
+                                         DType_Name(s.precision())));
+  }
+  if (s.precision() == BF16 && (s.task() == PREPROCESS || s.task() == EVAL)) {
+    return Bad("precision", "BF16 is for train jobs (eval computes in F32)");
+  }
   if (s.num_workers() < 1 || s.num_workers() > 4096) {
     return Bad("num_workers", "must be in [1, 4096]");
   }

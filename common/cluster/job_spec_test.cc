@@ -59,6 +59,10 @@ TEST(JobSpec, Json) {
   EXPECT_EQ(s->task(), CLASSIFY);
   EXPECT_EQ(s->consistency().mode(), SSP);
   EXPECT_EQ(JobModelConfig(*s)->num_labels, 2);
+  auto b = ParseJobSpec(R"({"task": "PRETRAIN", "data": ["d"], "steps": 2,
+                            "precision": "BF16"})");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->precision(), BF16);
 }
 
 TEST(JobSpec, BadSpecsNameTheField) {
@@ -90,6 +94,11 @@ TEST(JobSpec, BadSpecsNameTheField) {
                 "pipeline { stages: 2 micro_batches: 4 }",
                 "accumulation_steps does not apply to pipeline jobs"},
            Case{"data: 'x' steps: 1 task: TRAINING", "TRAINING"},
+           Case{"data: 'x' steps: 1 precision: F16", "precision must be F32 or BF16"},
+           Case{"data: 'x' steps: 1 precision: FP8", "FP8"},
+           Case{"task: EVAL data: 'x' eval_checkpoint: 'c' output_dir: 'o' "
+                "precision: BF16",
+                "precision"},
            Case{"{\"data\": [\"x\"], \"steps\": \"many\"}", "steps"},
            Case{"{\"data\": [\"x\"], \"steps\": 1, \"bogus\": 1}", "bogus"},
            Case{"{not json", "JSON"},

@@ -215,6 +215,9 @@ class Coordinator {
     std::vector<int64_t> terms;
     std::vector<std::string> slots;    // member ids by worker index ("" free)
     std::vector<bool> slot_done;
+    // BF16 jobs: members that reported steps computed in F32 (no native
+    // bf16 on their CPU); said once each, and on their slots' holders.
+    std::set<std::string> fp32_members;
     // When each free slot became free (InfiniteFuture: held or done): a
     // surviving worker takes it over once no idle member took it for
     // slot_takeover_after.

@@ -89,6 +89,14 @@ void Coordinator::RecordReportsLocked(Job& job, const Member& m,
   for (const StepReport& s : r.steps()) {
     const int slot = SlotOfLocked(m, s.has_slot() ? s.slot() : m.index);
     if (slot >= 0) RecordLocked(job, slot, s);
+    if (slot >= 0 && job.status.spec().precision() == BF16 &&
+        s.precision() != BF16 && job.fp32_members.insert(m.id).second) {
+      EventLocked(job, absl::StrCat(
+                           "worker ", slot, " (member ", m.id,
+                           ") computes in F32, not BF16: its CPU has no "
+                           "native bf16 (AMX or AVX512-BF16)"));
+      UpdateSlotHoldersLocked(job);
+    }
   }
 }
 

@@ -563,6 +563,42 @@ TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   EXPECT_EQ(events->back().status().state(), SUCCEEDED);
 }
 
+// A BF16 job never mixes precisions silently: a worker whose steps ran in
+// F32 (no native bf16 on its CPU) is named once in an event and on its slot.
+TEST_F(CoordinatorTest, Bf16JobSaysWhichWorkersComputeInFp32) {
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  JobSpec spec = Spec(1, 2, 10);
+  spec.set_precision(BF16);
+  auto id = *coord_.Submit(spec);
+  Beat(p), Beat(p, id);
+  Assignment a0 = Beat(w0), a1 = Beat(w1);
+  EXPECT_EQ(a0.spec().precision(), BF16);
+  StepReport bf = Report(0, a0.index(), 2, 10, 1.0);
+  bf.set_precision(BF16);
+  StepReport fp = Report(0, a1.index(), 2, 10, 1.0);
+  fp.set_precision(F32);
+  Beat(w0, id, {bf});
+  Beat(w1, id, {fp});
+  fp.set_step(1);
+  Beat(w1, id, {fp});  // said once
+  JobStatus st = *coord_.Get(id);
+  ASSERT_EQ(st.slots_size(), 2);
+  EXPECT_EQ(st.slots(a0.index()).precision(), DTYPE_UNSPECIFIED);
+  EXPECT_EQ(st.slots(a1.index()).precision(), F32);
+  int64_t seq = 0;
+  auto events = coord_.WaitForEvents(id, &seq, now_);
+  ASSERT_TRUE(events.ok());
+  int said = 0;
+  for (const JobEvent& e : *events) {
+    if (e.message().find("computes in F32, not BF16") != std::string::npos) {
+      ++said;
+      EXPECT_NE(e.message().find(w1), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_EQ(said, 1);
+}
+
 TEST_F(CoordinatorTest, DeadWorkersSlotGoesToAnotherWorker) {
   std::string p = Join(PS, "127.0.0.1:1");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
