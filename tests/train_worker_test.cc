@@ -14,6 +14,7 @@
 #include "common/io/bert_example.h"
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
+#include "common/kernels/matmul.h"
 #include "common/model/weights.h"
 #include "gtest/gtest.h"
 #include "common/ps/checkpoint.h"
@@ -78,7 +79,10 @@ TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
 std::vector<float> Train(int shards, int workers, int batch,
                          const std::string& data, int backup_workers = 0,
                          bool bf16_push = false, bool shuffle = false,
-                         int accumulation = 1, bool dropout = false) {
+                         int accumulation = 1, bool dropout = false,
+                         kernels::Precision precision =
+                             kernels::Precision::kFp32,
+                         std::vector<TrainStepReport>* reports = nullptr) {
   ps::ShardOptions so = ShardOpts(workers);
   so.backup_workers = backup_workers;
   Cluster c = StartCluster(shards, so);
@@ -90,6 +94,12 @@ std::vector<float> Train(int shards, int workers, int batch,
       o.shuffle = shuffle;
       o.accumulation = accumulation;
       o.dropout = dropout;
+      o.precision = precision;
+      if (reports != nullptr && w == 0) {
+        o.on_step = [reports](const TrainStepReport& r) {
+          reports->push_back(r);
+        };
+      }
       auto tw = TrainWorker::Create(o);
       ASSERT_TRUE(tw.ok()) << tw.status();
       absl::Status st = (*tw)->Run();
@@ -210,6 +220,31 @@ TEST_F(Distributed, Bf16PushesTrackTheF32Run) {
   std::vector<float> bf16 = Train(2, 1, 8, data(), 0, /*bf16_push=*/true);
   ExpectClose(bf16, f32, 2e-3);
   EXPECT_NE(bf16, f32);
+}
+
+// BF16 products (fp32 everywhere else, fp32 on the wire and the shards):
+// every step says it ran bf16 (fp32 where the CPU has no native bf16), and
+// the run tracks the fp32 one as closely as bf16 pushes do.
+TEST_F(Distributed, Bf16ProductsTrackTheF32Run) {
+  std::vector<TrainStepReport> f32_steps, bf16_steps;
+  std::vector<float> f32 = Train(2, 1, 8, data(), 0, false, false, 1, false,
+                                 kernels::Precision::kFp32, &f32_steps);
+  std::vector<float> bf16 = Train(2, 1, 8, data(), 0, false, false, 1, false,
+                                  kernels::Precision::kBf16, &bf16_steps);
+  const bool native = kernels::Bf16Hardware() != "none";
+  std::printf("bf16 hardware: %s\n", kernels::Bf16Hardware().c_str());
+  ASSERT_EQ(bf16_steps.size(), 10u);
+  ASSERT_EQ(f32_steps.size(), 10u);
+  for (size_t i = 0; i < bf16_steps.size(); ++i) {
+    EXPECT_EQ(bf16_steps[i].precision, native ? kernels::Precision::kBf16
+                                              : kernels::Precision::kFp32);
+    EXPECT_EQ(f32_steps[i].precision, kernels::Precision::kFp32);
+    EXPECT_NEAR(bf16_steps[i].loss, f32_steps[i].loss,
+                1e-2 * std::fabs(f32_steps[i].loss))
+        << "step " << i;
+  }
+  ExpectClose(bf16, f32, 2e-3);
+  if (native) EXPECT_NE(bf16, f32);
 }
 
 // First-2-of-3 BSP: each step completes with the first two pushes; a late
