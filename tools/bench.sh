@@ -2,7 +2,9 @@
 # Benchmarks, each printing machine-readable JSON lines with the peer's figure
 # measured in the same run and the ratio.
 #
-#   tools/bench.sh model [configs] [threads]   BERT training step vs PyTorch
+#   tools/bench.sh model [configs] [threads]   BERT training step, fp32 and bf16
+#                                              products, vs PyTorch fp32 and
+#                                              bf16 autocast
 #                                              (default: "tiny mini base" "1 2")
 #   tools/bench.sh ps [transport-config] [step-configs]
 #                                              parameter-server push/pull GB/s
@@ -139,27 +141,41 @@ bench_model() {
     local steps=10 warmup=2
     if [ "$cfg" = base ] || [ "$cfg" = large ]; then steps=3; warmup=1; fi
     for t in $threads_list; do
-      ours=$("$bin" --config "$cfg" --threads "$t" --steps "$steps" --warmup "$warmup")
+      local common=(--threads "$t" --steps "$steps" --warmup "$warmup")
+      ours=$("$bin" --config "$cfg" "${common[@]}")
+      ours16=$("$bin" --config "$cfg" "${common[@]}" --precision bf16)
       fused=$(peer "$t" tools/torch_ref/bert_torch.py bench --config "$out_dir/$cfg.json" \
-              --threads "$t" --steps "$steps" --warmup "$warmup" --batch 32 --seq 128 --preds 20)
+              "${common[@]}" --batch 32 --seq 128 --preds 20)
       plain=$(peer "$t" tools/torch_ref/bert_torch.py bench --config "$out_dir/$cfg.json" \
-              --threads "$t" --steps "$steps" --warmup "$warmup" --batch 32 --seq 128 --preds 20 \
-              --mlm-impl autograd --no-malloc-tune)
-      /usr/bin/python3 - "$cfg" "$t" "$ours" "$fused" "$plain" <<'PY' | tee -a "$results"
+              "${common[@]}" --batch 32 --seq 128 --preds 20 --mlm-impl autograd --no-malloc-tune)
+      auto16=$(peer "$t" tools/torch_ref/bert_torch.py bench --config "$out_dir/$cfg.json" \
+              "${common[@]}" --batch 32 --seq 128 --preds 20 --mlm-impl autograd --no-malloc-tune \
+              --autocast bf16)
+      /usr/bin/python3 - "$cfg" "$t" "$ours" "$ours16" "$fused" "$plain" "$auto16" <<'PY' | tee -a "$results"
 import json, sys
-cfg, t, ours, fused, plain = sys.argv[1], int(sys.argv[2]), *map(json.loads, sys.argv[3:])
+cfg, t = sys.argv[1], int(sys.argv[2])
+ours, ours16, fused, plain, auto16 = map(json.loads, sys.argv[3:])
 def med(d):
     return d.get("step_ms_median", d.get("median_ms"))
-o, f, p = med(ours), med(fused), med(plain)
+o, o16, f, p, a16 = med(ours), med(ours16), med(fused), med(plain), med(auto16)
 print(json.dumps({"bench": "model", "config": cfg, "threads": t,
-                  "bertps_step_ms": round(o, 1),
+                  "bf16_hardware": ours16["bf16_hardware"], "bf16_ran": ours16["precision"],
+                  "bertps_step_ms": round(o, 1), "bertps_bf16_step_ms": round(o16, 1),
                   "torch_step_ms": round(p, 1), "torch_fused_step_ms": round(f, 1),
+                  "torch_bf16_autocast_step_ms": round(a16, 1),
                   "ratio_vs_torch": round(o / p, 3), "ratio_vs_torch_fused": round(o / f, 3),
+                  "ratio_bf16_vs_torch_bf16": round(o16 / a16, 3),
+                  "bf16_speedup": round(o / o16, 3),
                   "bertps_gflops": round(ours["gflops"], 1),
-                  "bertps_pct_fp32_peak": round(ours["pct_of_fp32_peak"], 1),
+                  "bertps_bf16_gflops": round(ours16["gflops"], 1),
+                  "gemm_gflops_fp32": round(ours["gemm_gflops_measured"], 1),
+                  "gemm_gflops_bf16": round(ours16["gemm_gflops_measured"], 1),
+                  "pct_of_gemm_fp32": round(ours["pct_of_gemm_rate"], 1),
+                  "pct_of_gemm_bf16": round(ours16["pct_of_gemm_rate"], 1),
                   "bertps_peak_rss_mb": round(ours["peak_rss_mb"], 0),
                   "torch_peak_rss_mb": plain.get("peak_rss_mb"),
-                  "bertps": ours, "torch": plain, "torch_fused": fused}))
+                  "bertps": ours, "bertps_bf16": ours16, "torch": plain, "torch_fused": fused,
+                  "torch_bf16_autocast": auto16}))
 PY
     done
   done

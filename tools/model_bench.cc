@@ -35,6 +35,24 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The machine's GEMM rate in this engine's precision and threads, measured
+// now: the best of 5 runs of BERT-base's FFN product (4096 x 768 x 3072,
+// B transposed as the model's weights are), operand rounding included.
+double MeasuredGemmGflops(bertps::kernels::MatmulEngine* mm) {
+  const bertps::kernels::GemmDims d{1, 4096, 3072, 768, false, true};
+  std::vector<float> a(d.m * d.k, 0.5f), b(d.n * d.k, 0.25f), c(d.m * d.n);
+  mm->Run(d, a.data(), b.data(), c.data());
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    mm->Run(d, a.data(), b.data(), c.data());
+    const double s = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, d.flops() / s / 1e9);
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -161,7 +179,9 @@ int main(int argc, char** argv) {
   j["optimizer_ms_median"] = Median(opt_ms);
   j["step_gflop"] = step_flops / 1e9;
   j["gflops"] = step_flops / 1e9 / (med / 1e3);
-  j["pct_of_fp32_peak"] = 100.0 * step_flops / 1e9 / (med / 1e3) / (258.0 * threads);
+  const double gemm = MeasuredGemmGflops(&mm);
+  j["gemm_gflops_measured"] = gemm;
+  j["pct_of_gemm_rate"] = 100.0 * step_flops / 1e9 / (med / 1e3) / gemm;
   j["peak_rss_mb"] = ru.ru_maxrss / 1024.0;
   j["activation_mb"] = model->activation_bytes() / 1048576.0;
   std::printf("%s\n", j.dump().c_str());

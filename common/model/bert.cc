@@ -95,7 +95,9 @@ struct BertModel<T>::Buffers {
   T* t3;          // (B*P, H) LayerNorm output
   T* t_mean;      // (B*P)
   T* t_rstd;      // (B*P)
-  T* logits;      // (B*P, V)
+  T* logits;      // (B*P, MlmVocabTile) one tile of the MLM logits
+  T* mlm_max;     // (B*P) the MLM logits' row maxima
+  T* mlm_sum;     // (B*P) and sums of exp(logit - max)
   T* d_t;         // (B*P, H)
   T* d_t2;        // (B*P, H)
   T* mlm_w;       // (B*P) weights in T
@@ -157,7 +159,9 @@ int64_t BertModel<T>::CarveBuffers(const BertConfig& config, BertTask task,
     f.t3 = ar.Take(bp * h);
     f.t_mean = ar.Take(bp);
     f.t_rstd = ar.Take(bp);
-    f.logits = ar.Take(bp * config.vocab_size);
+    f.logits = ar.Take(bp * MlmVocabTile(bp, config.vocab_size));
+    f.mlm_max = ar.Take(bp);
+    f.mlm_sum = ar.Take(bp);
     f.d_t = ar.Take(bp * h);
     f.d_t2 = ar.Take(bp * h);
     f.mlm_w = ar.Take(bp);
@@ -225,7 +229,8 @@ BertModel<T>::BertModel(const BertConfig& config, BertTask task,
     f.cls_logits = ar.Fix(f.cls_logits);
   } else {
     T** hp[] = {&f.xm, &f.t1, &f.t2, &f.t3, &f.t_mean, &f.t_rstd,
-                &f.logits, &f.d_t, &f.d_t2, &f.mlm_w, &f.nsp_logits};
+                &f.logits, &f.mlm_max, &f.mlm_sum, &f.d_t, &f.d_t2,
+                &f.mlm_w, &f.nsp_logits};
     for (T** p : hp) *p = ar.Fix(*p);
   }
   f.mlm_labels.resize(bp);

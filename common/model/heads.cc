@@ -1,7 +1,11 @@
 #include "common/model/heads.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "Eigen/Core"
 #include "common/model/activations.h"
@@ -19,7 +23,129 @@ using model_maps::CVec;
 using model_maps::RowMat;
 using model_maps::Vec;
 
+int64_t ForcedTileColumns() {
+  static const int64_t forced = [] {
+    const char* e = std::getenv("BERTPS_MLM_TILE_COLUMNS");
+    return e != nullptr ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0};
+  }();
+  return forced;
+}
+
+double MlmDenominator(const BertBatchView& bt, const StepOptions& o) {
+  if (o.mlm_denominator > 0) return o.mlm_denominator;
+  double wsum = 0;
+  for (int64_t i = 0; i < bt.batch * bt.preds; ++i) {
+    wsum += bt.masked_lm_weights[i];
+  }
+  return wsum + 1e-5;
+}
+
+// The tile [j0, j0 + vt) of the MLM logits: t3 (np, H) times those rows of
+// the word embeddings, plus the bias's columns; (np, vt) into `tile`.
+template <typename T>
+void MlmLogitsTile(kernels::MatmulEngine* mm, const HeadTensors<const T>& w,
+                   const T* t3, int64_t np, int64_t h, int64_t j0, int64_t vt,
+                   T* tile) {
+  kernels::Gemm(mm, kernels::GemmDims{1, np, vt, h, false, true}, t3,
+                w.word_embeddings + j0 * h, tile);
+  const T* bias = w.mlm_bias + j0;
+#pragma omp parallel for schedule(static) if (np * vt > 65536)
+  for (int64_t r = 0; r < np; ++r) {
+    T* row = tile + r * vt;
+    for (int64_t j = 0; j < vt; ++j) row[j] += bias[j];
+  }
+}
+
+// The MLM loss without the whole logits: the online softmax over the tiles
+// of the vocabulary (each row's running maximum m and sum s of exp(l - m),
+// kept in f.mlm_max / f.mlm_sum), the labels' logits, and with `argmax` the
+// first maximum of each row (a NaN counts as larger than every number, as
+// numpy's argmax).
+template <typename T>
+XentResult MlmForward(kernels::MatmulEngine* mm, const BertConfig& c,
+                      int64_t np, const HeadTensors<const T>& w,
+                      const HeadBuffers<T>& f, int32_t* argmax) {
+  const int64_t h = c.hidden_size, v = c.vocab_size;
+  const int64_t vt = MlmVocabTile(np, v);
+  std::vector<T> at_label(np, T(0));
+  for (int64_t r = 0; r < np; ++r) {
+    f.mlm_max[r] = -std::numeric_limits<T>::infinity();
+    f.mlm_sum[r] = T(0);
+  }
+  for (int64_t j0 = 0; j0 < v; j0 += vt) {
+    const int64_t n = std::min(vt, v - j0);
+    MlmLogitsTile(mm, w, f.t3, np, h, j0, n, f.logits);
+#pragma omp parallel for schedule(static) if (np * n > 65536)
+    for (int64_t r = 0; r < np; ++r) {
+      const T* row = f.logits + r * n;
+      const int32_t label = f.mlm_labels[r];
+      if (label >= j0 && label < j0 + n) at_label[r] = row[label - j0];
+      OnlineSoftmaxRow<T> state{f.mlm_max[r], f.mlm_sum[r],
+                                argmax != nullptr ? argmax[r] : 0};
+      OnlineSoftmaxAdd(row, n, j0, &state);
+      f.mlm_max[r] = state.max;
+      f.mlm_sum[r] = state.sum;
+      if (argmax != nullptr) argmax[r] = static_cast<int32_t>(state.argmax);
+    }
+  }
+  XentResult res;
+  for (int64_t r = 0; r < np; ++r) {
+    const double wt = static_cast<double>(f.mlm_w[r]);
+    const double logp = static_cast<double>(at_label[r] - f.mlm_max[r]) -
+                        std::log(static_cast<double>(f.mlm_sum[r]));
+    res.weighted_nll += -logp * wt;
+    res.weight += wt;
+    if (argmax != nullptr && wt > 0 && argmax[r] == f.mlm_labels[r]) {
+      ++res.correct;
+    }
+  }
+  return res;
+}
+
+// The MLM head's backward from f.mlm_max / f.mlm_sum: each tile of the
+// logits again, into d(loss)/d(logits) = (softmax - onehot) * w * scale,
+// then at once the bias's and tied decoder's gradient rows of the tile and
+// its share of d(t3) (f.d_t, overwritten).
+template <typename T>
+void MlmBackward(kernels::MatmulEngine* mm, const BertConfig& c, int64_t np,
+                 double scale, const HeadTensors<const T>& w,
+                 const HeadTensors<T>& g, const HeadBuffers<T>& f) {
+  const int64_t h = c.hidden_size, v = c.vocab_size;
+  const int64_t vt = MlmVocabTile(np, v);
+  for (int64_t j0 = 0; j0 < v; j0 += vt) {
+    const int64_t n = std::min(vt, v - j0);
+    MlmLogitsTile(mm, w, f.t3, np, h, j0, n, f.logits);
+#pragma omp parallel for schedule(static) if (np * n > 65536)
+    for (int64_t r = 0; r < np; ++r) {
+      T* row = f.logits + r * n;
+      const double ws = static_cast<double>(f.mlm_w[r]) * scale;
+      const T m = f.mlm_max[r];
+      const T k = static_cast<T>(ws / static_cast<double>(f.mlm_sum[r]));
+      Vec<T>(row, n) = (Vec<T>(row, n) - m).exp() * k;
+      const int32_t label = f.mlm_labels[r];
+      if (label >= j0 && label < j0 + n) row[label - j0] -= static_cast<T>(ws);
+    }
+    Vec<T>(g.mlm_bias + j0, n) +=
+        RowMat<T>(f.logits, np, n).colwise().sum().transpose();
+    kernels::Gemm(mm, kernels::GemmDims{1, n, h, np, true, false}, f.logits,
+                  f.t3, g.word_embeddings + j0 * h, T(1), /*accumulate=*/true);
+    kernels::Gemm(mm, kernels::GemmDims{1, np, h, n, false, false}, f.logits,
+                  w.word_embeddings + j0 * h, f.d_t, T(1),
+                  /*accumulate=*/j0 > 0);
+  }
+}
+
 }  // namespace
+
+int64_t MlmVocabTile(int64_t rows, int64_t vocab) {
+  if (ForcedTileColumns() > 0) return std::min(ForcedTileColumns(), vocab);
+  if (rows * vocab * int64_t{sizeof(float)} <= kMlmWholeLogitsBytes) {
+    return vocab;
+  }
+  const int64_t t = std::max<int64_t>(
+      128, (int64_t{131072} / std::max<int64_t>(rows, 1)) / 64 * 64);
+  return std::min(t, vocab);
+}
 
 template <typename T>
 void HeadsForward(kernels::MatmulEngine* mm, const BertConfig& c, BertTask task,
@@ -54,7 +180,7 @@ void HeadsForward(kernels::MatmulEngine* mm, const BertConfig& c, BertTask task,
   }
 
   // MLM head: gather masked positions, transform, tied decoder.
-  const int64_t np = b * bt.preds, v = c.vocab_size;
+  const int64_t np = b * bt.preds;
   for (int64_t i = 0; i < np; ++i) {
     const int64_t row = (i / bt.preds) * s + bt.masked_lm_positions[i];
     std::memcpy(f.xm + i * h, x + row * h, sizeof(T) * h);
@@ -66,18 +192,21 @@ void HeadsForward(kernels::MatmulEngine* mm, const BertConfig& c, BertTask task,
   GeluForward(c.hidden_act, f.t1, np * h, f.t2);
   LayerNormForward(f.t2, w.transform_ln_weight, w.transform_ln_bias, np, h,
                    eps, f.t3, f.t_mean, f.t_rstd);
-  // Tied decoder; its bias is added inside the softmax pass below.
-  LinearForward(mm, f.t3, w.word_embeddings, static_cast<const T*>(nullptr),
-                np, h, v, f.logits);
-  double wsum = 0;
-  for (int64_t i = 0; i < np; ++i) wsum += bt.masked_lm_weights[i];
-  const double mlm_denom =
-      o.mlm_denominator > 0 ? o.mlm_denominator : wsum + 1e-5;
-  // Accuracy statistics only when evaluating: the argmax scan is a serial
-  // pass over the (B*P, V) logits.
-  r->mlm = SoftmaxCrossEntropy<T>(f.logits, w.mlm_bias, f.mlm_labels, f.mlm_w,
-                                  np, v, grad / mlm_denom,
-                                  o.backward ? nullptr : f.argmax);
+  // Tied decoder and loss, a tile of the vocabulary at a time. Accuracy
+  // statistics only when evaluating.
+  const double mlm_denom = MlmDenominator(bt, o);
+  if (MlmVocabTile(np, c.vocab_size) == c.vocab_size) {
+    // The whole logits; with o.backward they become d(loss)/d(logits). The
+    // argmax scan is a serial pass: only when evaluating.
+    LinearForward(mm, f.t3, w.word_embeddings, static_cast<const T*>(nullptr),
+                  np, h, c.vocab_size, f.logits);
+    r->mlm = SoftmaxCrossEntropy<T>(f.logits, w.mlm_bias, f.mlm_labels,
+                                    f.mlm_w, np, c.vocab_size,
+                                    grad / mlm_denom,
+                                    o.backward ? nullptr : f.argmax);
+  } else {
+    r->mlm = MlmForward<T>(mm, c, np, w, f, o.backward ? nullptr : f.argmax);
+  }
   r->mlm_loss = r->mlm.weighted_nll / mlm_denom;
 
   // NSP head.
@@ -110,14 +239,19 @@ void HeadsBackward(kernels::MatmulEngine* mm, const BertConfig& c,
     if (word_grad_done) word_grad_done();  // only the lookup adds to it
   } else {
     const int64_t np = b * bt.preds, v = c.vocab_size;
-    // f.logits holds dlogits (B*P, V).
-    Vec<T>(g.mlm_bias, v) +=
-        RowMat<T>(f.logits, np, v).colwise().sum().transpose();
-    kernels::Gemm(mm, kernels::GemmDims{1, v, h, np, true, false}, f.logits,
-                  f.t3, g.word_embeddings, T(1), /*accumulate=*/true);
-    if (word_grad_done) word_grad_done();  // the decoder's share is complete
-    kernels::Gemm(mm, kernels::GemmDims{1, np, h, v, false, false}, f.logits,
-                  w.word_embeddings, f.d_t);
+    if (MlmVocabTile(np, v) == v) {
+      // f.logits holds dlogits (B*P, V).
+      Vec<T>(g.mlm_bias, v) +=
+          RowMat<T>(f.logits, np, v).colwise().sum().transpose();
+      kernels::Gemm(mm, kernels::GemmDims{1, v, h, np, true, false}, f.logits,
+                    f.t3, g.word_embeddings, T(1), /*accumulate=*/true);
+      if (word_grad_done) word_grad_done();  // the decoder's share is done
+      kernels::Gemm(mm, kernels::GemmDims{1, np, h, v, false, false},
+                    f.logits, w.word_embeddings, f.d_t);
+    } else {
+      MlmBackward<T>(mm, c, np, 1.0 / MlmDenominator(bt, o), w, g, f);
+      if (word_grad_done) word_grad_done();  // the decoder's share is done
+    }
     LayerNormBackward(f.d_t, f.t2, w.transform_ln_weight, f.t_mean, f.t_rstd,
                       np, h, f.d_t, g.transform_ln_weight,
                       g.transform_ln_bias);

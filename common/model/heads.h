@@ -5,6 +5,15 @@
 //   pretrain    MLM: gather the masked positions, dense, GELU, LayerNorm,
 //               the tied decoder (word embeddings) + cls.predictions.bias;
 //               NSP: seq_relationship(pooled); both softmax cross-entropy
+// The MLM logits (B*P, V: 78 MB for BERT's 30,522 words at B*P = 640) are
+// held whole up to kMlmWholeLogitsBytes; above, never: forward computes them
+// a tile of MlmVocabTile columns at a time and keeps each row's running
+// maximum and sum of exponentials (the online softmax); backward computes
+// each tile again and turns it at once into its gradient, the tied
+// decoder's and bias's gradient rows and its share of d(transform output).
+// Tiles cost one more decoder product and a second exponential pass (on a
+// Zen 5 host, tiny at B*P = 640: +40 ms on a 180 ms fp32 step) and save the
+// matrix's memory (there 74 of 195 MB of activations); docs/model.md.
 // Losses are normalised by StepOptions' denominators where given (the
 // global batch's), else by this batch's.
 //
@@ -25,6 +34,16 @@ namespace bertps {
 
 // The head tensors, by role (P is const T for parameters, T for gradients).
 // Only those of the task are set; the others are null.
+// Whole MLM logits (in float) up to this size; tiles above.
+constexpr int64_t kMlmWholeLogitsBytes = int64_t{256} << 20;
+
+// Columns of the MLM logits computed at a time for `rows` rows: all of them
+// (vocab) while the whole matrix fits kMlmWholeLogitsBytes, else a tile of
+// about 512 KB (in a core's L2 cache), a multiple of 64 columns.
+// BERTPS_MLM_TILE_COLUMNS=N (read once per process) forces tiles of N
+// columns (tests).
+int64_t MlmVocabTile(int64_t rows, int64_t vocab);
+
 template <typename P>
 struct HeadTensors {
   P* pooler_weight = nullptr;
@@ -81,7 +100,9 @@ struct HeadBuffers {
   T* t3;           // (B*P, H) LayerNorm output
   T* t_mean;       // (B*P)
   T* t_rstd;       // (B*P)
-  T* logits;       // (B*P, V)
+  T* logits;       // (B*P, MlmVocabTile) one tile of the MLM logits
+  T* mlm_max;      // (B*P) running maximum of each row's MLM logits
+  T* mlm_sum;      // (B*P) sum of exp(logit - max) of each row
   T* d_t;          // (B*P, H)
   T* d_t2;         // (B*P, H)
   T* mlm_w;        // (B*P)
@@ -94,15 +115,17 @@ struct HeadBuffers {
 // BertStage's).
 template <typename T, typename Owner>
 HeadBuffers<T> HeadBuffersOf(Owner& f) {
-  return HeadBuffers<T>{f.h0,     f.pooled, f.d_pooled,   f.d_h0,
+  return HeadBuffers<T>{f.h0,     f.pooled,  f.d_pooled,   f.d_h0,
                         f.pooled_drop, f.cls_logits, f.xm, f.t1,
-                        f.t2,     f.t3,     f.t_mean,     f.t_rstd,
-                        f.logits, f.d_t,    f.d_t2,       f.mlm_w,
-                        f.nsp_logits, f.mlm_labels.data(), f.argmax.data()};
+                        f.t2,     f.t3,      f.t_mean,     f.t_rstd,
+                        f.logits, f.mlm_max, f.mlm_sum,    f.d_t,
+                        f.d_t2,   f.mlm_w,   f.nsp_logits, f.mlm_labels.data(),
+                        f.argmax.data()};
 }
 
 // Pooler, head(s) and loss over x (B*S, H), the last encoder layer's output.
-// With o.backward the logits buffers are left holding d(loss)/d(logits).
+// With o.backward the classifier's and NSP's logits buffers are left holding
+// d(loss)/d(logits), and the MLM rows' maxima and sums for backward.
 template <typename T>
 void HeadsForward(kernels::MatmulEngine* mm, const BertConfig& c, BertTask task,
                   const BertBatchView& bt, const StepOptions& o,

@@ -1,6 +1,8 @@
 #include "common/model/softmax.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "Eigen/Core"
@@ -101,13 +103,33 @@ XentResult SoftmaxCrossEntropy(T* logits, const T* bias,
   return res;
 }
 
+template <typename T>
+void OnlineSoftmaxAdd(const T* x, int64_t n, int64_t j0,
+                      OnlineSoftmaxRow<T>* row) {
+  if (n <= 0) return;
+  const int64_t best = FirstArgMax(x, n);
+  const T mx = x[best];
+  const T m0 = row->max;
+  if (!std::isnan(m0) && (j0 == 0 || std::isnan(mx) || mx > m0)) {
+    row->argmax = j0 + best;
+  }
+  const T m1 = std::isnan(mx) || std::isnan(m0) ? mx + m0 : std::max(m0, mx);
+  // Only -inf so far: nothing to add (exp(-inf - -inf) would be NaN).
+  if (m1 == -std::numeric_limits<T>::infinity()) return;
+  const T s = (CArr<T>(x, n) - m1).exp().sum();
+  row->sum = row->sum * std::exp(m0 - m1) + s;
+  row->max = m1;
+}
+
 #define BERTPS_INSTANTIATE(T)                                                 \
   template void MaskedSoftmaxForward<T>(const int32_t*, int64_t, int64_t,    \
                                         int64_t, T*);                        \
   template void SoftmaxBackward<T>(const T*, int64_t, int64_t, const T*, T*); \
   template XentResult SoftmaxCrossEntropy<T>(T*, const T*, const int32_t*,   \
                                              const T*, int64_t, int64_t,     \
-                                             double, int32_t*);
+                                             double, int32_t*);        \
+  template void OnlineSoftmaxAdd<T>(const T*, int64_t, int64_t,              \
+                                    OnlineSoftmaxRow<T>*);
 BERTPS_INSTANTIATE(float)
 BERTPS_INSTANTIATE(double)
 #undef BERTPS_INSTANTIATE

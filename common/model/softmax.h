@@ -7,6 +7,7 @@
 #define BERTPS_COMMON_MODEL_SOFTMAX_H_
 
 #include <cstdint>
+#include <limits>
 
 namespace bertps {
 
@@ -46,6 +47,23 @@ XentResult SoftmaxCrossEntropy(T* logits, const T* bias,
                                const int32_t* labels, const T* weights,
                                int64_t n, int64_t c, double grad_scale,
                                int32_t* argmax);
+
+// The online softmax of one row seen a tile at a time, tiles in order (the
+// MLM head's, heads.h): the running maximum, the sum of exp(x - max) and the
+// first maximum's column (a NaN counts as larger than every number, as in
+// SoftmaxCrossEntropy). After every tile of a row, max, sum and argmax are
+// those of the whole row.
+template <typename T>
+struct OnlineSoftmaxRow {
+  T max = -std::numeric_limits<T>::infinity();
+  T sum = 0;
+  int64_t argmax = 0;
+};
+
+// Adds the tile x[0, n) holding columns [j0, j0 + n) of the row.
+template <typename T>
+void OnlineSoftmaxAdd(const T* x, int64_t n, int64_t j0,
+                      OnlineSoftmaxRow<T>* row);
 
 }  // namespace bertps
 

@@ -5,6 +5,7 @@
 //   B batch, NH heads, S sequence; N rows of C classes.
 #include "common/model/softmax.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -464,6 +465,58 @@ TEST(SoftmaxCrossEntropy, LargeLogits) {
   CheckXentLarge<float>(1e30);
   CheckXentLarge<double>(1e4);
   CheckXentLarge<double>(1e200);
+}
+
+// The online softmax over tiles gives the whole row's maximum, sum of
+// exponentials and first maximum, for any split: ties across tiles (the
+// first wins), a maximum in the last, partial tile, a NaN (the first NaN
+// wins and the sum is NaN), a row of -inf but one value.
+TEST(OnlineSoftmax, AnySplitGivesTheWholeRow) {
+  std::vector<std::vector<double>> rows = {
+      RandomNormal(37, 3, 3.0), RandomNormal(64, 4, 1.0),
+      RandomNormal(100, 5, 10.0)};
+  rows[1][5] = rows[1][40] = 9.0;  // a tie across tiles
+  rows[2][99] = 50.0;              // the last column
+  std::vector<double> with_nan = RandomNormal(30, 6, 1.0);
+  with_nan[11] = with_nan[20] = std::nan("");
+  std::vector<double> neg_inf(20, -std::numeric_limits<double>::infinity());
+  neg_inf[13] = 2.0;
+  rows.push_back(with_nan);
+  rows.push_back(neg_inf);
+  for (const auto& row : rows) {
+    const int64_t c = static_cast<int64_t>(row.size());
+    int64_t want_arg = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      if (std::isnan(row[j])) {
+        want_arg = j;
+        break;
+      }
+      if (row[j] > row[want_arg]) want_arg = j;
+    }
+    const double mx = row[want_arg];
+    double want_sum = 0;
+    for (double v : row) want_sum += std::exp(v - mx);
+    for (int64_t tile : {int64_t{1}, int64_t{7}, int64_t{16}, c}) {
+      OnlineSoftmaxRow<float> f;
+      OnlineSoftmaxRow<double> d;
+      const std::vector<float> rf = Cast<float>(row);
+      for (int64_t j0 = 0; j0 < c; j0 += tile) {
+        const int64_t n = std::min(tile, c - j0);
+        OnlineSoftmaxAdd(rf.data() + j0, n, j0, &f);
+        OnlineSoftmaxAdd(row.data() + j0, n, j0, &d);
+      }
+      EXPECT_EQ(d.argmax, want_arg) << "tile " << tile;
+      EXPECT_EQ(f.argmax, want_arg) << "tile " << tile;
+      if (std::isnan(mx)) {
+        EXPECT_TRUE(std::isnan(d.max) && std::isnan(d.sum));
+        EXPECT_TRUE(std::isnan(f.max) && std::isnan(f.sum));
+        continue;
+      }
+      EXPECT_EQ(d.max, mx);
+      EXPECT_NEAR(d.sum, want_sum, 1e-12 * want_sum) << "tile " << tile;
+      EXPECT_NEAR(f.sum, want_sum, 1e-5 * want_sum) << "tile " << tile;
+    }
+  }
 }
 
 }  // namespace

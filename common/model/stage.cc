@@ -186,7 +186,9 @@ struct BertStage<T>::Shared {
   T* t3 = nullptr;           // (B*P, H)
   T* t_mean = nullptr;       // (B*P)
   T* t_rstd = nullptr;       // (B*P)
-  T* logits = nullptr;       // (B*P, V)
+  T* logits = nullptr;       // (B*P, MlmVocabTile) one tile
+  T* mlm_max = nullptr;      // (B*P)
+  T* mlm_sum = nullptr;      // (B*P)
   T* d_t = nullptr;          // (B*P, H)
   T* d_t2 = nullptr;         // (B*P, H)
   T* mlm_w = nullptr;        // (B*P)
@@ -290,7 +292,9 @@ void BertStage<T>::Allocate(int slots) {
         f.t3 = p.Take(bp * h);
         f.t_mean = p.Take(bp);
         f.t_rstd = p.Take(bp);
-        f.logits = p.Take(bp * c.vocab_size);
+        f.logits = p.Take(bp * MlmVocabTile(bp, c.vocab_size));
+        f.mlm_max = p.Take(bp);
+        f.mlm_sum = p.Take(bp);
         f.d_t = p.Take(bp * h);
         f.d_t2 = p.Take(bp * h);
         f.mlm_w = p.Take(bp);

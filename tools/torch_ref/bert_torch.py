@@ -214,7 +214,11 @@ def to_torch_params(arrays, dtype):
 # Model (functional; p maps HF names to tensors)
 
 def _layer_norm(x, p, prefix, cfg):
-    return F.layer_norm(x, (cfg.hidden_size,), p[prefix + ".weight"], p[prefix + ".bias"],
+    # Under bf16 autocast a product's output is bf16 while PyTorch 1.13 runs
+    # layer_norm as it comes: its statistics are computed in the parameters'
+    # precision (float32), as mixed precision does (a no-op otherwise).
+    w = p[prefix + ".weight"]
+    return F.layer_norm(x.to(w.dtype), (cfg.hidden_size,), w, p[prefix + ".bias"],
                         cfg.layer_norm_eps)
 
 
@@ -578,10 +582,13 @@ def cmd_bench(args):
     for step in range(args.warmup + args.steps):
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
-        if task == "pretrain":
-            loss = pretrain_loss(p, cfg, b, train=True, fused_workspace=workspace)[0]
-        else:
-            loss = classify_loss(p, cfg, b, train=True)[0]
+        # bf16 autocast: products (linear, matmul, bmm) on bf16 operands,
+        # the rest in float32, as PyTorch's CPU mixed precision does.
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            if task == "pretrain":
+                loss = pretrain_loss(p, cfg, b, train=True, fused_workspace=workspace)[0]
+            else:
+                loss = classify_loss(p, cfg, b, train=True)[0]
         t1 = time.perf_counter()
         loss.backward()
         t2 = time.perf_counter()
@@ -603,6 +610,7 @@ def cmd_bench(args):
         "forward_ms": r(statistics.median(fwd)), "backward_ms": r(statistics.median(bwd)),
         "optimizer_ms": r(statistics.median(optm)), "steps": args.steps, "warmup": args.warmup,
         "threads": args.threads, "torch": torch.__version__, "task": task, "mlm_impl": args.mlm_impl,
+        "autocast": args.autocast,
         "batch": args.batch, "seq": args.seq, "preds": args.preds,
         "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "vocab": cfg.vocab_size,
         "last_loss": r(losses[-1]) if losses else None,
@@ -658,6 +666,8 @@ def build_parser():
     be.add_argument("--seed", type=int, default=0)
     be.add_argument("--lr", type=float, default=1e-4)
     be.add_argument("--task", choices=tasks, default="pretrain")
+    be.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                    help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16)")
     be.add_argument("--mlm-impl", choices=("fused", "autograd"), default="fused",
                     help="fused: one reused logits buffer (default); autograd: plain log_softmax")
     be.add_argument("--no-malloc-tune", dest="malloc_tune", action="store_false",
