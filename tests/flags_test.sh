@@ -57,6 +57,7 @@ expect_refused num_stages "$WORKER" --role stage --num_stages 65
 
 expect_refused timeout_s "$PROBE" --addr 127.0.0.1:1 --timeout_s -1
 expect_refused threads "$BERT_LOCAL" train --threads 0
+expect_refused precision "$BERT_LOCAL" grad --precision fp16
 expect_refused masked_lm_prob "$BERT_LOCAL" create-pretraining-data --masked_lm_prob 1.5
 expect_refused max_predictions_per_seq "$BERT_LOCAL" create-pretraining-data --max_seq_length 16 --max_predictions_per_seq 17
 

@@ -63,6 +63,7 @@
 #include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/io/bert_example.h"
+#include "common/kernels/matmul.h"
 #include "common/kernels/threads.h"
 #include "common/model/bert_config.h"
 #include "common/optim/optimizer_config.h"
@@ -412,6 +413,12 @@ int main(int argc, char** argv) {
       .Range("limit_alphabet", absl::GetFlag(FLAGS_limit_alphabet), 1,
              1 << 24)
       .Range("num_unused", absl::GetFlag(FLAGS_num_unused), 0, 1 << 20);
+  bertps::kernels::Precision precision;
+  checks.Require(bertps::kernels::ParsePrecision(absl::GetFlag(FLAGS_precision),
+                                                 &precision),
+                 "precision",
+                 "must be fp32 or bf16, not '" + absl::GetFlag(FLAGS_precision) +
+                     "'");
   if (!checks.ok()) return checks.Fail();
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string& cmd = args[1];
@@ -457,12 +464,7 @@ int main(int argc, char** argv) {
   o.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
   o.optimizer.total_steps = o.steps;
   o.optimizer.clip_norm = absl::GetFlag(FLAGS_clip_norm);
-  if (!bertps::kernels::ParsePrecision(absl::GetFlag(FLAGS_precision),
-                                       &o.precision)) {
-    return Fail(absl::InvalidArgumentError(
-        "--precision must be fp32 or bf16, not '" +
-        absl::GetFlag(FLAGS_precision) + "'"));
-  }
+  bertps::kernels::ParsePrecision(absl::GetFlag(FLAGS_precision), &o.precision);
 
   absl::Status status;
   if (cmd == "grad") {
