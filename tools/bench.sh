@@ -63,6 +63,12 @@
 #                                              kill -9 to its backup promoted
 #                                              and stepping (tools/
 #                                              bench_replicas.sh; default 3 40)
+#   tools/bench.sh fidelity [steps] [seeds] [batch]
+#                                              bf16 vs fp32 products: BERT-mini
+#                                              pretrained on real text, loss
+#                                              curves and held-out MLM accuracy
+#                                              per seed (tools/bench_fidelity.sh;
+#                                              default 1000 3 16)
 # The machine is shared and noisy: each figure is a median of repeated steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -526,6 +532,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
 # scale: tools/bench_scale.sh; replicas: tools/bench_replicas.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_fidelity.sh"
 
 # ---------------------------------------------------------------------------
 # preprocess: the data side on the package-description corpus of
@@ -904,5 +911,6 @@ case "$what" in
   input) bench_input "${2:-}" ;;
   scale) bench_scale "${2:-}" "${3:-}" "${4:-}" "${5:-}" "${6:-}" ;;
   replicas) bench_replicas "${2:-}" "${3:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas)" >&2; exit 2 ;;
+  fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas, fidelity)" >&2; exit 2 ;;
 esac
