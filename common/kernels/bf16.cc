@@ -7,6 +7,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -143,7 +144,17 @@ void FloatToBf16On(ConvertIsa isa, const float* x, int64_t n, uint16_t* y) {
 }
 
 void FloatToBf16(const float* x, int64_t n, uint16_t* y) {
-  FloatToBf16On(ActiveConvertIsa(), x, n, y);
+  const ConvertIsa isa = ActiveConvertIsa();
+  // Large operands (an activation or the MLM logits: megabytes) on the
+  // configured compute threads, in chunks of whole vectors.
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  if (n < 2 * kChunk) return FloatToBf16On(isa, x, n, y);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk;
+    FloatToBf16On(isa, x + begin, std::min(kChunk, n - begin), y + begin);
+  }
 }
 
 void Bf16ToFloat(const uint16_t* x, int64_t n, float* y) {

@@ -22,7 +22,8 @@ namespace kernels {
 
 enum class ConvertIsa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
 
-// y[i] = bf16(x[i]), i < n.
+// y[i] = bf16(x[i]), i < n; large n on the OpenMP compute threads
+// (threads.h).
 void FloatToBf16(const float* x, int64_t n, uint16_t* y);
 // y[i] = float(x[i]) (exact), i < n.
 void Bf16ToFloat(const uint16_t* x, int64_t n, float* y);

@@ -78,6 +78,19 @@ TEST(Bf16, NanStaysNanAndTiesGoToEven) {
   EXPECT_EQ(back[4], -2.5f);
 }
 
+// Large inputs go through the threads in chunks: the same bits.
+TEST(Bf16, LargeInputsMatchTheScalarReference) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist;
+  std::vector<float> x((int64_t{1} << 18) + 77);
+  for (float& v : x) v = dist(rng);
+  std::vector<uint16_t> y(x.size());
+  FloatToBf16(x.data(), x.size(), y.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(y[i], io::F32ToBf16(x[i])) << i;
+  }
+}
+
 TEST(Bf16, ReportsThePathItTakes) {
   const char* cap = std::getenv("BERTPS_MAX_ISA");
   std::printf("conversion path: %s (BERTPS_MAX_ISA=%s)\n",

@@ -20,6 +20,7 @@ struct MatmulEngine::Context {
 struct MatmulEngine::Impl {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md;
+  std::string kernel;  // the implementation oneDNN chose
 };
 
 namespace {
@@ -104,12 +105,19 @@ MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
   dnnl::matmul::desc desc(impl->a_md, impl->b_md, impl->c_md);
   dnnl::matmul::primitive_desc pd(desc, attr, ctx_->engine);
   impl->prim = dnnl::matmul(pd);
+  impl->kernel = pd.impl_info_str();
   VLOG(1) << "matmul " << d.batch << "x" << d.m << "x" << d.n << "x" << d.k
           << (d.trans_a ? " A^T" : "") << (d.trans_b ? " B^T" : "") << " "
           << PrecisionName(precision_) << ": " << pd.impl_info_str();
   Impl* raw = impl.get();
   cache_.emplace(key, std::move(impl));
   return raw;
+}
+
+std::string MatmulEngine::KernelName(const GemmDims& d, float alpha,
+                                     bool accumulate) {
+  if (precision_ == Precision::kFp32 && d.batch == 1) return "sgemm";
+  return GetBatched(d, alpha, accumulate)->kernel;
 }
 
 void MatmulEngine::Run(const GemmDims& d, const float* a, const float* b,

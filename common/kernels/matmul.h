@@ -67,6 +67,11 @@ class MatmulEngine {
   // has no native bf16.
   Precision precision() const { return precision_; }
 
+  // The oneDNN implementation that runs product d (e.g. "brg:avx512_core_amx"
+  // or "brg:avx512_core_bf16"; "sgemm" for fp32's plain 2-D products).
+  std::string KernelName(const GemmDims& d, float alpha = 1.0f,
+                         bool accumulate = false);
+
   // Floating-point operations of every product run so far (2*M*N*K each).
   int64_t flops() const { return flops_.load(std::memory_order_relaxed); }
 

@@ -18,6 +18,8 @@ TEST(MatmulIsa, Bf16WithoutNativeSupportRunsFp32AndSaysSo) {
   EXPECT_EQ(Bf16Hardware(), "none");
   MatmulEngine engine(Precision::kBf16);
   EXPECT_EQ(engine.precision(), Precision::kFp32);
+  EXPECT_EQ(engine.KernelName(GemmDims{2, 8, 8, 8, false, true}).find("bf16"),
+            std::string::npos);
   std::mt19937 rng(3);
   std::normal_distribution<float> dist;
   GemmDims d{1, 17, 23, 40, false, true};

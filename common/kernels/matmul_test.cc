@@ -1,7 +1,10 @@
 #include "common/kernels/matmul.h"
 
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "common/io/half.h"
@@ -95,6 +98,54 @@ TEST(Matmul, Bf16IsTheProductOfRoundedOperands) {
         }
       }
     }
+  }
+}
+
+bool CpuHasFlag(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string w;
+    while (words >> w) {
+      if (w == flag) return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+// The bf16 products run on the best bf16 unit the CPU has: AMX tiles where
+// it has AMX-BF16 (Sapphire/Emerald Rapids), else AVX512-BF16 dot products.
+TEST(Matmul, Bf16RunsOnTheCpusBf16Units) {
+  MatmulEngine engine(Precision::kBf16);
+  const GemmDims d{1, 64, 96, 128, false, true};
+  if (CpuHasFlag("amx_bf16") && CpuHasFlag("amx_tile")) {
+    EXPECT_EQ(Bf16Hardware(), "amx");
+    EXPECT_NE(engine.KernelName(d).find("amx"), std::string::npos)
+        << engine.KernelName(d);
+  } else if (CpuHasFlag("avx512_bf16")) {
+    EXPECT_EQ(Bf16Hardware(), "avx512_bf16");
+    EXPECT_NE(engine.KernelName(d).find("bf16"), std::string::npos)
+        << engine.KernelName(d);
+    std::printf("no AMX on this CPU: the AMX path is not exercised here\n");
+  } else {
+    GTEST_SKIP() << "neither AMX-BF16 nor AVX512-BF16 on this CPU";
+  }
+  std::printf("bf16 kernel: %s\n", engine.KernelName(d).c_str());
+  // The product itself through that kernel, large enough to use it fully.
+  std::mt19937 rng(5);
+  std::vector<float> a = Random(64 * 128, &rng), b = Random(96 * 128, &rng);
+  std::vector<float> c(64 * 96);
+  std::vector<double> ref(64 * 96);
+  engine.Run(d, a.data(), b.data(), c.data());
+  std::vector<double> ra(a.size()), rb(b.size());
+  for (size_t i = 0; i < a.size(); ++i) ra[i] = io::Bf16ToF32(io::F32ToBf16(a[i]));
+  for (size_t i = 0; i < b.size(); ++i) rb[i] = io::Bf16ToF32(io::F32ToBf16(b[i]));
+  MatmulNaive<double>(d, ra.data(), rb.data(), ref.data());
+  for (size_t i = 0; i < c.size(); ++i) {
+    ASSERT_NEAR(c[i], ref[i], 2e-6 * 128 * (1 + std::fabs(ref[i]))) << i;
   }
 }
 
