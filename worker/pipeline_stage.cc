@@ -180,7 +180,7 @@ class PipelineStage::Service final : public StageService::Service {
 // --------------------------------------------------------------- runtime
 
 PipelineStage::PipelineStage(const PipelineStageOptions& options)
-    : options_(options) {}
+    : options_(options), mm_(options.precision) {}
 
 PipelineStage::~PipelineStage() {
   if (server_) {
@@ -578,6 +578,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
   rep.pull_ms = Ms(t1, t2);
   rep.schedule_ms = Ms(t2, t3);
   rep.compute_ms = compute_ms;
+  rep.precision = mm_.precision();
   rep.push_ms = Ms(t3, t4);
   rep.bubble = rep.schedule_ms > 0 ? 1.0 - compute_ms / rep.schedule_ms : 0;
   rep.bytes_sent = bytes_sent_ - sent0;

@@ -76,6 +76,9 @@ struct PipelineStageOptions {
   uint64_t seed = 12345;
   bool dropout = true;
   bool shuffle = false;               // a new order every epoch (seed)
+  // The products' precision (kernels/matmul.h); a CPU without native bf16
+  // runs fp32, and each step's report says which ran.
+  kernels::Precision precision = kernels::Precision::kFp32;
   // The data as the job was submitted with (empty: not checked).
   std::vector<io::ExpectedFile> expected_files;
   int64_t chunk_bytes = 2 << 20;      // 1-4 MB per StageChunk
@@ -98,6 +101,7 @@ struct StageStepReport {
   double wait_ms = 0, pull_ms = 0, schedule_ms = 0, compute_ms = 0,
          push_ms = 0;
   double bubble = 0;  // 1 - compute / schedule time
+  kernels::Precision precision = kernels::Precision::kFp32;  // what ran
   int64_t bytes_sent = 0, bytes_received = 0;  // activations and gradients
 };
 

@@ -94,6 +94,8 @@ absl::Status StageMember::RunPart(
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
+  o.precision = spec.precision() == BF16 ? kernels::Precision::kBf16
+                                         : kernels::Precision::kFp32;
   for (const DataFile& f : a.data_files()) {
     o.expected_files.push_back({f.path(), f.bytes(), f.records()});
   }
@@ -109,6 +111,7 @@ absl::Status StageMember::RunPart(
     if (o.stage == S - 1) s.set_examples(o.batch);
     s.set_pull_ms(r.pull_ms);
     s.set_compute_ms(r.compute_ms);
+    s.set_precision(r.precision == kernels::Precision::kBf16 ? BF16 : F32);
     s.set_push_ms(r.push_ms);
     s.set_wait_ms(r.wait_ms);
     const int64_t every = spec.checkpoint().every_steps();
