@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -25,33 +26,50 @@ struct Case {
   int64_t batch, m, n, k;
 };
 
-TEST(Matmul, OneDnnMatchesNaiveForEveryLayout) {
-  MatmulEngine engine;
-  std::mt19937 rng(7);
-  for (Case c : {Case{1, 5, 7, 3}, Case{1, 33, 17, 64}, Case{3, 16, 8, 12},
-                 Case{6, 12, 12, 8}}) {
+// For every case, layout (A and B stored transposed or not), accumulation
+// and alpha: random A, B and C0, then check(d, a, b, c0, alpha, accumulate).
+template <typename Check>
+void ForEveryLayout(std::initializer_list<Case> cases, uint32_t seed,
+                    Check check) {
+  std::mt19937 rng(seed);
+  for (Case c : cases) {
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {
         for (int acc = 0; acc < 2; ++acc) {
           for (float alpha : {1.0f, 0.125f}) {
+            SCOPED_TRACE(testing::Message()
+                         << "batch=" << c.batch << " m=" << c.m << " ta=" << ta
+                         << " tb=" << tb << " acc=" << acc);
             GemmDims d{c.batch, c.m, c.n, c.k, ta == 1, tb == 1};
-            std::vector<float> a = Random(c.batch * c.m * c.k, &rng);
-            std::vector<float> b = Random(c.batch * c.k * c.n, &rng);
-            std::vector<float> c0 = Random(c.batch * c.m * c.n, &rng);
-            std::vector<float> fast = c0, ref = c0;
-            engine.Run(d, a.data(), b.data(), fast.data(), alpha, acc == 1);
-            MatmulNaive<float>(d, a.data(), b.data(), ref.data(), alpha,
-                               acc == 1);
-            for (size_t i = 0; i < ref.size(); ++i) {
-              ASSERT_NEAR(fast[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])))
-                  << "batch=" << c.batch << " m=" << c.m << " ta=" << ta
-                  << " tb=" << tb << " acc=" << acc << " i=" << i;
-            }
+            const std::vector<float> a = Random(c.batch * c.m * c.k, &rng);
+            const std::vector<float> b = Random(c.batch * c.k * c.n, &rng);
+            const std::vector<float> c0 = Random(c.batch * c.m * c.n, &rng);
+            check(d, a, b, c0, alpha, acc == 1);
+            if (testing::Test::HasFatalFailure()) return;
           }
         }
       }
     }
   }
+}
+
+TEST(Matmul, OneDnnMatchesNaiveForEveryLayout) {
+  MatmulEngine engine;
+  ForEveryLayout(
+      {Case{1, 5, 7, 3}, Case{1, 33, 17, 64}, Case{3, 16, 8, 12},
+       Case{6, 12, 12, 8}},
+      7,
+      [&](const GemmDims& d, const std::vector<float>& a,
+          const std::vector<float>& b, const std::vector<float>& c0,
+          float alpha, bool accumulate) {
+        std::vector<float> fast = c0, ref = c0;
+        engine.Run(d, a.data(), b.data(), fast.data(), alpha, accumulate);
+        MatmulNaive<float>(d, a.data(), b.data(), ref.data(), alpha,
+                           accumulate);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_NEAR(fast[i], ref[i], 1e-4 * (1 + std::fabs(ref[i]))) << i;
+        }
+      });
 }
 
 // A bf16 product is the exact product of the bf16-rounded operands, summed
@@ -63,9 +81,8 @@ TEST(Matmul, Bf16IsTheProductOfRoundedOperands) {
               PrecisionName(engine.precision()));
   if (engine.precision() != Precision::kBf16) {
     GTEST_SKIP() << "no native bf16 here (" << Bf16Hardware()
-                 << "): the engine runs fp32 (tested in Fp32WithoutBf16)";
+                 << "): the engine runs fp32 (matmul_isa_test tests that)";
   }
-  std::mt19937 rng(9);
   auto round = [](const std::vector<float>& v) {
     std::vector<double> r(v.size());
     for (size_t i = 0; i < v.size(); ++i) {
@@ -73,32 +90,23 @@ TEST(Matmul, Bf16IsTheProductOfRoundedOperands) {
     }
     return r;
   };
-  for (Case c : {Case{1, 5, 7, 3}, Case{1, 33, 17, 64}, Case{1, 64, 300, 96},
-                 Case{3, 16, 8, 12}, Case{6, 12, 12, 8}}) {
-    for (int ta = 0; ta < 2; ++ta) {
-      for (int tb = 0; tb < 2; ++tb) {
-        for (int acc = 0; acc < 2; ++acc) {
-          for (float alpha : {1.0f, 0.125f}) {
-            GemmDims d{c.batch, c.m, c.n, c.k, ta == 1, tb == 1};
-            std::vector<float> a = Random(c.batch * c.m * c.k, &rng);
-            std::vector<float> b = Random(c.batch * c.k * c.n, &rng);
-            std::vector<float> c0 = Random(c.batch * c.m * c.n, &rng);
-            std::vector<float> fast = c0;
-            std::vector<double> ref(c0.begin(), c0.end());
-            engine.Run(d, a.data(), b.data(), fast.data(), alpha, acc == 1);
-            MatmulNaive<double>(d, round(a).data(), round(b).data(),
-                                ref.data(), alpha, acc == 1);
-            for (size_t i = 0; i < ref.size(); ++i) {
-              ASSERT_NEAR(fast[i], ref[i],
-                          2e-6 * c.k * (1 + std::fabs(ref[i])))
-                  << "batch=" << c.batch << " m=" << c.m << " ta=" << ta
-                  << " tb=" << tb << " acc=" << acc << " i=" << i;
-            }
-          }
+  ForEveryLayout(
+      {Case{1, 5, 7, 3}, Case{1, 33, 17, 64}, Case{1, 64, 300, 96},
+       Case{3, 16, 8, 12}, Case{6, 12, 12, 8}},
+      9,
+      [&](const GemmDims& d, const std::vector<float>& a,
+          const std::vector<float>& b, const std::vector<float>& c0,
+          float alpha, bool accumulate) {
+        std::vector<float> fast = c0;
+        std::vector<double> ref(c0.begin(), c0.end());
+        engine.Run(d, a.data(), b.data(), fast.data(), alpha, accumulate);
+        MatmulNaive<double>(d, round(a).data(), round(b).data(), ref.data(),
+                            alpha, accumulate);
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_NEAR(fast[i], ref[i], 2e-6 * d.k * (1 + std::fabs(ref[i])))
+              << i;
         }
-      }
-    }
-  }
+      });
 }
 
 bool CpuHasFlag(const std::string& flag) {
