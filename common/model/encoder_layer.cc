@@ -14,6 +14,13 @@ using Vec = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using CVec = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 
+// dst += src (the residual connections), on the compute threads.
+template <typename T>
+void AddInPlace(const T* src, int64_t n, T* dst) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
 // 64-byte aligned pieces of one buffer, in elements of T (sizeof(T) divides
 // 64 for float and double).
 template <typename T>
@@ -147,7 +154,7 @@ void EncoderLayerForward(kernels::MatmulEngine* mm, const BertConfig& c,
   LinearForward(mm, l.ctx, w.ao_w, w.ao_b, bs, h, h, l.attn_sum);
   DropoutForward(key(DropoutSiteAttentionOutput(st.layer)), hp, bs, h, s,
                  st.example_offset, l.attn_sum, l.attn_sum);
-  Vec<T>(l.attn_sum, bs * h) += CVec<T>(x, bs * h);
+  AddInPlace(x, bs * h, l.attn_sum);
   LayerNormForward(l.attn_sum, w.ln1_g, w.ln1_b, bs, h, eps, l.a, l.ln1_mean,
                    l.ln1_rstd);
   LinearForward(mm, l.a, w.i_w, w.i_b, bs, h, inter, l.h1);
@@ -155,7 +162,7 @@ void EncoderLayerForward(kernels::MatmulEngine* mm, const BertConfig& c,
   LinearForward(mm, l.g, w.o_w, w.o_b, bs, inter, h, l.ffn_sum);
   DropoutForward(key(DropoutSiteFfnOutput(st.layer)), hp, bs, h, s,
                  st.example_offset, l.ffn_sum, l.ffn_sum);
-  Vec<T>(l.ffn_sum, bs * h) += CVec<T>(l.a, bs * h);
+  AddInPlace(l.a, bs * h, l.ffn_sum);
   LayerNormForward(l.ffn_sum, w.ln2_g, w.ln2_b, bs, h, eps, l.out, l.ln2_mean,
                    l.ln2_rstd);
 }
