@@ -1,8 +1,11 @@
 #include "common/kernels/threads.h"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <atomic>
+
+#include "glog/logging.h"
 
 namespace bertps {
 namespace kernels {
@@ -10,10 +13,25 @@ namespace {
 std::atomic<int> configured{0};  // 0: not set (OpenMP's default)
 }  // namespace
 
-void SetNumThreads(int n) {
+int AvailableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  const int n = CPU_COUNT(&set);
+  return n > 0 ? n : 1;
+}
+
+int SetNumThreads(int n) {
   n = n < 1 ? 1 : n;
+  const int cpus = AvailableCpus();
+  if (n > cpus) {
+    LOG(WARNING) << n << " compute threads asked for, but this process may "
+                 << "run on " << cpus << " CPUs: using " << cpus;
+    n = cpus;
+  }
   configured = n;
   omp_set_num_threads(n);
+  return n;
 }
 
 int NumThreads() {

@@ -11,8 +11,13 @@
 namespace bertps {
 namespace kernels {
 
-void SetNumThreads(int n);
+// Sets n compute threads, at most the CPUs this process may run on
+// (AvailableCpus): OpenMP threads beyond them only wait at every barrier for
+// one another. Asking for more logs a warning; returns what was set.
+int SetNumThreads(int n);
 int NumThreads();
+// The CPUs in this process's affinity mask (at least 1).
+int AvailableCpus();
 // Applies the recorded setting to the calling thread (no-op if none).
 void UseConfiguredThreads();
 
