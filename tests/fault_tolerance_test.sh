@@ -31,10 +31,6 @@ start_worker() {  # start_worker NAME: worker_pid
   "$WORKER" --role=train --coordinator "$coord" > "$work/$1.log" 2>&1 &
   worker_pid=$!; pids+=($worker_pid)
 }
-field() {  # field JOB PYTHON-EXPRESSION-OF-s
-  "$CTL" status "$1" --json | /usr/bin/python3 -c \
-    "import json,sys; s=json.load(sys.stdin); print($2)"
-}
 wait_step() {  # wait_step JOB N: until the job reached step N
   local s=0
   for _ in $(seq 1 1200); do

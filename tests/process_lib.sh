@@ -1,8 +1,9 @@
 # Shared by the real-process tests (sourced): a work directory, process
 # bookkeeping, failure reports with the daemons' logs, a SIGTERM that must
 # end a daemon with exit 0, a free loopback port,
-# a coordinator that is listening, a small synthetic dataset, and a
-# comparison of two safetensors files.
+# a coordinator that is listening, shard and train daemons joining it, a
+# field of a job's status, a small synthetic dataset, and a comparison of
+# two safetensors files.
 #
 #   source "$(dirname "$0")/process_lib.sh"   # after set -euo pipefail
 #   init_work NAME                            # $work, cleaned, with data/
@@ -79,6 +80,41 @@ start_coordinator() {
     sleep 0.05
   done
   fail "the coordinator did not start listening"
+}
+
+# start_ps_daemons NAME...: a bertps_server ($SERVER) per NAME joining the
+# coordinator ($BERTPS_COORDINATOR) on a free port, logging to
+# $work/ps-NAME.log; returns once each wrote $work/ps-NAME.address.
+# ps_daemon_pid[NAME] is its pid.
+declare -A ps_daemon_pid
+start_ps_daemons() {
+  local s
+  for s in "$@"; do
+    "$SERVER" --coordinator "$BERTPS_COORDINATOR" --port 0 \
+      --address_file "$work/ps-$s.address" > "$work/ps-$s.log" 2>&1 &
+    pids+=($!); ps_daemon_pid[$s]=$!
+  done
+  for s in "$@"; do
+    for _ in $(seq 1 200); do [ -s "$work/ps-$s.address" ] && break; sleep 0.05; done
+    [ -s "$work/ps-$s.address" ] || fail "shard $s wrote no address file"
+  done
+}
+
+# start_train_daemons NAME...: a train bertps_worker ($WORKER) per NAME,
+# logging to $work/w-NAME.log.
+start_train_daemons() {
+  local w
+  for w in "$@"; do
+    "$WORKER" --role=train --coordinator "$BERTPS_COORDINATOR" > "$work/w-$w.log" 2>&1 &
+    pids+=($!)
+  done
+}
+
+# field JOB PYTHON-EXPRESSION-OF-s: the expression over the job's status
+# (`bertpsctl status JOB --json` as s; $CTL is bertpsctl).
+field() {
+  "$CTL" status "$1" --json | /usr/bin/python3 -c \
+    "import json,sys; s=json.load(sys.stdin); print($2)"
 }
 
 # A small BERT config ($work/model.json) and 2 x 40 synthetic examples in

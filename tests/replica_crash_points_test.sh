@@ -15,10 +15,6 @@ BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work crash
 tiny_model_data "$BERT_LOCAL"
-field() {  # field JOB PYTHON-EXPRESSION-OF-s
-  "$CTL" status "$1" --json | /usr/bin/python3 -c \
-    "import json,sys; s=json.load(sys.stdin); print($2)"
-}
 spec() {  # spec NAME REPLICAS EXPORT
   cat <<EOF2
 name: "$1"

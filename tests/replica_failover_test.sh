@@ -20,24 +20,8 @@ tiny_model_data "$BERT_LOCAL"
 start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 6 \
   --jobs_root "$work/jobs"
 coord="$BERTPS_COORDINATOR"
-declare -A shard_pid
-for s in a b c d; do
-  "$SERVER" --coordinator "$coord" --port 0 --address_file "$work/ps-$s.address" \
-    > "$work/ps-$s.log" 2>&1 &
-  pids+=($!); shard_pid[$s]=$!
-done
-for s in a b c d; do
-  for _ in $(seq 1 200); do [ -s "$work/ps-$s.address" ] && break; sleep 0.05; done
-  [ -s "$work/ps-$s.address" ] || fail "shard $s wrote no address file"
-done
-for w in a b; do
-  "$WORKER" --role=train --coordinator "$coord" > "$work/w-$w.log" 2>&1 &
-  pids+=($!)
-done
-field() {  # field JOB PYTHON-EXPRESSION-OF-s
-  "$CTL" status "$1" --json | /usr/bin/python3 -c \
-    "import json,sys; s=json.load(sys.stdin); print($2)"
-}
+start_ps_daemons a b c d
+start_train_daemons a b
 spec() {  # spec NAME REPLICAS EXPORT
   cat <<EOF2
 name: "$1"
@@ -63,7 +47,7 @@ done
 [ "$(field "$job" 'len(s.get("shards", []))')" = 2 ] || fail "no replica status: $("$CTL" status "$job" --json | head -c 600)"
 victim=$(field "$job" 's["ps_addresses"][1]')
 for s in a b c d; do
-  [ "$(cat "$work/ps-$s.address")" = "$victim" ] && victim_pid=${shard_pid[$s]}
+  [ "$(cat "$work/ps-$s.address")" = "$victim" ] && victim_pid=${ps_daemon_pid[$s]}
 done
 [ -n "${victim_pid:-}" ] || fail "no shard daemon at $victim"
 at=$(field "$job" 'int(s["shards"][1].get("backups_applied", [0])[0])')
@@ -93,7 +77,7 @@ new=$(field "$job" 's["ps_addresses"][1]')
 # Shard 0's primary stops (SIGSTOP) while the job runs.
 stopped=$(field "$job" 's["ps_addresses"][0]')
 for s in a b c d; do
-  [ "$(cat "$work/ps-$s.address")" = "$stopped" ] && stopped_pid=${shard_pid[$s]} && stopped_log="$work/ps-$s.log"
+  [ "$(cat "$work/ps-$s.address")" = "$stopped" ] && stopped_pid=${ps_daemon_pid[$s]} && stopped_log="$work/ps-$s.log"
 done
 [ -n "${stopped_pid:-}" ] || fail "no shard daemon at $stopped"
 kill -STOP "$stopped_pid"

@@ -14,24 +14,8 @@ tiny_model_data "$BERT_LOCAL"
 start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 60 \
   --jobs_root "$work/jobs"
 coord="$BERTPS_COORDINATOR"
-shard_pids=()
-for s in a b c; do  # two for the job, one spare
-  "$SERVER" --coordinator "$coord" --port 0 --address_file "$work/ps-$s.address" \
-    > "$work/ps-$s.log" 2>&1 &
-  pids+=($!); shard_pids+=($!)
-done
-for s in a b c; do
-  for _ in $(seq 1 200); do [ -s "$work/ps-$s.address" ] && break; sleep 0.05; done
-  [ -s "$work/ps-$s.address" ] || fail "shard $s wrote no address file"
-done
-for w in a b; do
-  "$WORKER" --role=train --coordinator "$coord" > "$work/w-$w.log" 2>&1 &
-  pids+=($!)
-done
-field() {  # field JOB PYTHON-EXPRESSION-OF-s
-  "$CTL" status "$1" --json | /usr/bin/python3 -c \
-    "import json,sys; s=json.load(sys.stdin); print($2)"
-}
+start_ps_daemons a b c  # two for the job, one spare
+start_train_daemons a b
 spec() {  # spec NAME [CKPT EXPORT]: without them, the job's directory holds both
   cat <<EOF2
 name: "$1"
@@ -55,7 +39,7 @@ for _ in $(seq 1 600); do
 done
 victim=$(field "$job" 's["ps_addresses"][1]')
 for s in a b c; do
-  [ "$(cat "$work/ps-$s.address")" = "$victim" ] && victim_pid=${shard_pids[$(( $(printf '%d' "'$s") - 97 ))]}
+  [ "$(cat "$work/ps-$s.address")" = "$victim" ] && victim_pid=${ps_daemon_pid[$s]}
 done
 [ -n "${victim_pid:-}" ] || fail "no shard daemon at $victim"
 kill -9 "$victim_pid"

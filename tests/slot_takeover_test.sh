@@ -28,10 +28,6 @@ start_worker() {  # start_worker NAME: worker_pid
 }
 start_worker w-a; w_a=$worker_pid
 start_worker w-b; w_b=$worker_pid
-field() {  # field JOB PYTHON-EXPRESSION-OF-s
-  "$CTL" status "$1" --json | /usr/bin/python3 -c \
-    "import json,sys; s=json.load(sys.stdin); print($2)"
-}
 wait_for() {  # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds
   local what="$1" limit="$2"; shift 2
   for _ in $(seq 1 $((limit * 10))); do "$@" && return 0; sleep 0.1; done

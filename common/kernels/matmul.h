@@ -46,7 +46,8 @@ struct GemmDims {
 enum class Precision { kFp32, kBf16 };
 
 const char* PrecisionName(Precision p);  // "fp32", "bf16"
-// "fp32"/"bf16" (any case) -> Precision; anything else is nullopt-like false.
+// "fp32"/"float32" or "bf16"/"bfloat16" (any case) -> *out and true; false
+// for anything else.
 bool ParsePrecision(const std::string& name, Precision* out);
 
 // What oneDNN's bf16 products run on here, under ONEDNN_MAX_CPU_ISA: "amx"

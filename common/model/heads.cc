@@ -40,20 +40,14 @@ double MlmDenominator(const BertBatchView& bt, const StepOptions& o) {
   return wsum + 1e-5;
 }
 
-// The tile [j0, j0 + vt) of the MLM logits: t3 (np, H) times those rows of
-// the word embeddings, plus the bias's columns; (np, vt) into `tile`.
+// The tile [j0, j0 + vt) of the MLM logits: t3 (np, H) through the decoder
+// rows j0.. of the word embeddings and their bias; (np, vt) into `tile`.
 template <typename T>
 void MlmLogitsTile(kernels::MatmulEngine* mm, const HeadTensors<const T>& w,
                    const T* t3, int64_t np, int64_t h, int64_t j0, int64_t vt,
                    T* tile) {
-  kernels::Gemm(mm, kernels::GemmDims{1, np, vt, h, false, true}, t3,
-                w.word_embeddings + j0 * h, tile);
-  const T* bias = w.mlm_bias + j0;
-#pragma omp parallel for schedule(static) if (np * vt > 65536)
-  for (int64_t r = 0; r < np; ++r) {
-    T* row = tile + r * vt;
-    for (int64_t j = 0; j < vt; ++j) row[j] += bias[j];
-  }
+  LinearForward(mm, t3, w.word_embeddings + j0 * h, w.mlm_bias + j0, np, h, vt,
+                tile);
 }
 
 // The MLM loss without the whole logits: the online softmax over the tiles
