@@ -34,6 +34,9 @@ std::vector<std::pair<std::string, std::string>> HolderRows(
                                  ? ", no backup"
                                  : absl::StrCat(", backup", backups.size() > 1 ? "s " : " ",
                                                 absl::StrJoin(backups, ", ")));
+      if (r.joining_size() > 0) {
+        absl::StrAppend(&text, ", joining ", absl::StrJoin(r.joining(), ", "));
+      }
       shards.push_back(std::move(text));
     }
     rows.push_back({"replicas", absl::StrJoin(shards, "; ")});
@@ -41,6 +44,12 @@ std::vector<std::pair<std::string, std::string>> HolderRows(
       rows.push_back({"failovers", absl::StrCat(s.failovers(),
                                                 " (primaries replaced by a "
                                                 "backup, no restart)")});
+    }
+    if (s.backups_added() > 0) {
+      rows.push_back({"re-replicated",
+                      absl::StrCat(s.backups_added(),
+                                   " backup(s) brought up to date while the "
+                                   "job ran")});
     }
   }
   if (s.slots_size() > 0) {

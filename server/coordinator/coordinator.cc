@@ -376,6 +376,7 @@ void Coordinator::TickLocked() {
     if (job.status.state() != RUNNING) continue;
     FillShardsLocked(job);
     FillSlotsLocked(job);
+    AddBackupsLocked(job);
     SetWaitingLocked(job, RunningWaitLocked(job));
   }
   StartJobsLocked();
@@ -427,6 +428,16 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   job.status.set_incarnation(job.status.incarnation() + 1);
   const int64_t from = RewindLocked(job);
   job.ready_shards.clear();
+  // Joining backups become backups like the others: they reinstall and
+  // restore the checkpoint with them.
+  for (size_t i = 0; i < job.joining.size() && i < job.backups.size(); ++i) {
+    for (const std::string& id : job.joining[i]) {
+      job.backups[i].push_back(id);
+      auto it = members_.find(id);
+      if (it != members_.end()) it->second.joining = false;
+    }
+    job.joining[i].clear();
+  }
   // Members still in the job are sent the new incarnation on their next
   // heartbeat: shards reinstall and restore, trainers wait for them.
   for (auto& [id, m] : members_) {
@@ -459,6 +470,7 @@ void Coordinator::FinishLocked(Job& job, JobState state,
       m.index = -1;
       m.also.clear();
       m.backup = false;
+      m.joining = false;
     }
   }
 }
@@ -531,12 +543,23 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   }
   if (m.role == PS && job.status.spec().replicas() > 1) {
     a.set_backup(m.backup);
+    a.set_joining(m.joining);
     for (int64_t t : job.terms) a.add_ps_terms(t);
     if (!m.backup && m.index >= 0 &&
         m.index < static_cast<int>(job.backups.size())) {
       for (const std::string& id : job.backups[m.index]) {
         auto it = members_.find(id);
         if (it != members_.end()) a.add_backups(it->second.address);
+      }
+    }
+    // Joining backups, once installed (ready), to be brought up to date.
+    if (!m.backup && m.index >= 0 &&
+        m.index < static_cast<int>(job.joining.size())) {
+      for (const std::string& id : job.joining[m.index]) {
+        auto it = members_.find(id);
+        if (it != members_.end() && job.ready_shards.count(id) > 0) {
+          a.add_joining_backups(it->second.address);
+        }
       }
     }
   }

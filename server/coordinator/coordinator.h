@@ -153,6 +153,9 @@ class Coordinator {
   // the same with 10 members or 10,000).
   void Tick();
   static constexpr absl::Duration kHeartbeatTickEvery = absl::Milliseconds(100);
+  // A shard daemon dropped as a backup, or whose join failed, is not taken
+  // as a joining backup again for this long.
+  static constexpr absl::Duration kJoinRetryAfter = absl::Seconds(5);
   // Ticks run so far (Tick(), registrations, heartbeats, requests).
   int64_t ticks() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -187,6 +190,12 @@ class Coordinator {
     // PS members of a job with replicas > 1: a backup of shard `index`
     // (else its primary), and its version as last reported.
     bool backup = false;
+    // A backup joining a running job: brought up to date by its primary
+    // (a snapshot, then the steps since); promoted never, until caught up.
+    bool joining = false;
+    // A backup dropped or a join failed: not taken as a joining backup
+    // before this (kJoinRetryAfter later).
+    absl::Time no_join_before = absl::InfinitePast();
     int64_t applied = 0;
     int64_t memory_limit = 0;  // bytes it may use (0: unknown)
     std::string memory_source;
@@ -213,6 +222,8 @@ class Coordinator {
     // times its primary was replaced by a backup).
     std::vector<std::vector<std::string>> backups;
     std::vector<int64_t> terms;
+    // Backups joining while the job runs (member ids), by index.
+    std::vector<std::vector<std::string>> joining;
     std::vector<std::string> slots;    // member ids by worker index ("" free)
     std::vector<bool> slot_done;
     // BF16 jobs: members that reported steps computed in F32 (no native
@@ -285,6 +296,17 @@ class Coordinator {
                       const std::string& how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A backup gone, or dropped by its primary: no longer one of the index's.
   void DropBackupLocked(Job& job, Member& m, const std::string& how)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-replication: an index with fewer than replicas - 1 backups takes an
+  // idle parameter-server daemon as a joining backup, brought up to date
+  // by its primary while the job runs.
+  void AddBackupsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A joining backup of `index` caught up (its primary said so): it counts
+  // as a backup from now on.
+  void JoinedLocked(Job& job, int index, const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The joins of shard `index` end (their primary was replaced).
+  void EndJoinsLocked(Job& job, int index, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shard member's heartbeat in its job: its applied version, shard 0's
   // example ledger (from the primary), the backups its primary dropped.

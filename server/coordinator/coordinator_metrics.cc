@@ -24,6 +24,10 @@ constexpr Spec kJobGauges[] = {
     {"bertps_job_failovers",
      "Primaries of the job's shards replaced by a backup (no restart)"},
     {"bertps_job_shard_backups", "Live backups of each shard index"},
+    {"bertps_job_backups_added",
+     "Backups brought up to date while the job ran (re-replication)"},
+    {"bertps_job_shard_backups_joining",
+     "Each shard index: backups being brought up to date"},
     {"bertps_job_replication_lag_steps",
      "Each shard index: its primary's version minus its slowest backup's, "
      "as last reported"},
@@ -77,7 +81,10 @@ void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
     set("bertps_job_learning_rate", id, p.learning_rate());
     set("bertps_job_examples_per_second", id, p.examples_per_sec());
     set("bertps_job_restarts", id, j.restarts());
-    if (j.shards_size() > 0) set("bertps_job_failovers", id, j.failovers());
+    if (j.shards_size() > 0) {
+      set("bertps_job_failovers", id, j.failovers());
+      set("bertps_job_backups_added", id, j.backups_added());
+    }
     for (const ShardReplicas& r : j.shards()) {
       const std::string shard = std::to_string(r.shard());
       int64_t slowest = r.applied();
@@ -85,6 +92,9 @@ void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
       Gauge("bertps_job_shard_backups", "")
           .Add({{"job_id", id}, {"shard", shard}})
           .Set(r.backups_size());
+      Gauge("bertps_job_shard_backups_joining", "")
+          .Add({{"job_id", id}, {"shard", shard}})
+          .Set(r.joining_size());
       Gauge("bertps_job_replication_lag_steps", "")
           .Add({{"job_id", id}, {"shard", shard}})
           .Set(static_cast<double>(r.applied() - slowest));

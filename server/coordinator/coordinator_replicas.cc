@@ -25,6 +25,9 @@ void Coordinator::UpdateShardReplicasLocked(Job& job) {
     r->set_term(i < job.terms.size() ? job.terms[i] : 0);
     auto p = members_.find(job.shards[i]);
     if (p != members_.end()) r->set_applied(p->second.applied);
+    if (i < job.joining.size()) {
+      for (const std::string& id : job.joining[i]) r->add_joining(id);
+    }
     if (i >= job.backups.size()) continue;
     for (const std::string& id : job.backups[i]) {
       r->add_backups(id);
@@ -49,18 +52,30 @@ bool Coordinator::TakeShardReportLocked(Job& job, Member& m,
     return false;
   }
   bool changed = false;
-  for (const std::string& address : r.dropped_backups()) {
-    Member* dropped = nullptr;
-    for (const std::string& id : job.backups[m.index]) {
+  job.joining.resize(job.backups.size());
+  auto find = [&](const std::vector<std::string>& ids,
+                  const std::string& address) -> Member* {
+    for (const std::string& id : ids) {
       auto b = members_.find(id);
       if (b != members_.end() && b->second.address == address) {
-        dropped = &b->second;
-        break;
+        return &b->second;
       }
     }
-    if (dropped == nullptr) continue;
-    DropBackupLocked(job, *dropped,
-                     "was dropped by its primary (it stopped acknowledging)");
+    return nullptr;
+  };
+  for (const std::string& address : r.dropped_backups()) {
+    if (Member* d = find(job.backups[m.index], address)) {
+      DropBackupLocked(job, *d,
+                       "was dropped by its primary (it stopped acknowledging)");
+      changed = true;
+    } else if (Member* j = find(job.joining[m.index], address)) {
+      DropBackupLocked(job, *j, "could not be brought up to date by its "
+                                "primary (see the primary's log)");
+      changed = true;
+    }
+  }
+  for (const std::string& address : r.joined_backups()) {
+    JoinedLocked(job, m.index, address);
     changed = true;
   }
   return changed;
@@ -81,8 +96,14 @@ bool Coordinator::ShardsReadyLocked(const Job& job) const {
 void Coordinator::DropBackupLocked(Job& job, Member& m,
                                    const std::string& how) {
   const int i = m.index;
-  if (job.status.state() == RUNNING && i >= 0 &&
-      i < static_cast<int>(job.backups.size())) {
+  if (m.joining && job.status.state() == RUNNING && i >= 0 &&
+      i < static_cast<int>(job.joining.size())) {
+    auto& b = job.joining[i];
+    b.erase(std::remove(b.begin(), b.end(), m.id), b.end());
+    EventLocked(job, absl::StrCat("joining backup of shard ", i, " (member ",
+                                  m.id, " at ", m.address, ") ", how));
+  } else if (job.status.state() == RUNNING && i >= 0 &&
+             i < static_cast<int>(job.backups.size())) {
     auto& b = job.backups[i];
     b.erase(std::remove(b.begin(), b.end(), m.id), b.end());
     EventLocked(job, absl::StrCat("backup of shard ", i, " (member ", m.id,
@@ -98,6 +119,11 @@ void Coordinator::DropBackupLocked(Job& job, Member& m,
   m.job.clear();
   m.index = -1;
   m.backup = false;
+  m.joining = false;
+  // Not taken again as a joining backup at once: the same cause (gone but
+  // not yet timed out, unreachable, too slow) would fail it again; another
+  // idle daemon may join meanwhile.
+  m.no_join_before = options_.now() + kJoinRetryAfter;
   UpdateShardReplicasLocked(job);
 }
 
@@ -141,8 +167,106 @@ bool Coordinator::FailOverLocked(Job& job, int index, const Member& lost,
   LOG(INFO) << "job " << job.status.id() << ": shard " << index
             << " failed over to member " << best->id << " (term " << term
             << ")";
+  // Joins under way took their snapshot from the lost primary: they end;
+  // the new primary's index takes new ones.
+  EndJoinsLocked(job, index, absl::StrCat("its primary was replaced"));
   UpdateShardReplicasLocked(job);
   return true;
+}
+
+void Coordinator::EndJoinsLocked(Job& job, int index, const std::string& why) {
+  if (index >= static_cast<int>(job.joining.size())) return;
+  for (const std::string& id : job.joining[index]) {
+    auto it = members_.find(id);
+    if (it == members_.end()) continue;
+    Member& m = it->second;
+    EventLocked(job, absl::StrCat("member ", m.id, " at ", m.address,
+                                  " stops joining shard ", index,
+                                  " as a backup: ", why));
+    m.job.clear();
+    m.index = -1;
+    m.backup = false;
+    m.joining = false;
+  }
+  job.joining[index].clear();
+}
+
+void Coordinator::AddBackupsLocked(Job& job) {
+  const JobSpec& spec = job.status.spec();
+  const int want = spec.replicas() - 1;
+  if (want <= 0 || job.status.state() != RUNNING || job.training_done ||
+      !ShardsReadyLocked(job)) {
+    return;
+  }
+  const size_t shards = job.shards.size();
+  job.backups.resize(shards);
+  job.joining.resize(shards);
+  const absl::Time now = options_.now();
+  bool changed = false;
+  for (size_t i = 0; i < shards; ++i) {
+    auto p = members_.find(job.shards[i]);
+    if (p == members_.end() || !p->second.alive) {
+      continue;
+    }
+    while (static_cast<int>(job.backups[i].size() + job.joining[i].size()) <
+           want) {
+      Member* idle = nullptr;
+      for (auto& [id, m] : members_) {
+        if (m.alive && m.job.empty() && m.role == PS &&
+            now >= m.no_join_before && FitsLocked(m, job)) {
+          idle = &m;
+          break;
+        }
+      }
+      if (idle == nullptr) {
+        if (changed) UpdateShardReplicasLocked(job);
+        return;
+      }
+      idle->job = job.status.id();
+      idle->index = static_cast<int>(i);
+      idle->told = false;
+      idle->backup = true;
+      idle->joining = true;
+      idle->applied = 0;
+      job.joining[i].push_back(idle->id);
+      changed = true;
+      EventLocked(job, absl::StrCat(
+                           "shard ", i, ": member ", idle->id, " at ",
+                           idle->address, " joins as a backup (a snapshot "
+                           "from its primary, member ", p->second.id,
+                           ", then the steps since; the job goes on)"));
+    }
+  }
+  if (changed) UpdateShardReplicasLocked(job);
+}
+
+void Coordinator::JoinedLocked(Job& job, int index,
+                               const std::string& address) {
+  if (index < 0 || index >= static_cast<int>(job.joining.size())) return;
+  auto& joining = job.joining[index];
+  for (auto it = joining.begin(); it != joining.end(); ++it) {
+    auto m = members_.find(*it);
+    if (m == members_.end() || m->second.address != address) continue;
+    Member& b = m->second;
+    joining.erase(it);
+    b.joining = false;
+    job.backups[index].push_back(b.id);
+    job.ready_shards.insert(b.id);
+    job.status.set_backups_added(job.status.backups_added() + 1);
+    auto p = members_.find(job.shards[index]);
+    EventLocked(job, absl::StrCat(
+                         "shard ", index, ": member ", b.id, " at ", address,
+                         " caught up with its primary",
+                         p == members_.end()
+                             ? std::string()
+                             : absl::StrCat(" (at version ",
+                                            p->second.applied, ")"),
+                         " and is a backup now; shard ", index, " has ",
+                         job.backups[index].size(), " backup",
+                         job.backups[index].size() == 1 ? "" : "s"));
+    UpdateShardReplicasLocked(job);
+    return;
+  }
 }
 
 }  // namespace bertps

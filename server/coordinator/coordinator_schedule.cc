@@ -182,6 +182,7 @@ void Coordinator::StartJobsLocked() {
       ps[i]->index = i;
       ps[i]->told = false;
       ps[i]->backup = false;
+      ps[i]->joining = false;
       ps[i]->applied = 0;
       job.shards.push_back(ps[i]->id);
       job.status.add_ps_addresses(ps[i]->address);
@@ -189,6 +190,7 @@ void Coordinator::StartJobsLocked() {
     // replicas > 1: the next daemons hold the backups, R - 1 per index.
     job.backups.assign(spec.num_ps_shards(), {});
     job.terms.assign(spec.num_ps_shards(), 0);
+    job.joining.assign(spec.num_ps_shards(), {});
     for (int i = 0, next = spec.num_ps_shards(); i < spec.num_ps_shards(); ++i) {
       for (int k = 1; k < R; ++k, ++next) {
         Member* b = ps[next];
@@ -196,6 +198,7 @@ void Coordinator::StartJobsLocked() {
         b->index = i;
         b->told = false;
         b->backup = true;
+        b->joining = false;
         b->applied = 0;
         job.backups[i].push_back(b->id);
       }

@@ -27,6 +27,7 @@ absl::Status ShardServer::Install(const ShardOptions& options,
                                   std::vector<std::string> peers,
                                   std::vector<std::string> backups) {
   link_.SetAddresses(std::move(peers));
+  replicas_.Reset();  // joins of the previous install end first
   replicas_.SetBackups(options.backup ? std::vector<std::string>()
                                       : std::move(backups));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardCore> core,
@@ -39,6 +40,7 @@ absl::Status ShardServer::Install(const ShardOptions& options,
 }
 
 void ShardServer::Uninstall() {
+  replicas_.Reset();
   if (std::shared_ptr<ShardCore> old = service_->core(); old && on_retire_) {
     on_retire_(*old);
   }

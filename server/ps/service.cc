@@ -22,9 +22,6 @@ absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
   return absl::FromChrono(ctx->deadline());
 }
 
-// The longest a primary waits for one backup's acknowledgement.
-constexpr absl::Duration kReplicateTimeout = absl::Seconds(10);
-
 }  // namespace
 
 ShardService::ShardService(std::shared_ptr<ShardCore> core)
@@ -199,99 +196,56 @@ grpc::Status ShardService::Replicate(
   return grpc::Status::OK;
 }
 
-GrpcReplicaLink::GrpcReplicaLink(SecurityConfig security)
-    : security_(std::move(security)) {}
-
-void GrpcReplicaLink::SetBackups(std::vector<std::string> addresses) {
-  absl::MutexLock l(&mu_);
-  live_.clear();
-  for (std::string& a : addresses) {
-    Backup b;
-    b.stub = ParameterServer::NewStub(
-        MakeChannel(a, security_, ClientChannelArguments()));
-    b.address = std::move(a);
-    live_.push_back(std::move(b));
+grpc::Status ShardService::InstallSnapshot(
+    grpc::ServerContext* ctx, grpc::ServerReader<SnapshotChunk>* reader,
+    InstallSnapshotResponse* resp) {
+  BERTPS_CORE_OR_RETURN(shard);
+  SnapshotChunk msg;
+  if (!reader->Read(&msg) || !msg.has_header()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "install snapshot: the first message must be the "
+                        "header");
   }
-}
-
-bool GrpcReplicaLink::Active() const {
-  absl::MutexLock l(&mu_);
-  return !live_.empty();
-}
-
-int GrpcReplicaLink::LiveBackups() const {
-  absl::MutexLock l(&mu_);
-  return static_cast<int>(live_.size());
-}
-
-std::vector<std::string> GrpcReplicaLink::TakeDropped() {
-  absl::MutexLock l(&mu_);
-  std::vector<std::string> out;
-  out.swap(dropped_);
-  return out;
-}
-
-absl::Status GrpcReplicaLink::SendTo(const Backup& b, const ReplicaStep& step,
-                                     const float* grad, absl::Time deadline) {
-  grpc::ClientContext ctx;
-  // A backup that does not answer in time (stopped, or its host gone
-  // quiet) is dropped rather than waited for: the primary holds its update
-  // lock meanwhile.
-  ctx.set_deadline(absl::ToChronoTime(
-      std::min(deadline, absl::Now() + kReplicateTimeout)));
-  ctx.AddMetadata(kIncarnationMetadata, absl::StrCat(step.incarnation()));
-  ReplicateResponse resp;
-  std::unique_ptr<grpc::ClientWriter<ReplicateRequest>> w =
-      b.stub->Replicate(&ctx, &resp);
-  ReplicateRequest msg;
-  *msg.mutable_step() = step;
-  bool ok = w->Write(msg);
-  const char* bytes = reinterpret_cast<const char*>(grad);
-  const int64_t total = step.grad_elements() * static_cast<int64_t>(sizeof(float));
-  for (int64_t at = 0; ok && at < total; at += kBatchBytes) {
-    msg.set_grad(bytes + at, std::min<int64_t>(kBatchBytes, total - at));
-    ok = w->Write(msg);
+  const SnapshotHeader header = msg.header();
+  const int64_t n = shard->shard_size();
+  if (header.params_elements() != n || header.state_elements() < 0 ||
+      header.state_elements() > 4 * n) {
+    // The wrong size: refused before anything is received.
+    absl::StatusOr<int64_t> r = shard->InstallSnapshot(header, nullptr);
+    return ToGrpcStatus(r.ok() ? absl::InvalidArgumentError(
+                                     "install snapshot: sizes out of range")
+                               : r.status());
   }
-  w->WritesDone();
-  return FromGrpcStatus(w->Finish());
-}
-
-absl::Status GrpcReplicaLink::Replicate(const ReplicaStep& step,
-                                        const float* grad,
-                                        absl::Time deadline) {
-  std::vector<Backup> backups;
-  {
-    absl::MutexLock l(&mu_);
-    backups = live_;
-  }
-  for (const Backup& b : backups) {
-    absl::Status st;
-    // A backup briefly unreachable is tried again (a step it applied
-    // already is a duplicate); one that stays so is dropped.
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (attempt > 0) absl::SleepFor(absl::Milliseconds(100 << attempt));
-      st = SendTo(b, step, grad, deadline);
-      if (st.code() != absl::StatusCode::kUnavailable || absl::Now() >= deadline) {
-        break;
-      }
+  AlignedVector<float> data(n + header.state_elements());
+  char* const out = reinterpret_cast<char*>(data.data());
+  const int64_t want = static_cast<int64_t>(data.size() * sizeof(float));
+  int64_t got = 0;
+  while (reader->Read(&msg)) {
+    if (msg.msg_case() != SnapshotChunk::kData) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "install snapshot: only data follows the header");
     }
-    if (st.ok()) continue;
-    if (st.code() == absl::StatusCode::kAborted) {
-      // A newer term or another install: this primary must stop.
-      return Annotate(st, absl::StrCat("backup at ", b.address));
+    const std::string& b = msg.data();
+    if (got + static_cast<int64_t>(b.size()) > want) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("install snapshot: more than the ", want,
+                       " bytes of version ", header.version()));
     }
-    LOG(WARNING) << "dropping backup " << b.address << " at step "
-                 << step.version() << ": " << st;
-    absl::MutexLock l(&mu_);
-    for (auto it = live_.begin(); it != live_.end(); ++it) {
-      if (it->address == b.address) {
-        live_.erase(it);
-        break;
-      }
-    }
-    dropped_.push_back(b.address);
+    std::memcpy(out + got, b.data(), b.size());
+    got += static_cast<int64_t>(b.size());
   }
-  return absl::OkStatus();
+  if (got != want) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("install snapshot: version ", header.version(),
+                     " came with ", got, " of its ", want, " bytes"));
+  }
+  CrashPoint("snapshot", header.version(), shard->options().shard);
+  absl::StatusOr<int64_t> v = shard->InstallSnapshot(header, data.data());
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  resp->set_version(*v);
+  return grpc::Status::OK;
 }
 
 GrpcPeerLink::GrpcPeerLink(std::vector<std::string> addresses,

@@ -21,6 +21,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "common/ps/wire.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/ps/replica_link.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -67,6 +68,11 @@ class ShardService final : public ShardServiceBase {
   grpc::Status Replicate(grpc::ServerContext* ctx,
                          grpc::ServerReader<ReplicateRequest>* reader,
                          ReplicateResponse* resp) override;
+  // Primary to a joining backup (ShardCore::InstallSnapshot): the header,
+  // then the bytes, received whole before anything is applied.
+  grpc::Status InstallSnapshot(grpc::ServerContext* ctx,
+                               grpc::ServerReader<SnapshotChunk>* reader,
+                               InstallSnapshotResponse* resp) override;
 
  private:
   // The installed core; UNAVAILABLE when none, ABORTED when the call's
@@ -79,34 +85,6 @@ class ShardService final : public ShardServiceBase {
   // (kept between steps: one buffer of the shard's size).
   absl::Mutex replicate_mu_;
   AlignedVector<float> replicate_grad_ ABSL_GUARDED_BY(replicate_mu_);
-};
-
-// Sends a primary's applied updates to its backups over gRPC (client
-// streams of ReplicateRequest), one backup after the other.
-class GrpcReplicaLink : public ReplicaLink {
- public:
-  explicit GrpcReplicaLink(SecurityConfig security = SecurityConfig());
-  // Replaces the backups (addresses); each is live until it fails.
-  void SetBackups(std::vector<std::string> addresses);
-  bool Active() const override;
-  int LiveBackups() const override;
-  absl::Status Replicate(const ReplicaStep& step, const float* grad,
-                         absl::Time deadline) override;
-  // The addresses of the backups dropped since the last call (why is
-  // logged).
-  std::vector<std::string> TakeDropped();
-
- private:
-  struct Backup {
-    std::string address;
-    std::shared_ptr<ParameterServer::Stub> stub;
-  };
-  absl::Status SendTo(const Backup& b, const ReplicaStep& step,
-                      const float* grad, absl::Time deadline);
-  const SecurityConfig security_;
-  mutable absl::Mutex mu_;
-  std::vector<Backup> live_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
 };
 
 // Sends partial sums to peer shards over gRPC (lazy channels).

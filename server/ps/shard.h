@@ -154,7 +154,10 @@ struct StepNorms {
 // push of the step staged, the step not complete), "exchange" (the step's
 // aggregate replicated, its norms not yet exchanged), "commit" (the step
 // applied, its commit not yet sent), "publish" (every backup has the step,
-// the version not yet published: pulls of it waiting).
+// the version not yet published: pulls of it waiting); and in a backup
+// that joins a running job, "snapshot" (its primary's snapshot of that
+// version received whole, not yet installed). A version of "*" matches
+// any.
 void CrashPoint(const char* point, int64_t version, int shard);
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).
@@ -346,6 +349,24 @@ class ShardCore {
   absl::Status Promote(int64_t term);
   bool backup() const;
   int64_t term() const;
+  // Re-replication (shard_join.cc). A primary's whole state at its current
+  // version, copied between two steps: header plus data (parameters, then
+  // the optimizer state in this core's layout). `begin(version)` runs while
+  // no step can start (the update lock held): whoever it registers sees
+  // every step applied after the copy (ReplicaLink::Replicate).
+  struct JoinSnapshot {
+    SnapshotHeader header;
+    AlignedVector<float> data;
+  };
+  absl::StatusOr<JoinSnapshot> SnapshotForJoin(
+      const std::function<void(int64_t version)>& begin);
+  // A backup takes a primary's snapshot as its whole state (data as
+  // above); the primary's steps since then follow as ReplicaSteps. Refused
+  // (nothing changed) unless this core is a backup of the same incarnation
+  // and term at least its own, the sizes and the checksum match, and the
+  // clocks are in range.
+  absl::StatusOr<int64_t> InstallSnapshot(const SnapshotHeader& header,
+                                          const float* data);
   // The layout of the job's shards this core knows (ps::kLayoutMetadata).
   // A later one answers every call waiting now (ABORTED: their workers go
   // on against the new layout; a pushed gradient a lost primary held is

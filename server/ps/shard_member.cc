@@ -50,9 +50,13 @@ absl::Status ShardMember::FollowAssignment(const Assignment& a) {
               << core->version() << ")";
   }
   std::vector<std::string> backups(a.backups().begin(), a.backups().end());
-  if (!a.backup() && backups != backups_) {
-    server_->replica_link().SetBackups(backups);
+  std::vector<std::string> joining(a.joining_backups().begin(),
+                                   a.joining_backups().end());
+  if (!a.backup() && (backups != backups_ || joining != joining_)) {
+    server_->replica_link().SetBackups(backups, joining,
+                                       server_->shared_core());
     backups_ = std::move(backups);
+    joining_ = std::move(joining);
   }
   return absl::OkStatus();
 }
@@ -79,9 +83,16 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         dropped_.push_back(std::move(d));
       }
       for (const std::string& d : dropped_) req.add_dropped_backups(d);
+      for (std::string& d : server_->replica_link().TakeJoined()) {
+        joined_.push_back(std::move(d));
+      }
+      for (const std::string& d : joined_) req.add_joined_backups(d);
     }
     absl::StatusOr<Assignment> a = member_.Heartbeat(req);
-    if (a.ok()) dropped_.clear();
+    if (a.ok()) {
+      dropped_.clear();
+      joined_.clear();
+    }
     if (!a.ok()) {
       if (absl::Now() - last_ok > give_up) return a.status();
       LOG(WARNING) << a.status();
@@ -130,9 +141,12 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         if (a->index() < a->ps_terms_size()) o.term = a->ps_terms(a->index());
         peers_ = peers;
         backups_.assign(a->backups().begin(), a->backups().end());
+        joining_.clear();
         RETURN_IF_ERROR(server_->Install(o, peers, backups_));
         server_->core()->NewShardLayout(a->ps_layout());
-        if (!a->spec().checkpoint().restore().empty()) {
+        // A backup joining a running job gets its state from its primary's
+        // snapshot, not from the checkpoint.
+        if (!a->joining() && !a->spec().checkpoint().restore().empty()) {
           absl::StatusOr<int64_t> v =
               server_->core()->Restore(a->spec().checkpoint().restore());
           if (!v.ok()) {
@@ -149,8 +163,9 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         error = std::string(st.message());  // fails the job on the next beat
         LOG(ERROR) << "job " << job_ << ": " << st;
       } else {
-        LOG(INFO) << (a->backup() ? "holding a backup of shard "
-                                  : "serving shard ")
+        LOG(INFO) << (a->joining()  ? "joining as a backup of shard "
+                      : a->backup() ? "holding a backup of shard "
+                                    : "serving shard ")
                   << a->index() << " of job " << job_ << " (incarnation "
                   << incarnation_ << ")"
                   << (backups_.empty()

@@ -55,8 +55,11 @@ class ShardMember {
   // as last applied (a change is applied on the next heartbeat).
   std::vector<std::string> peers_;
   std::vector<std::string> backups_;
-  // Backups the replica link dropped, until a heartbeat carried them.
+  std::vector<std::string> joining_;  // brought up to date (re-replication)
+  // Backups the replica link dropped, and joining backups that caught up,
+  // until a heartbeat carried them.
   std::vector<std::string> dropped_;
+  std::vector<std::string> joined_;
 };
 
 }  // namespace ps

@@ -35,7 +35,10 @@ void CrashPoint(const char* point, int64_t version, int shard) {
     return new std::string(env == nullptr ? "" : env);
   }();
   if (spec->empty()) return;
-  if (*spec != absl::StrCat(point, ":", version, ":", shard)) return;
+  if (*spec != absl::StrCat(point, ":", version, ":", shard) &&
+      *spec != absl::StrCat(point, ":*:", shard)) {
+    return;
+  }
   std::fprintf(stderr, "crash point %s of version %lld hit\n", point,
                static_cast<long long>(version));
   std::fflush(stderr);

@@ -4,8 +4,6 @@
 // primary by its term, and, once promoted, takes the pushes its primary had
 // staged but not applied.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,87 +102,6 @@ class LocalReplicas : public ReplicaLink {
   std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
 };
 
-ShardOptions Opts(ConsistencyMode mode, int workers, int shards, int shard,
-                  optim::OptimizerKind kind = optim::OptimizerKind::kAdamW) {
-  ShardOptions o;
-  o.config = Small();
-  o.mode = mode;
-  o.num_workers = workers;
-  o.num_shards = shards;
-  o.shard = shard;
-  o.optimizer.kind = kind;
-  o.optimizer.learning_rate = 0.01;
-  o.optimizer.clip_norm = 0.5;  // clipping: the norm matters
-  o.wait_timeout = absl::Seconds(5);
-  return o;
-}
-
-// A gradient that differs per element, worker and step.
-float GradAt(int worker, int64_t step, int64_t i) {
-  return 0.01f * static_cast<float>((i * 7 + worker * 13 + step * 5) % 23) -
-         0.1f;
-}
-
-absl::StatusOr<PushResponse> Push(ShardCore* core, int worker, int64_t step) {
-  PushHeader h;
-  h.set_worker(worker);
-  h.set_step(step);
-  h.set_examples(4);
-  h.set_first_example((step * 2 + worker) * 4);
-  double sq = 0;
-  std::vector<std::vector<float>> grads;
-  for (int i : core->local_slices()) {
-    const SliceSpec& sl = core->plan().slices()[i];
-    std::vector<float> g(sl.size());
-    for (int64_t k = 0; k < sl.size(); ++k) {
-      g[k] = GradAt(worker, step, sl.shard_offset + k);
-      sq += double(g[k]) * g[k];
-    }
-    grads.push_back(std::move(g));
-  }
-  h.set_grad_sq_sum(sq);
-  auto s = core->BeginPush(h);
-  if (!s.ok()) return s.status();
-  size_t j = 0;
-  for (int i : core->local_slices()) {
-    const SliceSpec& sl = core->plan().slices()[i];
-    TensorChunk c;
-    c.set_name(sl.name);
-    c.set_dtype(F32);
-    c.set_offset(sl.begin);
-    c.set_data(grads[j].data(), 4 * grads[j].size());
-    ++j;
-    absl::Status st = core->AddChunk(s->get(), c);
-    if (!st.ok()) return st;
-  }
-  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
-}
-
-// A primary's step runs after the push that completes it is answered: wait
-// until version v is published (or the error that stops it).
-absl::Status WaitVersion(ShardCore* core, int64_t v) {
-  return core->AcquireSnapshot(0, v, 0, absl::Now() + absl::Seconds(5))
-      .status();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// The whole state of a core at `version`, as its checkpoint file's bytes
-// (parameters, optimizer state) and its ledger.
-std::string StateOf(ShardCore* core, int64_t version, const std::string& tag) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/replica-", tag,
-                                       "-", core->options().shard);
-  auto r = core->Checkpoint(dir, version, absl::Now() + absl::Seconds(5));
-  EXPECT_TRUE(r.ok()) << r.status();
-  if (!r.ok()) return "";
-  return absl::StrCat(ReadFile(r->file()), "|", r->example_ledger());
-}
-
 struct Case {
   const char* name;
   ConsistencyMode mode;
@@ -209,7 +126,7 @@ TEST_P(BackupFollows, ItsPrimaryBitForBit) {
     for (int s = 0; s < c.shards; ++s) {
       links.push_back(std::make_unique<LocalReplicas>());
       if (replicated) {
-        ShardOptions bo = Opts(c.mode, c.workers, c.shards, s, c.kind);
+        ShardOptions bo = TestShardOptions(c.mode, c.workers, c.shards, s, c.kind);
         bo.backup = true;
         bo.update_threads = 1;  // any thread count gives the same bits
         auto b = ShardCore::Create(bo, &backup_peers);
@@ -217,7 +134,7 @@ TEST_P(BackupFollows, ItsPrimaryBitForBit) {
         links.back()->Add(b->get());
         backups.push_back(std::move(*b));
       }
-      auto p = ShardCore::Create(Opts(c.mode, c.workers, c.shards, s, c.kind),
+      auto p = ShardCore::Create(TestShardOptions(c.mode, c.workers, c.shards, s, c.kind),
                                  &peers, links.back().get());
       ASSERT_TRUE(p.ok()) << p.status();
       peers.Set(s, p->get());
@@ -231,7 +148,7 @@ TEST_P(BackupFollows, ItsPrimaryBitForBit) {
         std::vector<absl::Status> st(c.shards);
         for (int s = 0; s < c.shards; ++s) {
           th.emplace_back([&, s] {
-            st[s] = Push(primaries[s].get(), w, step).status();
+            st[s] = PushTestGrad(primaries[s].get(), w, step).status();
           });
         }
         for (auto& t : th) t.join();
@@ -307,13 +224,13 @@ TEST_P(PrimaryLost, ItsPromotedBackupCompletesTheStep) {
   auto run = [&](bool lose) -> std::vector<std::string> {
     LocalLink peers;
     LocalReplicas link0, link1;
-    ShardOptions bo = Opts(BSP, 2, 2, 1, c.kind);
+    ShardOptions bo = TestShardOptions(BSP, 2, 2, 1, c.kind);
     bo.backup = true;
     auto b1 = ShardCore::Create(bo, &peers);  // its daemon's link to the peers
     EXPECT_TRUE(b1.ok());
     link1.Add(b1->get());
-    auto p0 = ShardCore::Create(Opts(BSP, 2, 2, 0, c.kind), &peers, &link0);
-    auto p1 = ShardCore::Create(Opts(BSP, 2, 2, 1, c.kind), &peers, &link1);
+    auto p0 = ShardCore::Create(TestShardOptions(BSP, 2, 2, 0, c.kind), &peers, &link0);
+    auto p1 = ShardCore::Create(TestShardOptions(BSP, 2, 2, 1, c.kind), &peers, &link1);
     EXPECT_TRUE(p0.ok() && p1.ok());
     peers.Set(0, p0->get());
     peers.Set(1, p1->get());
@@ -326,7 +243,7 @@ TEST_P(PrimaryLost, ItsPromotedBackupCompletesTheStep) {
       for (int w = 0; w < 2; ++w) {
         for (int s = 0; s < 2; ++s) {
           th.emplace_back([&, w, s] {
-            st[w * 2 + s] = Push(serving[s], w, step).status();
+            st[w * 2 + s] = PushTestGrad(serving[s], w, step).status();
           });
         }
       }
@@ -347,7 +264,7 @@ TEST_P(PrimaryLost, ItsPromotedBackupCompletesTheStep) {
         // worker's retry to the new primary is a duplicate.
         if (lose && step == kLost && k % 2 == 1 && !st[k].ok()) {
           EXPECT_EQ(st[k].code(), absl::StatusCode::kAborted) << st[k];
-          auto again = Push(serving[1], k / 2, step);
+          auto again = PushTestGrad(serving[1], k / 2, step);
           EXPECT_TRUE(again.ok() && again->duplicate()) << again.status();
           continue;
         }
@@ -388,12 +305,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<LossCase>& i) { return i.param.name; });
 
 TEST(Replica, ABackupServesNothingUntilPromoted) {
-  ShardOptions o = Opts(BSP, 1, 1, 0);
+  ShardOptions o = TestShardOptions(BSP, 1, 1, 0);
   o.backup = true;
   o.term = 3;
   auto b = ShardCore::Create(o, nullptr);
   ASSERT_TRUE(b.ok());
-  absl::Status st = Push(b->get(), 0, 0).status();
+  absl::Status st = PushTestGrad(b->get(), 0, 0).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("is a backup (term 3)"), std::string::npos) << st;
   auto snap = (*b)->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
@@ -410,7 +327,7 @@ TEST(Replica, ABackupServesNothingUntilPromoted) {
   // A promotion needs a higher term; then it serves.
   EXPECT_EQ((*b)->Promote(3).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE((*b)->Promote(4).ok());
-  EXPECT_TRUE(Push(b->get(), 0, 0).ok());
+  EXPECT_TRUE(PushTestGrad(b->get(), 0, 0).ok());
   EXPECT_EQ((*b)->version(), 1);
   EXPECT_EQ((*b)->Promote(5).code(), absl::StatusCode::kFailedPrecondition);
 }
@@ -419,22 +336,22 @@ TEST(Replica, ABackupServesNothingUntilPromoted) {
 // was replaced, and it then applies and serves nothing. The version it
 // made is never published.
 TEST(Replica, AReplacedPrimaryIsFencedByTheTerm) {
-  ShardOptions bo = Opts(BSP, 1, 1, 0);
+  ShardOptions bo = TestShardOptions(BSP, 1, 1, 0);
   bo.backup = true;
   auto b = ShardCore::Create(bo, nullptr);
   ASSERT_TRUE(b.ok());
   LocalReplicas link;
   link.Add(b->get());
-  auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
+  auto p = ShardCore::Create(TestShardOptions(BSP, 1, 1, 0), nullptr, &link);
   ASSERT_TRUE(p.ok());
-  ASSERT_TRUE(Push(p->get(), 0, 0).ok());
+  ASSERT_TRUE(PushTestGrad(p->get(), 0, 0).ok());
   ASSERT_TRUE(WaitVersion(p->get(), 1).ok());
   EXPECT_EQ((*b)->version(), 1);
   // The backup is promoted (term 1) while the old primary lives on. The
   // old primary takes a push (answered before its step runs), but its
   // step is refused by the backup.
   ASSERT_TRUE((*b)->Promote(1).ok());
-  ASSERT_TRUE(Push(p->get(), 0, 1).ok());
+  ASSERT_TRUE(PushTestGrad(p->get(), 0, 1).ok());
   absl::Status st = WaitVersion(p->get(), 2);
   EXPECT_EQ(st.code(), absl::StatusCode::kAborted) << st;
   EXPECT_NE(st.message().find("at term 1: the primary of term 0 was replaced"),
@@ -443,14 +360,14 @@ TEST(Replica, AReplacedPrimaryIsFencedByTheTerm) {
   EXPECT_EQ((*p)->version(), 1);  // step 1 never published
   auto snap = (*p)->AcquireSnapshot(0, 2, 0, absl::Now() + absl::Seconds(1));
   EXPECT_EQ(snap.status().code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(Push(p->get(), 0, 2).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(PushTestGrad(p->get(), 0, 2).status().code(), absl::StatusCode::kAborted);
   // The new primary went on from version 1.
-  EXPECT_TRUE(Push(b->get(), 0, 1).ok());
+  EXPECT_TRUE(PushTestGrad(b->get(), 0, 1).ok());
   EXPECT_EQ((*b)->version(), 2);
 }
 
 TEST(Replica, StepsOutOfOrderOrMalformedChangeNothing) {
-  ShardOptions bo = Opts(BSP, 2, 1, 0);
+  ShardOptions bo = TestShardOptions(BSP, 2, 1, 0);
   bo.backup = true;
   bo.term = 2;
   auto b = ShardCore::Create(bo, nullptr);
@@ -515,7 +432,7 @@ TEST(Replica, StepsOutOfOrderOrMalformedChangeNothing) {
 
 // A pull of the new version waits until the backup has it.
 TEST(Replica, AVersionIsServedOnlyOnceTheBackupHasIt) {
-  ShardOptions bo = Opts(BSP, 1, 1, 0);
+  ShardOptions bo = TestShardOptions(BSP, 1, 1, 0);
   bo.backup = true;
   auto b = ShardCore::Create(bo, nullptr);
   ASSERT_TRUE(b.ok());
@@ -523,10 +440,10 @@ TEST(Replica, AVersionIsServedOnlyOnceTheBackupHasIt) {
   link.Add(b->get());
   absl::Notification gate;
   link.SetGate(&gate);
-  auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
+  auto p = ShardCore::Create(TestShardOptions(BSP, 1, 1, 0), nullptr, &link);
   ASSERT_TRUE(p.ok());
   absl::Status pushed;
-  std::thread t([&] { pushed = Push(p->get(), 0, 0).status(); });
+  std::thread t([&] { pushed = PushTestGrad(p->get(), 0, 0).status(); });
   auto early =
       (*p)->AcquireSnapshot(0, 1, 0, absl::Now() + absl::Milliseconds(300));
   EXPECT_EQ(early.status().code(), absl::StatusCode::kDeadlineExceeded)
@@ -546,28 +463,28 @@ TEST(Replica, AVersionIsServedOnlyOnceTheBackupHasIt) {
 // the other worker's: the same parameters as a run with no loss.
 TEST(Replica, APromotedBackupTakesThePushesItsPrimaryHadStaged) {
   auto final_params = [](bool lose) {
-    ShardOptions bo = Opts(BSP, 2, 1, 0);
+    ShardOptions bo = TestShardOptions(BSP, 2, 1, 0);
     bo.backup = true;
     auto b = ShardCore::Create(bo, nullptr);
     EXPECT_TRUE(b.ok());
     LocalReplicas link;
     link.Add(b->get());
-    auto p = ShardCore::Create(Opts(BSP, 2, 1, 0), nullptr, &link);
+    auto p = ShardCore::Create(TestShardOptions(BSP, 2, 1, 0), nullptr, &link);
     EXPECT_TRUE(p.ok());
-    for (int w = 0; w < 2; ++w) EXPECT_TRUE(Push(p->get(), w, 0).ok());
+    for (int w = 0; w < 2; ++w) EXPECT_TRUE(PushTestGrad(p->get(), w, 0).ok());
     EXPECT_TRUE(WaitVersion(p->get(), 1).ok());
-    EXPECT_TRUE(Push(p->get(), 0, 1).ok());  // staged on the primary
+    EXPECT_TRUE(PushTestGrad(p->get(), 0, 1).ok());  // staged on the primary
     ShardCore* serving = p->get();
     if (lose) {
       EXPECT_TRUE((*b)->Promote(1).ok());
       serving = b->get();
-      auto again = Push(serving, 0, 1);  // the worker's retry
+      auto again = PushTestGrad(serving, 0, 1);  // the worker's retry
       EXPECT_TRUE(again.ok() && !again->duplicate());
       // A retry of step 0 is recognised as applied.
-      auto old = Push(serving, 1, 0);
+      auto old = PushTestGrad(serving, 1, 0);
       EXPECT_TRUE(old.ok() && old->duplicate());
     }
-    EXPECT_TRUE(Push(serving, 1, 1).ok());
+    EXPECT_TRUE(PushTestGrad(serving, 1, 1).ok());
     auto snap = serving->AcquireSnapshot(0, 2, 0, absl::Now() + absl::Seconds(5));
     EXPECT_TRUE(snap.ok());
     EXPECT_EQ(serving->Stats().example_ledger(), "0;0-16");
@@ -579,16 +496,16 @@ TEST(Replica, APromotedBackupTakesThePushesItsPrimaryHadStaged) {
 // A backup that is behind is dropped; the primary goes on alone and
 // publishes at once again.
 TEST(Replica, ABackupBehindIsDroppedAndThePrimaryGoesOn) {
-  ShardOptions bo = Opts(BSP, 1, 1, 0);
+  ShardOptions bo = TestShardOptions(BSP, 1, 1, 0);
   bo.backup = true;
   auto b = ShardCore::Create(bo, nullptr);
   ASSERT_TRUE(b.ok());
   LocalReplicas link;
-  auto p = ShardCore::Create(Opts(BSP, 1, 1, 0), nullptr, &link);
+  auto p = ShardCore::Create(TestShardOptions(BSP, 1, 1, 0), nullptr, &link);
   ASSERT_TRUE(p.ok());
-  ASSERT_TRUE(Push(p->get(), 0, 0).ok());  // no backup yet: not replicated
+  ASSERT_TRUE(PushTestGrad(p->get(), 0, 0).ok());  // no backup yet: not replicated
   link.Add(b->get());                      // one that missed step 0
-  ASSERT_TRUE(Push(p->get(), 0, 1).ok());
+  ASSERT_TRUE(PushTestGrad(p->get(), 0, 1).ok());
   ASSERT_TRUE(WaitVersion(p->get(), 2).ok());
   EXPECT_EQ((*p)->version(), 2);
   EXPECT_EQ((*b)->version(), 0);
@@ -596,7 +513,7 @@ TEST(Replica, ABackupBehindIsDroppedAndThePrimaryGoesOn) {
   ASSERT_EQ(link.dropped().size(), 1u);
   EXPECT_NE(link.dropped()[0].find("needs a catch-up"), std::string::npos);
   EXPECT_EQ((*p)->Stats().steps_replicated(), 0);
-  ASSERT_TRUE(Push(p->get(), 0, 2).ok());
+  ASSERT_TRUE(PushTestGrad(p->get(), 0, 2).ok());
   ASSERT_TRUE(WaitVersion(p->get(), 3).ok());
 }
 

@@ -5,7 +5,13 @@
 #define BERTPS_SERVER_PS_SHARD_TEST_UTIL_H_
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 #include "absl/synchronization/mutex.h"
 #include "server/ps/shard.h"
@@ -59,6 +65,88 @@ class LocalLink : public PeerLink {
   absl::Mutex mu_;
   std::vector<ShardCore*> cores_ ABSL_GUARDED_BY(mu_);
 };
+
+// The replica tests' shard: a small model, clipping on (the norm matters).
+inline ShardOptions TestShardOptions(ConsistencyMode mode, int workers, int shards, int shard,
+                  optim::OptimizerKind kind = optim::OptimizerKind::kAdamW) {
+  ShardOptions o;
+  o.config = Small();
+  o.mode = mode;
+  o.num_workers = workers;
+  o.num_shards = shards;
+  o.shard = shard;
+  o.optimizer.kind = kind;
+  o.optimizer.learning_rate = 0.01;
+  o.optimizer.clip_norm = 0.5;  // clipping: the norm matters
+  o.wait_timeout = absl::Seconds(5);
+  return o;
+}
+
+// A gradient that differs per element, worker and step.
+inline float GradAt(int worker, int64_t step, int64_t i) {
+  return 0.01f * static_cast<float>((i * 7 + worker * 13 + step * 5) % 23) -
+         0.1f;
+}
+
+inline absl::StatusOr<PushResponse> PushTestGrad(ShardCore* core, int worker, int64_t step) {
+  PushHeader h;
+  h.set_worker(worker);
+  h.set_step(step);
+  h.set_examples(4);
+  h.set_first_example((step * 2 + worker) * 4);
+  double sq = 0;
+  std::vector<std::vector<float>> grads;
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    std::vector<float> g(sl.size());
+    for (int64_t k = 0; k < sl.size(); ++k) {
+      g[k] = GradAt(worker, step, sl.shard_offset + k);
+      sq += double(g[k]) * g[k];
+    }
+    grads.push_back(std::move(g));
+  }
+  h.set_grad_sq_sum(sq);
+  auto s = core->BeginPush(h);
+  if (!s.ok()) return s.status();
+  size_t j = 0;
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    TensorChunk c;
+    c.set_name(sl.name);
+    c.set_dtype(F32);
+    c.set_offset(sl.begin);
+    c.set_data(grads[j].data(), 4 * grads[j].size());
+    ++j;
+    absl::Status st = core->AddChunk(s->get(), c);
+    if (!st.ok()) return st;
+  }
+  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
+}
+
+// A primary's step runs after the push that completes it is answered: wait
+// until version v is published (or the error that stops it).
+inline absl::Status WaitVersion(ShardCore* core, int64_t v) {
+  return core->AcquireSnapshot(0, v, 0, absl::Now() + absl::Seconds(5))
+      .status();
+}
+
+inline std::string ReadTestFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The whole state of a core at `version`, as its checkpoint file's bytes
+// (parameters, optimizer state) and its ledger.
+inline std::string StateOf(ShardCore* core, int64_t version, const std::string& tag) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/replica-", tag,
+                                       "-", core->options().shard);
+  auto r = core->Checkpoint(dir, version, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return "";
+  return absl::StrCat(ReadTestFile(r->file()), "|", r->example_ledger());
+}
 
 }  // namespace ps
 }  // namespace bertps

@@ -105,9 +105,11 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     // With live backups (and so no piece-by-piece publishing): the
     // aggregate goes to them before the norms are exchanged (a backup
     // promoted later can complete the step), the norms once applied, and
-    // only then is the version published.
-    const bool replicate =
-        next == nullptr && replicas_ != nullptr && replicas_->Active();
+    // only then is the version published. Decided here, under the update
+    // lock, where a backup that joined since ApplyBspLocked is seen (that
+    // step may still publish piece by piece: its STAGE, sent before any
+    // piece, lets a promoted backup complete it with the same bits).
+    const bool replicate = replicas_ != nullptr && replicas_->Active();
     if (replicate) {
       std::vector<int> workers;
       std::vector<int64_t> steps;

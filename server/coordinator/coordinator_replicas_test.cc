@@ -1,0 +1,189 @@
+// Re-replication by the coordinator: an index that lost a backup takes an
+// idle shard daemon as a joining backup (told to wait for its primary's
+// snapshot), its primary is told whom to bring up to date once the joiner
+// installed the job, and the joiner counts as a backup (promotable) only
+// once its primary reports it caught up. A daemon dropped as a backup, or
+// whose join failed, is freed and not taken again for a while.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/coordinator/coordinator_test_util.h"
+
+namespace bertps {
+namespace {
+
+// A shard's heartbeat in `job` with what its replica link reports.
+Assignment ShardBeat(ClockedCoordinator& t, const std::string& m,
+                     const std::string& job,
+                     const std::vector<std::string>& joined = {},
+                     const std::vector<std::string>& dropped = {}) {
+  HeartbeatRequest r;
+  r.set_member_id(m);
+  r.set_job_id(job);
+  r.set_incarnation(t.c->Get(job)->incarnation());
+  for (const auto& a : joined) r.add_joined_backups(a);
+  for (const auto& a : dropped) r.add_dropped_backups(a);
+  return t.c->Heartbeat(r)->assignment();
+}
+
+std::string Events(ClockedCoordinator& t, const std::string& job) {
+  int64_t seq = 0;
+  auto events = t.c->WaitForEvents(job, &seq, absl::InfinitePast());
+  std::string all;
+  if (!events.ok()) return all;
+  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
+  return all;
+}
+
+TEST(CoordinatorReplicas, ALostBackupIsReplacedByAnIdleDaemon) {
+  ClockedCoordinator t;
+  std::map<std::string, std::string> address;
+  std::vector<std::string> ps;
+  for (int i = 1; i <= 4; ++i) {
+    const std::string a = absl::StrCat("127.0.0.1:", i);
+    ps.push_back(t.Join(PS, a));
+    address[ps.back()] = a;
+  }
+  const std::string w = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(2, 1, 50);
+  spec.set_replicas(2);
+  const std::string id = *t.c->Submit(spec);
+  std::vector<std::string> primary(2), backup(2);
+  for (const auto& p : ps) {
+    const Assignment a = t.Beat(p, "");
+    ASSERT_EQ(a.job_id(), id);
+    EXPECT_FALSE(a.joining());
+    (a.backup() ? backup : primary)[a.index()] = p;
+  }
+  for (const auto& p : ps) t.Beat(p, id);  // installed
+  ASSERT_FALSE(t.Beat(w, id).wait());
+  // A spare registers: nothing needs it yet.
+  const std::string spare = t.Join(PS, "127.0.0.1:5");
+  EXPECT_TRUE(t.Beat(spare, "").stop());
+  // Shard 1's backup goes silent: dropped; the spare joins in its place.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    for (const auto& m : {primary[0], primary[1], backup[0], w}) t.Beat(m, id);
+    t.Beat(spare, "");
+  }
+  Assignment j = t.Beat(spare, "");
+  ASSERT_EQ(j.job_id(), id) << Events(t, id);
+  EXPECT_EQ(j.index(), 1);
+  EXPECT_TRUE(j.backup());
+  EXPECT_TRUE(j.joining());
+  JobStatus st = *t.c->Get(id);
+  EXPECT_EQ(st.restarts(), 0);
+  ASSERT_EQ(st.shards_size(), 2);
+  EXPECT_EQ(st.shards(1).backups_size(), 0);
+  ASSERT_EQ(st.shards(1).joining_size(), 1);
+  EXPECT_EQ(st.shards(1).joining(0), spare);
+  // Not yet installed there: the primary is not told of it.
+  EXPECT_EQ(ShardBeat(t, primary[1], id).joining_backups_size(), 0);
+  ShardBeat(t, spare, id);  // installed, waiting for the snapshot
+  Assignment pa = ShardBeat(t, primary[1], id);
+  ASSERT_EQ(pa.joining_backups_size(), 1);
+  EXPECT_EQ(pa.joining_backups(0), "127.0.0.1:5");
+  EXPECT_EQ(pa.backups_size(), 0);
+  // Joining, it is never promoted: were the primary lost now, the index
+  // would restart (tested below with a caught-up joiner instead).
+  // The primary reports it caught up: a backup from now on.
+  pa = ShardBeat(t, primary[1], id, {"127.0.0.1:5"});
+  EXPECT_EQ(pa.joining_backups_size(), 0);
+  ASSERT_EQ(pa.backups_size(), 1);
+  EXPECT_EQ(pa.backups(0), "127.0.0.1:5");
+  st = *t.c->Get(id);
+  EXPECT_EQ(st.shards(1).joining_size(), 0);
+  ASSERT_EQ(st.shards(1).backups_size(), 1);
+  EXPECT_EQ(st.shards(1).backups(0), spare);
+  EXPECT_EQ(st.backups_added(), 1);
+  EXPECT_FALSE(ShardBeat(t, spare, id).joining());
+  // Shard 1's primary is lost: the caught-up joiner takes over, no restart.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    for (const auto& m : {primary[0], backup[0], spare, w}) t.Beat(m, id);
+  }
+  st = *t.c->Get(id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.restarts(), 0);
+  EXPECT_EQ(st.failovers(), 1);
+  EXPECT_EQ(st.shards(1).primary(), spare);
+  EXPECT_EQ(st.ps_addresses(1), "127.0.0.1:5");
+  const std::string events = Events(t, id);
+  EXPECT_NE(events.find("shard 1: member " + spare +
+                        " at 127.0.0.1:5 joins as a backup"),
+            std::string::npos)
+      << events;
+  EXPECT_NE(events.find("shard 1: member " + spare +
+                        " at 127.0.0.1:5 caught up with its primary"),
+            std::string::npos)
+      << events;
+}
+
+TEST(CoordinatorReplicas, ADroppedOrFailedDaemonWaitsBeforeItJoins) {
+  ClockedCoordinator t;
+  std::vector<std::string> ps;
+  for (int i = 1; i <= 4; ++i) {
+    ps.push_back(t.Join(PS, absl::StrCat("127.0.0.1:", i)));
+  }
+  const std::string w = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(2, 1, 50);
+  spec.set_replicas(2);
+  const std::string id = *t.c->Submit(spec);
+  std::vector<std::string> primary(2), backup(2);
+  for (const auto& p : ps) {
+    const Assignment a = t.Beat(p, "");
+    (a.backup() ? backup : primary)[a.index()] = p;
+  }
+  for (const auto& p : ps) t.Beat(p, id);
+  ASSERT_FALSE(t.Beat(w, id).wait());
+  // Shard 0's primary drops its backup (it stopped acknowledging): no
+  // other idle daemon, and the dropped one is not taken back at once.
+  const std::string b0 = backup[0];
+  std::string b0_address;
+  for (int i = 0; i < 4; ++i) {
+    if (ps[i] == b0) b0_address = absl::StrCat("127.0.0.1:", i + 1);
+  }
+  ShardBeat(t, primary[0], id, {}, {b0_address});
+  JobStatus st = *t.c->Get(id);
+  EXPECT_EQ(st.shards(0).backups_size(), 0);
+  EXPECT_EQ(st.shards(0).joining_size(), 0);
+  EXPECT_TRUE(t.Beat(b0, id).stop());
+  auto beat_all = [&](absl::Duration later) {
+    t.now += later;
+    for (const auto& m : {primary[0], primary[1], backup[1], w}) t.Beat(m, id);
+  };
+  beat_all(absl::Seconds(1));
+  EXPECT_TRUE(t.Beat(b0, "").stop()) << "taken back at once";
+  // After kJoinRetryAfter it joins again, to be brought up to date.
+  beat_all(Coordinator::kJoinRetryAfter);
+  Assignment j = t.Beat(b0, "");
+  ASSERT_EQ(j.job_id(), id);
+  EXPECT_TRUE(j.joining());
+  ShardBeat(t, b0, id);
+  EXPECT_EQ(ShardBeat(t, primary[0], id).joining_backups_size(), 1);
+  // Its join fails (the primary reports it dropped): the daemon is freed
+  // and waits again; a fresh daemon joins in its place at once.
+  ShardBeat(t, primary[0], id, {}, {b0_address});
+  st = *t.c->Get(id);
+  EXPECT_EQ(st.shards(0).joining_size(), 0);
+  EXPECT_EQ(st.backups_added(), 0);
+  EXPECT_TRUE(t.Beat(b0, id).stop());
+  const std::string fresh = t.Join(PS, "127.0.0.1:9");
+  beat_all(absl::Seconds(1));
+  EXPECT_TRUE(t.Beat(b0, "").stop());
+  j = t.Beat(fresh, "");
+  EXPECT_EQ(j.job_id(), id);
+  EXPECT_TRUE(j.joining());
+  EXPECT_EQ(t.c->Get(id)->shards(0).joining(0), fresh);
+  const std::string events = Events(t, id);
+  EXPECT_NE(events.find("could not be brought up to date by its primary"),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(t.c->Get(id)->restarts(), 0);
+}
+
+}  // namespace
+}  // namespace bertps

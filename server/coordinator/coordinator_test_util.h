@@ -1,0 +1,96 @@
+// Helpers of the coordinator's tests: members registered, heartbeats in a
+// job, a train job's spec, and a coordinator on a fake clock.
+#ifndef BERTPS_SERVER_COORDINATOR_COORDINATOR_TEST_UTIL_H_
+#define BERTPS_SERVER_COORDINATOR_COORDINATOR_TEST_UTIL_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/coordinator/coordinator.h"
+
+namespace bertps {
+
+// A member of `role` registered with `c`; its id.
+inline std::string JoinAs(Coordinator& c, Role role, const std::string& address = "") {
+  RegisterRequest r;
+  r.set_role(role);
+  r.set_address(address);
+  return c.Register(r)->member_id();
+}
+
+// A PRETRAIN job over data/*.tfrecord, batch 10.
+inline JobSpec TrainSpec(int shards, int workers, int64_t steps) {
+  JobSpec s;
+  s.set_task(PRETRAIN);
+  s.add_data("data/*.tfrecord");
+  s.set_batch_size(10);
+  s.set_steps(steps);
+  s.set_num_ps_shards(shards);
+  s.set_num_workers(workers);
+  return s;
+}
+
+// A shard daemon and a train daemon registered with `c` (for the tests
+// that build their own coordinator).
+inline std::pair<std::string, std::string> JoinShardAndTrainer(Coordinator& c) {
+  RegisterRequest rr;
+  rr.set_role(PS);
+  rr.set_address("127.0.0.1:1");
+  std::string ps = c.Register(rr)->member_id();
+  rr.set_role(TRAIN);
+  rr.clear_address();
+  return {ps, c.Register(rr)->member_id()};
+}
+
+// A heartbeat of member m in `job` (its current incarnation) with reports.
+inline Assignment BeatIn(Coordinator& c, const std::string& m, const std::string& job,
+                  std::vector<StepReport> steps = {}) {
+  HeartbeatRequest r;
+  r.set_member_id(m);
+  r.set_job_id(job);
+  r.set_incarnation(c.Get(job)->incarnation());
+  for (auto& s : steps) *r.add_steps() = s;
+  return c.Heartbeat(r)->assignment();
+}
+
+// A coordinator on a fake clock for tests that need options of their own:
+// `tweak` sets them over the defaults (member timeout 10 s, no stall
+// detection, 100 examples per epoch).
+class ClockedCoordinator {
+ public:
+  explicit ClockedCoordinator(
+      const std::function<void(CoordinatorOptions&)>& tweak = nullptr) {
+    CoordinatorOptions o;
+    o.member_timeout = absl::Seconds(10);
+    o.stall_threshold = absl::InfiniteDuration();
+    o.now = [this] { return now; };
+    o.count_examples = [](const JobSpec&) -> absl::StatusOr<int64_t> {
+      return 100;
+    };
+    if (tweak) tweak(o);
+    c = std::make_unique<Coordinator>(o);
+  }
+  std::string Join(Role role, const std::string& address = "") {
+    return JoinAs(*c, role, address);
+  }
+  // A heartbeat naming the current incarnation of `job`.
+  Assignment Beat(const std::string& member, const std::string& job,
+                  const std::string& unreachable = "") {
+    HeartbeatRequest r;
+    r.set_member_id(member);
+    r.set_job_id(job);
+    r.set_unreachable(unreachable);
+    if (!job.empty()) r.set_incarnation(c->Get(job)->incarnation());
+    return c->Heartbeat(r)->assignment();
+  }
+
+  absl::Time now = absl::FromUnixSeconds(1000);
+  std::unique_ptr<Coordinator> c;
+};
+
+}  // namespace bertps
+
+#endif  // BERTPS_SERVER_COORDINATOR_COORDINATOR_TEST_UTIL_H_
