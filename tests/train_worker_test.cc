@@ -15,6 +15,7 @@
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
 #include "common/kernels/matmul.h"
+#include "common/kernels/threads.h"
 #include "common/model/weights.h"
 #include "gtest/gtest.h"
 #include "common/ps/checkpoint.h"
@@ -239,6 +240,12 @@ TEST_F(Distributed, Bf16ProductsTrackTheF32Run) {
     EXPECT_EQ(bf16_steps[i].precision, native ? kernels::Precision::kBf16
                                               : kernels::Precision::kFp32);
     EXPECT_EQ(f32_steps[i].precision, kernels::Precision::kFp32);
+    // The compute's CPU on the compute threads: some, and no more than the
+    // threads could use in its wall time.
+    EXPECT_GT(f32_steps[i].compute_cpu_ms, 0) << "step " << i;
+    EXPECT_LE(f32_steps[i].compute_cpu_ms,
+              f32_steps[i].compute_ms * kernels::NumThreads() + 5)
+        << "step " << i;
     EXPECT_NEAR(bf16_steps[i].loss, f32_steps[i].loss,
                 1e-2 * std::fabs(f32_steps[i].loss))
         << "step " << i;

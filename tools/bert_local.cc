@@ -11,6 +11,7 @@
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
 #include "common/kernels/matmul.h"
+#include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
 #include "common/model/bert.h"
 #include "common/model/weights.h"
@@ -194,7 +195,7 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
   int64_t loss_n = 0;
   // Per-step time split, summed over the log interval: reading the batch,
   // forward + backward, the optimizer step.
-  double read_ms = 0, compute_ms = 0, optimizer_ms = 0;
+  double read_ms = 0, compute_ms = 0, optimizer_ms = 0, compute_cpu_ms = 0;
   auto ms_since = [](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   };
@@ -214,7 +215,9 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
     so.example_offset = 0;
     read_ms += ms_since(t0);
     const auto t1 = Clock::now();
+    const double cpu0 = kernels::ComputeCpuSeconds();
     ASSIGN_OR_RETURN(last, model->Step(ViewOf(batch), so));
+    compute_cpu_ms += 1e3 * (kernels::ComputeCpuSeconds() - cpu0);
     compute_ms += ms_since(t1);
     const auto t2 = Clock::now();
     RETURN_IF_ERROR(opt.Step(step));
@@ -233,12 +236,13 @@ absl::Status RunTrain(const LocalOptions& o, std::ostream& out) {
       j["examples_per_sec"] = (step + 1) * o.batch_size / secs;
       j["read_ms"] = read_ms / loss_n;
       j["compute_ms"] = compute_ms / loss_n;
+      j["compute_cpu_ms"] = compute_cpu_ms / loss_n;
       j["optimizer_ms"] = optimizer_ms / loss_n;
       j["precision"] = kernels::PrecisionName(mm->precision());
       out << j.dump() << std::endl;
       loss_sum = 0;
       loss_n = 0;
-      read_ms = compute_ms = optimizer_ms = 0;
+      read_ms = compute_ms = optimizer_ms = compute_cpu_ms = 0;
     }
   }
   RETURN_IF_ERROR(

@@ -95,6 +95,7 @@ TEST(BertLocal, TrainLowersLossAndEvalReadsTheResult) {
   // The per-step time split, averaged over each interval.
   for (const nlohmann::json& l : lines) {
     EXPECT_GT(l["compute_ms"].get<double>(), 0) << l;
+    EXPECT_GT(l["compute_cpu_ms"].get<double>(), 0) << l;
     EXPECT_GT(l["optimizer_ms"].get<double>(), 0) << l;
     EXPECT_GE(l["read_ms"].get<double>(), 0) << l;
   }

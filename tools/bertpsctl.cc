@@ -483,10 +483,14 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
   if (p.pull_ms() + p.compute_ms() + p.push_ms() + p.wait_ms() +
           p.input_ms() > 0) {
     row("step time",
-        absl::StrFormat("input %.1f ms, pull %.1f ms, compute %.1f ms, push "
-                        "%.1f ms, wait %.1f ms",
-                        p.input_ms(), p.pull_ms(), p.compute_ms(), p.push_ms(),
-                        p.wait_ms()));
+        absl::StrFormat("input %.1f ms, pull %.1f ms, compute %.1f ms%s, "
+                        "push %.1f ms, wait %.1f ms",
+                        p.input_ms(), p.pull_ms(), p.compute_ms(),
+                        p.compute_cpu_ms() > 0
+                            ? absl::StrFormat(" (CPU %.1f ms)",
+                                              p.compute_cpu_ms())
+                            : "",
+                        p.push_ms(), p.wait_ms()));
   }
   if (s.items_total() > 0) {
     row("items", absl::StrCat(s.items_done(), " of ", s.items_total(), " done",

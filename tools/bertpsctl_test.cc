@@ -281,6 +281,7 @@ TEST_F(BertpsctlTest, SubmitRejectsABadSpecLocallyNamingTheField) {
 TEST_F(BertpsctlTest, StatusTextAndJson) {
   JobStatus s = Running("job-7", 40, 100, 5.23);
   s.mutable_progress()->set_compute_ms(300);
+  s.mutable_progress()->set_compute_cpu_ms(250);
   s.add_ps_addresses("10.0.0.1:7500");
   service_.Put(s);
   EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-7", out_, err_), kExitOk);
@@ -290,7 +291,8 @@ TEST_F(BertpsctlTest, StatusTextAndJson) {
   EXPECT_TRUE(absl::StrContains(text, "step       40/100 (40.0%)")) << text;
   EXPECT_TRUE(absl::StrContains(text, "loss       5.23")) << text;
   EXPECT_TRUE(absl::StrContains(text, "1234.0 ex/s")) << text;
-  EXPECT_TRUE(absl::StrContains(text, "compute 300.0 ms")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "compute 300.0 ms (CPU 250.0 ms)"))
+      << text;
   EXPECT_TRUE(absl::StrContains(text, "started")) << text;
   EXPECT_TRUE(absl::StrContains(text, "elapsed")) << text;
   EXPECT_TRUE(absl::StrContains(text, "10.0.0.1:7500")) << text;

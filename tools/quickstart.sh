@@ -140,6 +140,10 @@ print(json.dumps({
     "first_loss": round(hist[0]["loss"], 4) if hist else None,
     "final_loss": round(p.get("loss", 0), 4),
     "examples_per_sec": round(p.get("examples_per_sec", 0), 1),
+    # A worker's forward + backward per step: wall, and CPU on its compute
+    # threads (wall above CPU: waiting for a core the other daemons held).
+    "compute_ms": round(p.get("compute_ms", 0), 1),
+    "compute_cpu_ms": round(p.get("compute_cpu_ms", 0), 1),
     "heldout_eval": ev, "plot": out + "/loss.svg", "tensorboard": out + "/tensorboard",
     "grafana_dashboard": "deploy/grafana/bertps-dashboard.json",
     "export": out + "/bert-tiny (Hugging Face model directory: config.json, "

@@ -50,6 +50,7 @@ absl::Status TrainMember::RunPart(
     s.set_learning_rate(r.learning_rate);
     s.set_pull_ms(r.pull_ms);
     s.set_compute_ms(r.compute_ms);
+    s.set_compute_cpu_ms(r.compute_cpu_ms);
     s.set_push_ms(r.push_ms);
     s.set_wait_ms(r.wait_ms);
     s.set_input_ms(r.input_ms);

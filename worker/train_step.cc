@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
 #include "common/optim/optimizer.h"
 #include "common/status.h"
@@ -242,8 +243,10 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
     });
   }
   s.t1 = Clock::now();
+  const double cpu0 = kernels::ComputeCpuSeconds();
   absl::StatusOr<StepResult> r = ComputeMicroBatches(so);
   RETURN_IF_ERROR(r.status());
+  s.rep.compute_cpu_ms = 1e3 * (kernels::ComputeCpuSeconds() - cpu0);
   s.t2 = Clock::now();
   // Every parameter arrived before backward; the pull is over.
   const auto p0 = Clock::now();

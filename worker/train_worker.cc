@@ -312,6 +312,7 @@ absl::Status TrainWorker::Run() {
     ++count;
     sum.pull_ms += rep.pull_ms;
     sum.compute_ms += rep.compute_ms;
+    sum.compute_cpu_ms += rep.compute_cpu_ms;
     sum.push_ms += rep.push_ms;
     sum.wait_ms += rep.wait_ms;
     sum.input_ms += rep.input_ms;
@@ -351,6 +352,7 @@ absl::Status TrainWorker::Run() {
       j["tokens_per_sec"] = (step + 1 - start) * push_examples() * seq_ / secs;
       j["pull_ms"] = sum.pull_ms / count;
       j["compute_ms"] = sum.compute_ms / count;
+      j["compute_cpu_ms"] = sum.compute_cpu_ms / count;
       j["push_ms"] = sum.push_ms / count;
       j["wait_ms"] = sum.wait_ms / count;
       j["input_ms"] = sum.input_ms / count;

@@ -123,6 +123,8 @@ struct TrainStepReport {
   double learning_rate = 0;
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
+  // CPU time of compute_ms on the compute threads (all of them).
+  double compute_cpu_ms = 0;
   // Waiting for this step's batch to be read (input), apart from the rest.
   double input_ms = 0;
   std::string checkpoint;  // manifest written after this step, if any

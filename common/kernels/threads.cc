@@ -2,6 +2,7 @@
 
 #include <omp.h>
 #include <sched.h>
+#include <time.h>
 
 #include <atomic>
 
@@ -42,6 +43,19 @@ int NumThreads() {
 void UseConfiguredThreads() {
   const int n = configured;
   if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
+}
+
+double ComputeCpuSeconds() {
+  double total = 0;
+  // The team as the kernels run it (the same threads each time).
+#pragma omp parallel num_threads(NumThreads()) reduction(+ : total)
+  {
+    timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+      total += static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+    }
+  }
+  return total;
 }
 
 }  // namespace kernels

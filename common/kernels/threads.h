@@ -20,6 +20,13 @@ int NumThreads();
 int AvailableCpus();
 // Applies the recorded setting to the calling thread (no-op if none).
 void UseConfiguredThreads();
+// CPU seconds used so far by the calling thread and the OpenMP team it
+// computes with (oneDNN's products and the element-wise kernels run on that
+// team; its threads live as long as the process). The difference of two
+// calls on one thread is the CPU a computation took on all its threads,
+// whatever else the process's other threads (transfers, the shards in the
+// same process) did meanwhile.
+double ComputeCpuSeconds();
 
 }  // namespace kernels
 }  // namespace bertps

@@ -70,17 +70,19 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     job.step_loss.erase(key);
     p->set_loss(loss);
     p->set_learning_rate(r.learning_rate());
-    double pull = 0, compute = 0, push = 0, wait = 0, input = 0;
+    double pull = 0, compute = 0, push = 0, wait = 0, input = 0, cpu = 0;
     for (const auto& [s, rep] : job.last_report) {
       input += rep.input_ms();
       pull += rep.pull_ms();
       compute += rep.compute_ms();
+      cpu += rep.compute_cpu_ms();
       push += rep.push_ms();
       wait += rep.wait_ms();
     }
     const double n = std::max<size_t>(1, job.last_report.size());
     p->set_pull_ms(pull / n);
     p->set_compute_ms(compute / n);
+    p->set_compute_cpu_ms(cpu / n);
     p->set_push_ms(push / n);
     p->set_wait_ms(wait / n);
     p->set_input_ms(input / n);
@@ -93,6 +95,9 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
     ScalarLocked(job, at, "step_time/input_ms", p->input_ms());
     ScalarLocked(job, at, "step_time/pull_ms", p->pull_ms());
     ScalarLocked(job, at, "step_time/compute_ms", p->compute_ms());
+    if (cpu > 0) {
+      ScalarLocked(job, at, "step_time/compute_cpu_ms", p->compute_cpu_ms());
+    }
     ScalarLocked(job, at, "step_time/push_ms", p->push_ms());
     ScalarLocked(job, at, "step_time/wait_ms", p->wait_ms());
     // One point every `stride` steps; at max_history points every other
