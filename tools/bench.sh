@@ -59,9 +59,10 @@
 #                                              (default: 3)
 #   tools/bench.sh replicas [runs] [steps]     replicated shards: BERT-mini
 #                                              step time and shard CPU with
-#                                              replicas 1 vs 2, and a primary's
-#                                              kill -9 to its backup promoted
-#                                              and stepping (tools/
+#                                              replicas 1 vs 2, a backup
+#                                              replaced while training, and a
+#                                              primary's kill -9 to its backup
+#                                              promoted and stepping (tools/
 #                                              bench_replicas.sh; default 3 40)
 #   tools/bench.sh fidelity [steps] [seeds] [batch]
 #                                              bf16 vs fp32 products: BERT-mini
@@ -69,6 +70,10 @@
 #                                              curves and held-out MLM accuracy
 #                                              per seed (tools/bench_fidelity.sh;
 #                                              default 1000 3 16)
+#   tools/bench.sh spam-precision              SpamAssassin fine-tuned in fp32
+#                                              and in bf16: McNemar's exact
+#                                              test on the same test mails
+#                                              (tools/bench_spam_precision.sh)
 # The machine is shared and noisy: each figure is a median of repeated steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -483,6 +488,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_fidelity.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_spam_precision.sh"
 
 # ---------------------------------------------------------------------------
 # preprocess: the data side on the package-description corpus of
@@ -862,5 +868,6 @@ case "$what" in
   scale) bench_scale "${2:-}" "${3:-}" "${4:-}" "${5:-}" "${6:-}" ;;
   replicas) bench_replicas "${2:-}" "${3:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas, fidelity)" >&2; exit 2 ;;
+  spam-precision) bench_spam_precision ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas, fidelity, spam-precision)" >&2; exit 2 ;;
 esac

@@ -22,7 +22,10 @@
 #      checkpoint (eval workers, merged sufficient statistics).
 # Prints the dev and test metrics and the training time; the last line is
 # one JSON object. Environment: OUT (default out/finetune_spam), CLS_EPOCHS
-# (4), CLS_LR (2e-4), PRETRAIN_STEPS (200), NO_SHUFFLE (set: file order).
+# (4), CLS_LR (2e-4), PRETRAIN_STEPS (200), NO_SHUFFLE (set: file order),
+# PRECISION (F32 or BF16: the CLASSIFY job's products). The test split's
+# per-mail predictions are written to OUT/test-predictions (a paired
+# comparison of two runs: tools/bench.sh spam-precision).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -151,6 +154,7 @@ epochs: $epochs
 ${NO_SHUFFLE:+no_shuffle: true}
 $init_line
 optimizer { learning_rate: ${CLS_LR:-2e-4} warmup_steps: 60 }
+precision: ${PRECISION:-F32}
 checkpoint { dir: "$out/classify-ckpt" every_steps: 150 }
 eval { data: "$out/records/dev-*.tfrecord" }
 EOF2
@@ -168,6 +172,7 @@ num_labels: 2
 data: "$out/records/test-*.tfrecord"
 batch_size: 32
 eval_checkpoint: "$out/classify-ckpt"
+eval { predictions_dir: "$out/test-predictions" }
 EOF2
 run "$out/test.pbtxt"
 cat "$out/test.pbtxt.status"
@@ -177,7 +182,8 @@ st = json.load(open(sys.argv[1]))
 dev = st["evals"][-1]
 test = json.load(open(sys.argv[2]))["evals"][-1]
 ran = (int(st["end_time_ms"]) - int(st["start_time_ms"])) / 1000
-print(json.dumps({"state": st["state"], "dev_accuracy": round(dev["accuracy"], 4),
+print(json.dumps({"state": st["state"], "precision": st["spec"].get("precision", "F32"),
+                  "dev_accuracy": round(dev["accuracy"], 4),
                   "test_accuracy": round(test["accuracy"], 4),
                   "macro_f1": round(test["macro_f1"], 4),
                   "test_examples": int(test["examples"]),

@@ -1,9 +1,13 @@
 #include "worker/eval_item.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/io/file_util.h"
 #include "common/kernels/threads.h"
 #include "common/io/bert_example.h"
 #include "common/model/batch_view.h"
@@ -31,6 +35,8 @@ class ItemReader {
     }
   }
   std::string position() const { return stream_.last_position(); }
+  // The index in the file of the record Next() returned last.
+  int64_t record() const { return k_ - 1; }
 
  private:
   const WorkItem item_;
@@ -85,6 +91,16 @@ absl::StatusOr<WorkResult> EvalItemRunner::Run(const JobSpec& spec,
   ASSIGN_OR_RETURN(BertTask task, ParseBertTask(m.task));
   const int batch_size = std::max(1, spec.batch_size());
 
+  const std::string& predictions_dir = spec.eval().predictions_dir();
+  if (!predictions_dir.empty() && task != BertTask::kClassify) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "eval.predictions_dir: ", manifest, " is not a classifier's "
+        "checkpoint (per-example predictions are written for classification)"));
+  }
+  // With predictions_dir: a line per example (file, record, label,
+  // predicted, probabilities).
+  std::string predictions;
+  std::vector<int64_t> records;  // of the batch being filled
   ItemReader reader(item);
   EvalStats st;
   std::string record;
@@ -93,9 +109,11 @@ absl::StatusOr<WorkResult> EvalItemRunner::Run(const JobSpec& spec,
   while (more) {
     if (cancel.load()) return absl::CancelledError("eval item cancelled");
     io::BertBatch batch;
+    records.clear();
     while (batch.batch < batch_size) {
       ASSIGN_OR_RETURN(more, reader.Next(&record));
       if (!more) break;
+      records.push_back(reader.record());
       auto check = [&](size_t tokens, size_t predictions) -> absl::Status {
         if (seq < 0) {
           seq = static_cast<int>(tokens);
@@ -155,6 +173,20 @@ absl::StatusOr<WorkResult> EvalItemRunner::Run(const JobSpec& spec,
               item.input(), ": label ", truth, " outside [0, ", L, ")"));
         }
         st.set_confusion(truth * L + pred, st.confusion(truth * L + pred) + 1);
+        if (!predictions_dir.empty()) {
+          // Probabilities: softmax of the row (in double).
+          const float top = row[pred];
+          double z = 0;
+          for (int k = 0; k < L; ++k) z += std::exp(double(row[k]) - top);
+          absl::StrAppend(&predictions, item.input(), "\t", records[b], "\t",
+                          truth, "\t", pred);
+          for (int k = 0; k < L; ++k) {
+            absl::StrAppend(&predictions, "\t",
+                            absl::StrFormat("%.6g", std::exp(double(row[k]) -
+                                                             top) / z));
+          }
+          predictions += '\n';
+        }
       }
     }
   }
@@ -162,6 +194,19 @@ absl::StatusOr<WorkResult> EvalItemRunner::Run(const JobSpec& spec,
     ASSIGN_OR_RETURN(BertConfig config, ParseBertConfig(m.config_json));
     st.set_num_labels(config.num_labels);
     st.mutable_confusion()->Resize(config.num_labels * config.num_labels, 0);
+  }
+  if (!predictions_dir.empty()) {
+    std::string header = "file\trecord\tlabel\tpredicted";
+    for (int k = 0; k < st.num_labels(); ++k) {
+      absl::StrAppend(&header, "\tp_", k);
+    }
+    RETURN_IF_ERROR(io::MakeDirs(predictions_dir));
+    // Written whole (a retried item replaces it).
+    RETURN_IF_ERROR(io::WriteFileAtomically(
+        absl::StrFormat("%s/predictions-%s-%05d.tsv", predictions_dir,
+                        item.round().empty() ? "eval" : item.round(),
+                        item.index()),
+        absl::StrCat(header, "\n", predictions)));
   }
   WorkResult res;
   res.set_index(item.index());

@@ -334,6 +334,12 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   for (const std::string& d : s.eval().data()) {
     if (d.empty()) return Bad("eval.data", "has an empty glob");
   }
+  if (!s.eval().predictions_dir().empty() &&
+      (s.task() == PRETRAIN || s.task() == PREPROCESS)) {
+    return Bad("eval.predictions_dir",
+               "applies to classification (CLASSIFY jobs' eval rounds, EVAL "
+               "jobs of a classifier)");
+  }
   if (s.task() == PREPROCESS) return ValidatePreprocess(s, outputs_may_default);
   if (s.task() == EVAL && s.eval_checkpoint().empty()) {
     return Bad("eval_checkpoint", "is required for an eval job");

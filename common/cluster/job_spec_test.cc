@@ -99,6 +99,8 @@ TEST(JobSpec, BadSpecsNameTheField) {
            Case{"task: EVAL data: 'x' eval_checkpoint: 'c' output_dir: 'o' "
                 "precision: BF16",
                 "precision"},
+           Case{"data: 'x' steps: 1 eval { predictions_dir: 'p' }",
+                "eval.predictions_dir applies to classification"},
            Case{"{\"data\": [\"x\"], \"steps\": \"many\"}", "steps"},
            Case{"{\"data\": [\"x\"], \"steps\": 1, \"bogus\": 1}", "bogus"},
            Case{"{not json", "JSON"},

@@ -45,6 +45,8 @@ std::vector<std::pair<const char*, std::string>> JobOutputPaths(
                              {"export_path", s.export_path()},
                              {"output_dir", s.output_dir()},
                              {"tensorboard_dir", s.tensorboard_dir()},
+                             {"eval.predictions_dir",
+                              s.eval().predictions_dir()},
                              {"job_dir", s.job_dir()}}) {
     if (!path.empty()) out.emplace_back(field, std::move(path));
   }

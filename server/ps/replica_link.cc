@@ -148,6 +148,14 @@ std::vector<std::string> GrpcReplicaLink::TakeDropped() {
   return out;
 }
 
+void GrpcReplicaLink::WaitForNews(absl::Duration timeout) {
+  absl::MutexLock l(&mu_);
+  auto news = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !dropped_.empty() || !joined_.empty();
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&news), timeout);
+}
+
 std::vector<std::string> GrpcReplicaLink::TakeJoined() {
   absl::MutexLock l(&mu_);
   std::vector<std::string> out;
@@ -316,12 +324,15 @@ absl::Status GrpcReplicaLink::Join(const std::shared_ptr<Joiner>& jp,
                    }));
   const int64_t version = snap.header.version();
   const double mb = snap.data.size() * sizeof(float) / 1e6;
+  const absl::Time copied = absl::Now();
   RETURN_IF_ERROR(SendSnapshot(j, snap));
-  snap.data = AlignedVector<float>();  // the copy is not needed any more
+  snap.data = HugeBuffer();  // the copy is not needed any more
   LOG(INFO) << "backup " << j.backup.address << " installed the snapshot of "
             << "version " << version << " (" << mb << " MB in "
-            << absl::ToDoubleMilliseconds(absl::Now() - start)
-            << " ms); sending the steps since";
+            << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms: "
+            << absl::ToDoubleMilliseconds(copied - start) << " ms to copy, "
+            << absl::ToDoubleMilliseconds(absl::Now() - copied)
+            << " ms to send and install); sending the steps since";
   const absl::Time drain_start = absl::Now();
   for (int64_t sent = 0;; ++sent) {
     QueuedStep next;

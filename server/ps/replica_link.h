@@ -59,6 +59,9 @@ class GrpcReplicaLink : public ReplicaLink {
   std::vector<std::string> TakeDropped();
   // The joining backups that caught up since the last call.
   std::vector<std::string> TakeJoined();
+  // Returns once a backup was dropped or a joiner caught up (not yet taken),
+  // or after `timeout`: its daemon tells the coordinator at once.
+  void WaitForNews(absl::Duration timeout);
 
  private:
   struct Backup {

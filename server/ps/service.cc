@@ -216,7 +216,7 @@ grpc::Status ShardService::InstallSnapshot(
                                      "install snapshot: sizes out of range")
                                : r.status());
   }
-  AlignedVector<float> data(n + header.state_elements());
+  HugeBuffer data(n + header.state_elements());
   char* const out = reinterpret_cast<char*>(data.data());
   const int64_t want = static_cast<int64_t>(data.size() * sizeof(float));
   int64_t got = 0;

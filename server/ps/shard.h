@@ -50,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/aligned_vector.h"
+#include "common/huge_buffer.h"
 #include "common/memory_limit.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
@@ -356,7 +357,7 @@ class ShardCore {
   // every step applied after the copy (ReplicaLink::Replicate).
   struct JoinSnapshot {
     SnapshotHeader header;
-    AlignedVector<float> data;
+    HugeBuffer data;
   };
   absl::StatusOr<JoinSnapshot> SnapshotForJoin(
       const std::function<void(int64_t version)>& begin);

@@ -19,7 +19,7 @@ absl::StatusOr<ShardCore::JoinSnapshot> ShardCore::SnapshotForJoin(
   const int64_t n = shard_size();
   JoinSnapshot snap;
   // Allocated before the lock: only the copy holds up the next step.
-  snap.data.resize(static_cast<size_t>(n) + state_.size());
+  snap.data = HugeBuffer(static_cast<size_t>(n) + state_.size());
   SnapshotHeader& h = snap.header;
   {
     absl::MutexLock ul(&update_mu_);

@@ -171,9 +171,12 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
                   << (backups_.empty()
                           ? ""
                           : absl::StrCat(", ", backups_.size(), " backup(s)"));
+        continue;  // say it is installed at once (the job waits for it)
       }
     }
-    absl::SleepFor(member_.interval());
+    // The next heartbeat, sooner when the replica link has news (a backup
+    // dropped, a joiner caught up): the coordinator acts on it at once.
+    server_->replica_link().WaitForNews(member_.interval());
   }
   // Shutting down: the coordinator starts the job again without this shard
   // now rather than after the member timeout.
