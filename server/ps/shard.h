@@ -434,10 +434,17 @@ class ShardCore {
   // With `into` (BSP, element-wise optimizers), the update runs first rows
   // first, then in update order, and fills *into piece by piece.
   // `norms`: given values are used, the others found (exchanged) and set.
-  absl::Status ApplyStep(int64_t step_index, const float* grad,
-                         float grad_scale, StepNorms* norms,
-                         absl::Time deadline, Snapshot* into = nullptr)
+  // `norms_final` (optional) is called on this thread once *norms is
+  // complete and before the update (the backups can apply the step while
+  // this shard does).
+  absl::Status ApplyStep(
+      int64_t step_index, const float* grad, float grad_scale,
+      StepNorms* norms, absl::Time deadline, Snapshot* into = nullptr,
+      const std::function<void(const StepNorms&)>& norms_final = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
+  // The COMMIT of step `version` (scale and norms as ApplyStep found them).
+  ReplicaStep CommitStep(int64_t version, float grad_scale,
+                         const StepNorms& norms) ABSL_LOCKS_EXCLUDED(mu_);
   // The update of ApplyStep piece by piece into `into`.
   absl::Status ApplyInOrder(int64_t step_index, const float* grad, float scale,
                             Snapshot* into)

@@ -117,6 +117,24 @@ absl::Status ShardCore::ReplicateStep(
   return absl::OkStatus();
 }
 
+ReplicaStep ShardCore::CommitStep(int64_t version, float grad_scale,
+                                  const StepNorms& norms) {
+  ReplicaStep step;
+  step.set_kind(ReplicaStep::COMMIT);
+  step.set_incarnation(options_.incarnation);
+  {
+    absl::MutexLock l(&mu_);
+    step.set_term(term_);
+  }
+  step.set_version(version);
+  step.set_grad_scale(grad_scale);
+  step.set_grad_sq_sum(norms.grad_sq.value_or(0.0));
+  if (norms.lamb.has_value()) {
+    for (double x : *norms.lamb) step.add_lamb_totals(x);
+  }
+  return step;
+}
+
 namespace {
 
 // The pushes of a FULL or STAGE step: as many of each, in range.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -130,8 +131,36 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     }
     if (replicate) CrashPoint("exchange", v, options_.shard);
     StepNorms norms;
-    if (st.ok()) st = ApplyStep(v, agg, scale, &norms, deadline, next.get());
-    if (st.ok() && replicate) {
+    // The COMMIT goes to the backups as soon as the norms are known, and
+    // they apply the step while this shard does; the version is published
+    // only once both are done (a backup ahead of an unpublished version is
+    // what a promotion would complete anyway).
+    std::future<absl::Status> commit;
+    std::function<void(const StepNorms&)> early;
+    if (replicate) {
+      early = [&](const StepNorms& n) {
+        CrashPoint("commit", v, options_.shard);
+        ReplicaStep c = CommitStep(v, scale, n);
+        commit = std::async(std::launch::async, [this, c, deadline] {
+          return replicas_->Replicate(c, nullptr, deadline);
+        });
+      };
+    }
+    if (st.ok()) {
+      st = ApplyStep(v, agg, scale, &norms, deadline, next.get(), early);
+    }
+    if (commit.valid()) {
+      absl::Status cs = commit.get();
+      if (!cs.ok()) {
+        cs = Annotate(cs, absl::StrCat("shard ", options_.shard,
+                                       ": replicating step ", v));
+      } else if (replicas_->LiveBackups() > 0) {
+        absl::MutexLock l(&mu_);
+        ++steps_replicated_;
+      }
+      if (st.ok()) st = cs;
+      if (st.ok()) CrashPoint("publish", v, options_.shard);
+    } else if (st.ok() && replicate) {
       CrashPoint("commit", v, options_.shard);
       st = ReplicateStep(ReplicaStep::COMMIT, v, nullptr, scale, &norms, {},
                          {}, {}, deadline);
@@ -270,9 +299,10 @@ absl::Status ShardCore::RunGroups(
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
-                                  float grad_scale, StepNorms* norms,
-                                  absl::Time deadline, Snapshot* into) {
+absl::Status ShardCore::ApplyStep(
+    int64_t step_index, const float* grad, float grad_scale, StepNorms* norms,
+    absl::Time deadline, Snapshot* into,
+    const std::function<void(const StepNorms&)>& norms_final) {
   const optim::OptimizerConfig& oc = options_.optimizer;
   // Global gradient norm (of the scaled gradient).
   double sq;
@@ -317,6 +347,7 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
     s.decay = sl.decay;
     return s;
   };
+  if (norms_final && !optim::NeedsTrustRatio(oc.kind)) norms_final(*norms);
   if (into != nullptr) {
     RETURN_IF_ERROR(ApplyInOrder(step_index, grad, scale, into));
   } else if (!optim::NeedsTrustRatio(oc.kind)) {
@@ -360,6 +391,7 @@ absl::Status ShardCore::ApplyStep(int64_t step_index, const float* grad,
         }
       }
     }
+    if (norms_final) norms_final(*norms);  // LAMB's totals are known now
     for (int i : local_slices()) {
       const SliceSpec& sl = plan_.slices()[i];
       const float ratio = optim::TrustRatio(oc, sl.decay, per_tensor[sl.tensor]);
