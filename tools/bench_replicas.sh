@@ -172,7 +172,7 @@ def rate(t0, t1):
 before = [(t, st) for t, st in marks if st >= 3 and t <= killed]
 snap = None
 for log in glob.glob(f"{d}/ps-*.log"):
-    for m in re.finditer(r"installed the snapshot of version (\d+) \(([\d.]+) MB in ([\d.]+) ms\)", open(log, errors="replace").read()):
+    for m in re.finditer(r"installed the snapshot of version (\d+) \(([\d.]+) MB in ([\d.]+) ms[:)]", open(log, errors="replace").read()):
         snap = (int(m.group(1)), float(m.group(2)), float(m.group(3)))
 print(json.dumps({"kill_to_caught_up_ms": 1000 * (joined - killed),
                   "steps_during_join": joined_step - killed_step,
@@ -195,7 +195,7 @@ import json, re, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rejoin = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 rejoin = [x for x in rejoin if "error" not in x]
-sys.argv = sys.argv[:1] + sys.argv[3:]
+sys.argv = sys.argv[:2] + sys.argv[3:]  # then the failover logs from argv[2]
 med = lambda v: statistics.median(v) if v else None
 def pick(r, key):
     return [x[key] for x in rows if x.get("replicas") == r and key in x]
