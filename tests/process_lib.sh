@@ -128,6 +128,26 @@ JSON
   "$1" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
 }
 
+# replicated_spec NAME REPLICAS EXPORT STEPS [MORE]: a PRETRAIN spec of the
+# tiny model over $work/data (tiny_model_data): 2 shards, 2 workers, batch 8,
+# `replicas: REPLICAS`, exported to EXPORT; MORE lines appended.
+replicated_spec() {
+  cat <<EOF2
+name: "$1"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 8
+steps: $4
+num_ps_shards: 2
+num_workers: 2
+replicas: $2
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+export_path: "$3"
+${5:-}
+EOF2
+}
+
 # max_relative_difference A B: prints the largest over tensors of
 # max|a - b| / (1e-3 + max|b|) of two float32 safetensors files with the
 # same tensors; fails on a non-finite value.

@@ -15,21 +15,7 @@ BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work crash
 tiny_model_data "$BERT_LOCAL"
-spec() {  # spec NAME REPLICAS EXPORT
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 60
-num_ps_shards: 2
-num_workers: 2
-replicas: $2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$3"
-EOF2
-}
+spec() { replicated_spec "$1" "$2" "$3" 60; }  # spec NAME REPLICAS EXPORT
 cluster() {  # cluster NAME [ENV...]: a coordinator, 4 shard daemons, 2 workers
   local name="$1"; shift
   start_coordinator "$COORD" 0 "$work/$name-coordinator.log" --member_timeout_s 60

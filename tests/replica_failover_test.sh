@@ -22,22 +22,7 @@ start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 6 \
 coord="$BERTPS_COORDINATOR"
 start_ps_daemons a b c d
 start_train_daemons a b
-spec() {  # spec NAME REPLICAS EXPORT
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 400
-num_ps_shards: 2
-num_workers: 2
-replicas: $2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-checkpoint { every_steps: 50 }
-export_path: "$3"
-EOF2
-}
+spec() { replicated_spec "$1" "$2" "$3" 400 'checkpoint { every_steps: 50 }'; }  # spec NAME REPLICAS EXPORT
 spec replicated 2 "$work/replicated.safetensors" > "$work/replicated.pbtxt"
 job=$("$CTL" submit "$work/replicated.pbtxt") || fail "submit"
 for _ in $(seq 1 600); do

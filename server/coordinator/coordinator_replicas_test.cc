@@ -4,7 +4,6 @@
 // installed the job, and the joiner counts as a backup (promotable) only
 // once its primary reports it caught up. A daemon dropped as a backup, or
 // whose join failed, is freed and not taken again for a while.
-#include <map>
 #include <string>
 #include <vector>
 
@@ -38,28 +37,42 @@ std::string Events(ClockedCoordinator& t, const std::string& job) {
   return all;
 }
 
-TEST(CoordinatorReplicas, ALostBackupIsReplacedByAnIdleDaemon) {
-  ClockedCoordinator t;
-  std::map<std::string, std::string> address;
-  std::vector<std::string> ps;
+// A job with replicas: 2 over 2 shard indices on 4 shard daemons at
+// 127.0.0.1:1..4 and one trainer, every shard installed.
+struct Replicated {
+  std::vector<std::string> ps;            // by address 127.0.0.1:1..4
+  std::vector<std::string> primary, backup;  // by index
+  std::string w, id;
+};
+Replicated StartReplicated(ClockedCoordinator& t) {
+  Replicated r;
   for (int i = 1; i <= 4; ++i) {
-    const std::string a = absl::StrCat("127.0.0.1:", i);
-    ps.push_back(t.Join(PS, a));
-    address[ps.back()] = a;
+    r.ps.push_back(t.Join(PS, absl::StrCat("127.0.0.1:", i)));
   }
-  const std::string w = t.Join(TRAIN);
+  r.w = t.Join(TRAIN);
   JobSpec spec = TrainSpec(2, 1, 50);
   spec.set_replicas(2);
-  const std::string id = *t.c->Submit(spec);
-  std::vector<std::string> primary(2), backup(2);
-  for (const auto& p : ps) {
+  r.id = *t.c->Submit(spec);
+  r.primary.assign(2, "");
+  r.backup.assign(2, "");
+  for (const auto& p : r.ps) {
     const Assignment a = t.Beat(p, "");
-    ASSERT_EQ(a.job_id(), id);
+    EXPECT_EQ(a.job_id(), r.id);
     EXPECT_FALSE(a.joining());
-    (a.backup() ? backup : primary)[a.index()] = p;
+    (a.backup() ? r.backup : r.primary)[a.index()] = p;
   }
-  for (const auto& p : ps) t.Beat(p, id);  // installed
-  ASSERT_FALSE(t.Beat(w, id).wait());
+  for (const auto& p : r.ps) t.Beat(p, r.id);  // installed
+  EXPECT_FALSE(t.Beat(r.w, r.id).wait());
+  return r;
+}
+
+TEST(CoordinatorReplicas, ALostBackupIsReplacedByAnIdleDaemon) {
+  ClockedCoordinator t;
+  const Replicated r = StartReplicated(t);
+  const std::vector<std::string>& primary = r.primary;
+  const std::vector<std::string>& backup = r.backup;
+  const std::string& w = r.w;
+  const std::string& id = r.id;
   // A spare registers: nothing needs it yet.
   const std::string spare = t.Join(PS, "127.0.0.1:5");
   EXPECT_TRUE(t.Beat(spare, "").stop());
@@ -124,21 +137,12 @@ TEST(CoordinatorReplicas, ALostBackupIsReplacedByAnIdleDaemon) {
 
 TEST(CoordinatorReplicas, ADroppedOrFailedDaemonWaitsBeforeItJoins) {
   ClockedCoordinator t;
-  std::vector<std::string> ps;
-  for (int i = 1; i <= 4; ++i) {
-    ps.push_back(t.Join(PS, absl::StrCat("127.0.0.1:", i)));
-  }
-  const std::string w = t.Join(TRAIN);
-  JobSpec spec = TrainSpec(2, 1, 50);
-  spec.set_replicas(2);
-  const std::string id = *t.c->Submit(spec);
-  std::vector<std::string> primary(2), backup(2);
-  for (const auto& p : ps) {
-    const Assignment a = t.Beat(p, "");
-    (a.backup() ? backup : primary)[a.index()] = p;
-  }
-  for (const auto& p : ps) t.Beat(p, id);
-  ASSERT_FALSE(t.Beat(w, id).wait());
+  const Replicated r = StartReplicated(t);
+  const std::vector<std::string>& ps = r.ps;
+  const std::vector<std::string>& primary = r.primary;
+  const std::vector<std::string>& backup = r.backup;
+  const std::string& w = r.w;
+  const std::string& id = r.id;
   // Shard 0's primary drops its backup (it stopped acknowledging): no
   // other idle daemon, and the dropped one is not taken back at once.
   const std::string b0 = backup[0];

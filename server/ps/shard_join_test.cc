@@ -13,41 +13,6 @@ namespace bertps {
 namespace ps {
 namespace {
 
-// Applies each step on the backups registered so far, at once.
-class SyncReplicas : public ReplicaLink {
- public:
-  void Add(ShardCore* b) {
-    absl::MutexLock l(&mu_);
-    backups_.push_back(b);
-  }
-  bool Active() const override {
-    absl::MutexLock l(&mu_);
-    return !backups_.empty();
-  }
-  int LiveBackups() const override {
-    absl::MutexLock l(&mu_);
-    return static_cast<int>(backups_.size());
-  }
-  absl::Status Replicate(const ReplicaStep& step, const float* grad,
-                         absl::Time deadline) override {
-    std::vector<ShardCore*> backups;
-    {
-      absl::MutexLock l(&mu_);
-      backups = backups_;
-    }
-    for (ShardCore* b : backups) {
-      absl::StatusOr<ReplicateResponse> r =
-          b->ApplyReplicated(step, grad, deadline);
-      if (!r.ok()) return r.status();
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<ShardCore*> backups_ ABSL_GUARDED_BY(mu_);
-};
-
 struct JoinCase {
   const char* name;
   ConsistencyMode mode;
@@ -63,7 +28,7 @@ TEST_P(BackupJoins, AndFollowsItsPrimaryBitForBit) {
   auto run = [&](bool join, std::string* primary_state,
                  std::string* backup_state) {
     LocalLink peers, backup_peers;
-    SyncReplicas link;
+    LocalReplicas link;
     ShardOptions bo = TestShardOptions(c.mode, 2, 1, 0);
     bo.backup = true;
     auto b = ShardCore::Create(bo, &backup_peers);
@@ -126,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, BackupJoins,
 // one afterwards).
 TEST(BackupJoins, BadSnapshotsChangeNothing) {
   LocalLink peers, backup_peers;
-  SyncReplicas link;
+  LocalReplicas link;
   auto p = ShardCore::Create(TestShardOptions(BSP, 2, 1, 0), &peers, &link);
   ASSERT_TRUE(p.ok());
   peers.Set(0, p->get());

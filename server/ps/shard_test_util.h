@@ -4,6 +4,7 @@
 #ifndef BERTPS_SERVER_PS_SHARD_TEST_UTIL_H_
 #define BERTPS_SERVER_PS_SHARD_TEST_UTIL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -64,6 +66,89 @@ class LocalLink : public PeerLink {
   }
   absl::Mutex mu_;
   std::vector<ShardCore*> cores_ ABSL_GUARDED_BY(mu_);
+};
+
+// In-process ReplicaLink: applies each step on the backup at once (after
+// the gate, when one is set). Errors other than ABORTED drop the backup,
+// as the gRPC link does.
+class LocalReplicas : public ReplicaLink {
+ public:
+  void Add(ShardCore* backup) {
+    absl::MutexLock l(&mu_);
+    backups_.push_back(backup);
+  }
+  void SetGate(absl::Notification* gate) {
+    absl::MutexLock l(&mu_);
+    gate_ = gate;
+  }
+  // The primary "dies" at its first step of `kind`: a STAGE is delivered
+  // first, a COMMIT is not; then the call hangs until `release`, and
+  // returns ABORTED (as a deposed primary's would).
+  void DieAt(ReplicaStep::Kind kind, absl::Notification* reached,
+             absl::Notification* release) {
+    absl::MutexLock l(&mu_);
+    die_kind_ = kind;
+    reached_ = reached;
+    release_ = release;
+  }
+  bool Active() const override {
+    absl::MutexLock l(&mu_);
+    return !backups_.empty();
+  }
+  int LiveBackups() const override {
+    absl::MutexLock l(&mu_);
+    return static_cast<int>(backups_.size());
+  }
+  absl::Status Replicate(const ReplicaStep& step, const float* grad,
+                         absl::Time deadline) override {
+    std::vector<ShardCore*> backups;
+    absl::Notification* gate;
+    absl::Notification* release = nullptr;
+    absl::Notification* reached = nullptr;
+    {
+      absl::MutexLock l(&mu_);
+      backups = backups_;
+      gate = gate_;
+      if (release_ != nullptr && step.kind() == die_kind_) {
+        std::swap(release, release_);
+        std::swap(reached, reached_);
+      }
+    }
+    if (gate != nullptr) gate->WaitForNotification();
+    if (release != nullptr) {
+      if (step.kind() == ReplicaStep::STAGE) {
+        for (ShardCore* b : backups) {
+          EXPECT_TRUE(b->ApplyReplicated(step, grad, deadline).ok());
+        }
+      }
+      reached->Notify();
+      release->WaitForNotification();
+      return absl::AbortedError("this primary was replaced");
+    }
+    for (ShardCore* b : backups) {
+      absl::StatusOr<ReplicateResponse> r =
+          b->ApplyReplicated(step, grad, deadline);
+      if (r.ok()) continue;
+      if (r.status().code() == absl::StatusCode::kAborted) return r.status();
+      absl::MutexLock l(&mu_);
+      backups_.erase(std::find(backups_.begin(), backups_.end(), b));
+      dropped_.push_back(std::string(r.status().message()));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> dropped() const {
+    absl::MutexLock l(&mu_);
+    return dropped_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<ShardCore*> backups_ ABSL_GUARDED_BY(mu_);
+  absl::Notification* gate_ ABSL_GUARDED_BY(mu_) = nullptr;
+  ReplicaStep::Kind die_kind_ ABSL_GUARDED_BY(mu_) = ReplicaStep::FULL;
+  absl::Notification* reached_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Notification* release_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
 };
 
 // The replica tests' shard: a small model, clipping on (the norm matters).
