@@ -1,6 +1,7 @@
 #include "server/ps/replica_link.h"
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -249,8 +250,23 @@ absl::Status GrpcReplicaLink::Replicate(const ReplicaStep& step,
   // Joiners whose thread sent most of their queue: the rest, this step
   // last, now (this primary's next step waits for it).
   for (const auto& j : handed_off) FinishJoin(j, deadline);
-  for (const Backup& b : backups) {
-    absl::Status st = SendWithRetries(b, step, grad, deadline, nullptr);
+  // To every live backup at once (R = 3 waits for one transfer, not two).
+  std::vector<absl::Status> results(backups.size());
+  {
+    std::vector<std::future<absl::Status>> others;
+    for (size_t i = 1; i < backups.size(); ++i) {
+      others.push_back(std::async(std::launch::async, [&, i] {
+        return SendWithRetries(backups[i], step, grad, deadline, nullptr);
+      }));
+    }
+    if (!backups.empty()) {
+      results[0] = SendWithRetries(backups[0], step, grad, deadline, nullptr);
+    }
+    for (size_t i = 1; i < backups.size(); ++i) results[i] = others[i - 1].get();
+  }
+  for (size_t i = 0; i < backups.size(); ++i) {
+    const Backup& b = backups[i];
+    const absl::Status& st = results[i];
     if (st.ok()) continue;
     if (st.code() == absl::StatusCode::kAborted) {
       // A newer term or another install: this primary must stop.

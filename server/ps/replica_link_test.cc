@@ -90,6 +90,28 @@ TEST(ReplicaLinkTest, BackupJoinsWhileThePrimarySteps) {
   EXPECT_EQ(link.LiveBackups(), 1);
 }
 
+// replicas: 3: both backups get every step (sent to both at once) and hold
+// their primary's bits.
+TEST(ReplicaLinkTest, TwoBackupsFollowTheirPrimary) {
+  auto b1 = *ShardServer::Start(JoinOpts(true), "127.0.0.1:0", {});
+  auto b2 = *ShardServer::Start(JoinOpts(true), "127.0.0.1:0", {});
+  auto primary = *ShardServer::StartIdle("127.0.0.1:0");
+  ASSERT_TRUE(
+      primary->Install(JoinOpts(false), {}, {b1->address(), b2->address()})
+          .ok());
+  constexpr int64_t kSteps = 6;
+  for (int64_t s = 0; s < kSteps; ++s) ASSERT_TRUE(Step(primary.get(), s).ok());
+  EXPECT_EQ(primary->core()->Stats().live_backups(), 2);
+  EXPECT_EQ(primary->core()->Stats().steps_replicated(), kSteps);
+  EXPECT_TRUE(primary->replica_link().TakeDropped().empty());
+  const std::string p = StateOf(primary->core(), kSteps, "two-p");
+  for (ShardServer* b : {b1.get(), b2.get()}) {
+    EXPECT_EQ(b->core()->version(), kSteps);
+    ASSERT_TRUE(b->core()->Promote(1).ok());
+    EXPECT_TRUE(StateOf(b->core(), kSteps, "two-b") == p) << b->address();
+  }
+}
+
 TEST(ReplicaLinkTest, AJoinThatCannotHappenIsReportedDropped) {
   auto primary = *ShardServer::Start(JoinOpts(false), "127.0.0.1:0", {});
   ASSERT_TRUE(Step(primary.get(), 0).ok());
