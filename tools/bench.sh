@@ -487,6 +487,17 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
 # scale: tools/bench_scale.sh; replicas: tools/bench_replicas.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
+# build_service_bins: builds the daemons, bert_local and bertpsctl (opt) and sets
+# $service_bins to their paths, in the order the process tests take them.
+build_service_bins() {
+  bazel build -c opt //tools:bert_local //server/coordinator:bertps_coordinator \
+      //server/ps:bertps_server //worker:bertps_worker //tools:bertpsctl >/dev/null 2>&1
+  service_bins=(bazel-bin/tools/bert_local bazel-bin/server/coordinator/bertps_coordinator
+                bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker
+                bazel-bin/tools/bertpsctl)
+}
+# failover: tools/bench_failover.sh
+source "$(dirname "${BASH_SOURCE[0]}")/bench_failover.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_fidelity.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_spam_precision.sh"
 
@@ -813,47 +824,6 @@ out["verdict"] = {
     "clean_exit": not any(rcs),
 }
 print(json.dumps(out))
-PY
-}
-
-bench_failover() {
-  local runs="${1:-3}"
-  bazel build -c opt //tools:bert_local //server/coordinator:bertps_coordinator \
-      //server/ps:bertps_server //worker:bertps_worker //tools:bertpsctl >/dev/null 2>&1
-  local bins=(bazel-bin/tools/bert_local bazel-bin/server/coordinator/bertps_coordinator
-              bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker
-              bazel-bin/tools/bertpsctl)
-  local logs=()
-  for r in $(seq 1 "$runs"); do
-    TEST_TMPDIR="$out_dir/failover-$r" bash tests/shard_probe_test.sh "${bins[@]}" \
-        > "$out_dir/failover-probe-$r.log" 2>&1 || { tail -5 "$out_dir/failover-probe-$r.log"; exit 1; }
-    TEST_TMPDIR="$out_dir/failover-$r" bash tests/slot_takeover_test.sh "${bins[@]}" \
-        > "$out_dir/failover-takeover-$r.log" 2>&1 || { tail -5 "$out_dir/failover-takeover-$r.log"; exit 1; }
-    logs+=("$out_dir/failover-probe-$r.log" "$out_dir/failover-takeover-$r.log")
-  done
-  /usr/bin/python3 - "${logs[@]}" <<'PY' | tee "$out_dir/failover.jsonl"
-import json, re, statistics, sys
-def grab(pattern):
-    out = []
-    for path in sys.argv[1:]:
-        for line in open(path, errors="replace"):
-            m = re.search(pattern, line)
-            if m:
-                out.append(float(m.group(1)))
-    return out
-lost = grab(r"lost (\d+) ms after its kill -9")
-taken = grab(r"slot taken over (\d+) ms after the kill")
-two = grab(r"two daemons: (\d+) steps/s")
-one = grab(r"\((\d+) steps/s\)")
-med = lambda v: statistics.median(v) if v else None
-print(json.dumps({"bench": "failover", "runs": len(lost),
-    "shard_kill_to_restart_ms": med(lost), "shard_kill_to_restart_ms_all": lost,
-    "member_timeout_ms": 60000,
-    "restart_vs_member_timeout": med(lost) / 60000 if lost else None,
-    "worker_kill_to_takeover_ms": med(taken), "worker_kill_to_takeover_ms_all": taken,
-    "member_timeout_plus_takeover_ms": 3000,
-    "steps_per_s_two_daemons": med(two), "steps_per_s_one_daemon_two_slots": med(one),
-    "one_over_two": med(one) / med(two) if one and two else None}))
 PY
 }
 

@@ -1,4 +1,5 @@
-# tools/bench.sh replicas (sourced by tools/bench.sh: uses its $out_dir).
+# tools/bench.sh replicas (sourced by tools/bench.sh: uses its $out_dir and
+# build_service_bins).
 # What replicated shards cost and what they buy, with real processes over
 # loopback: one cluster (a coordinator, 4 shard daemons, 2 train daemons)
 # runs the same BERT-mini job (2 shards, 2 workers, BSP) with replicas: 1
@@ -13,11 +14,7 @@
 #   tools/bench.sh replicas [runs] [steps]   (default: 3 40)
 bench_replicas() {
   local runs="${1:-3}" steps="${2:-40}"
-  bazel build -c opt //tools:bert_local //server/coordinator:bertps_coordinator \
-      //server/ps:bertps_server //worker:bertps_worker //tools:bertpsctl >/dev/null 2>&1
-  local bins=(bazel-bin/tools/bert_local bazel-bin/server/coordinator/bertps_coordinator
-              bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker
-              bazel-bin/tools/bertpsctl)
+  build_service_bins
   local dir="$out_dir/replicas"
   rm -rf "$dir"; mkdir -p "$dir/data"
   bazel-bin/tools/bert_local synthetic-data --config mini --out "$dir/data" \
@@ -186,7 +183,7 @@ PY
   done
   local logs=()
   for r in $(seq 1 "$runs"); do
-    TEST_TMPDIR="$dir/failover-$r" bash tests/replica_failover_test.sh "${bins[@]}" \
+    TEST_TMPDIR="$dir/failover-$r" bash tests/replica_failover_test.sh "${service_bins[@]}" \
         > "$dir/failover-$r.log" 2>&1 || { tail -5 "$dir/failover-$r.log"; return 1; }
     logs+=("$dir/failover-$r.log")
   done

@@ -169,7 +169,7 @@ bool Coordinator::FailOverLocked(Job& job, int index, const Member& lost,
             << ")";
   // Joins under way took their snapshot from the lost primary: they end;
   // the new primary's index takes new ones.
-  EndJoinsLocked(job, index, absl::StrCat("its primary was replaced"));
+  EndJoinsLocked(job, index, "its primary was replaced");
   UpdateShardReplicasLocked(job);
   return true;
 }

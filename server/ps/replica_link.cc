@@ -382,14 +382,9 @@ absl::Status GrpcReplicaLink::Join(const std::shared_ptr<Joiner>& jp,
                   << " queued go with the primary's next step";
         return absl::OkStatus();
       }
-      next = std::move(j.queue.front());
-      j.queue.pop_front();
-      j.queued_bytes -= next.step.grad_elements() *
-                        static_cast<int64_t>(sizeof(float));
+      next = PopLocked(j);
     }
-    RETURN_IF_ERROR(SendWithRetries(
-        j.backup, next.step, next.grad.empty() ? nullptr : next.grad.data(),
-        absl::Now() + kReplicateTimeout, &j));
+    RETURN_IF_ERROR(SendQueued(j, next, absl::Now()));
   }
 }
 
@@ -422,6 +417,22 @@ void GrpcReplicaLink::EndJoinLocked(const std::shared_ptr<Joiner>& j,
   }
 }
 
+GrpcReplicaLink::QueuedStep GrpcReplicaLink::PopLocked(Joiner& j) {
+  QueuedStep next = std::move(j.queue.front());
+  j.queue.pop_front();
+  j.queued_bytes -=
+      next.step.grad_elements() * static_cast<int64_t>(sizeof(float));
+  return next;
+}
+
+absl::Status GrpcReplicaLink::SendQueued(Joiner& j, const QueuedStep& q,
+                                         absl::Time deadline) {
+  return SendWithRetries(j.backup, q.step,
+                         q.grad.empty() ? nullptr : q.grad.data(),
+                         std::max(deadline, absl::Now() + kReplicateTimeout),
+                         &j);
+}
+
 void GrpcReplicaLink::FinishJoin(const std::shared_ptr<Joiner>& j,
                                  absl::Time deadline) {
   size_t sent = 0;
@@ -439,14 +450,9 @@ void GrpcReplicaLink::FinishJoin(const std::shared_ptr<Joiner>& j,
                   << "step); it acknowledges every step now";
         return;
       }
-      next = std::move(j->queue.front());
-      j->queue.pop_front();
-      j->queued_bytes -= next.step.grad_elements() *
-                         static_cast<int64_t>(sizeof(float));
+      next = PopLocked(*j);
     }
-    absl::Status st = SendWithRetries(
-        j->backup, next.step, next.grad.empty() ? nullptr : next.grad.data(),
-        std::max(deadline, absl::Now() + kReplicateTimeout), j.get());
+    absl::Status st = SendQueued(*j, next, deadline);
     ++sent;
     if (!st.ok()) {
       absl::MutexLock l(&mu_);

@@ -97,6 +97,9 @@ class GrpcReplicaLink : public ReplicaLink {
                                const float* grad, absl::Time deadline,
                                Joiner* j);
   absl::Status SendSnapshot(Joiner& j, const ShardCore::JoinSnapshot& snap);
+  // A joiner's next queued step (the queue is not empty), and its sending.
+  static QueuedStep PopLocked(Joiner& j);
+  absl::Status SendQueued(Joiner& j, const QueuedStep& q, absl::Time deadline);
   // The join thread: snapshot, queued steps, then live.
   void RunJoin(std::shared_ptr<Joiner> j, std::shared_ptr<ShardCore> core);
   absl::Status Join(const std::shared_ptr<Joiner>& j, ShardCore& core);

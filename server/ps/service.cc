@@ -207,16 +207,12 @@ grpc::Status ShardService::InstallSnapshot(
                         "header");
   }
   const SnapshotHeader header = msg.header();
-  const int64_t n = shard->shard_size();
-  if (header.params_elements() != n || header.state_elements() < 0 ||
-      header.state_elements() > 4 * n) {
-    // The wrong size: refused before anything is received.
-    absl::StatusOr<int64_t> r = shard->InstallSnapshot(header, nullptr);
-    return ToGrpcStatus(r.ok() ? absl::InvalidArgumentError(
-                                     "install snapshot: sizes out of range")
-                               : r.status());
+  // Another install, wrong sizes or clocks: refused before anything is
+  // received.
+  if (absl::Status st = shard->CheckSnapshotHeader(header); !st.ok()) {
+    return ToGrpcStatus(st);
   }
-  HugeBuffer data(n + header.state_elements());
+  HugeBuffer data(header.params_elements() + header.state_elements());
   char* const out = reinterpret_cast<char*>(data.data());
   const int64_t want = static_cast<int64_t>(data.size() * sizeof(float));
   int64_t got = 0;

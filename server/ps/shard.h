@@ -368,6 +368,8 @@ class ShardCore {
   // clocks are in range.
   absl::StatusOr<int64_t> InstallSnapshot(const SnapshotHeader& header,
                                           const float* data);
+  // The header's part of those checks (before any data is received).
+  absl::Status CheckSnapshotHeader(const SnapshotHeader& header) const;
   // The layout of the job's shards this core knows (ps::kLayoutMetadata).
   // A later one answers every call waiting now (ABORTED: their workers go
   // on against the new layout; a pushed gradient a lost primary held is
@@ -442,9 +444,11 @@ class ShardCore {
       StepNorms* norms, absl::Time deadline, Snapshot* into = nullptr,
       const std::function<void(const StepNorms&)>& norms_final = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(update_mu_);
-  // The COMMIT of step `version` (scale and norms as ApplyStep found them).
-  ReplicaStep CommitStep(int64_t version, float grad_scale,
-                         const StepNorms& norms) ABSL_LOCKS_EXCLUDED(mu_);
+  // A replicated step's header: kind, this install and term, `version`,
+  // scale and norms (as ApplyStep found them; unset ones 0).
+  ReplicaStep MakeReplicaStep(ReplicaStep::Kind kind, int64_t version,
+                              float grad_scale, const StepNorms& norms)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The update of ApplyStep piece by piece into `into`.
   absl::Status ApplyInOrder(int64_t step_index, const float* grad, float scale,
                             Snapshot* into)

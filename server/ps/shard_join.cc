@@ -50,8 +50,7 @@ absl::StatusOr<ShardCore::JoinSnapshot> ShardCore::SnapshotForJoin(
   return snap;
 }
 
-absl::StatusOr<int64_t> ShardCore::InstallSnapshot(const SnapshotHeader& h,
-                                                   const float* data) {
+absl::Status ShardCore::CheckSnapshotHeader(const SnapshotHeader& h) const {
   const int64_t n = shard_size();
   const std::string what =
       absl::StrCat("snapshot of version ", h.version(), " for shard ",
@@ -62,11 +61,11 @@ absl::StatusOr<int64_t> ShardCore::InstallSnapshot(const SnapshotHeader& h,
         "serves incarnation ", options_.incarnation));
   }
   if (h.params_elements() != n ||
-      h.state_elements() != static_cast<int64_t>(state_.size())) {
+      h.state_elements() != static_cast<int64_t>(state_slots_) * n) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " holds ", h.params_elements(), " parameters and ",
         h.state_elements(), " state values; this shard has ", n, " and ",
-        state_.size()));
+        static_cast<int64_t>(state_slots_) * n));
   }
   const int workers = options_.num_workers;
   if (h.worker_clock_size() != workers || h.last_step_size() != workers ||
@@ -83,6 +82,17 @@ absl::StatusOr<int64_t> ShardCore::InstallSnapshot(const SnapshotHeader& h,
           " or step ", h.last_step(w), " out of range"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ShardCore::InstallSnapshot(const SnapshotHeader& h,
+                                                   const float* data) {
+  RETURN_IF_ERROR(CheckSnapshotHeader(h));
+  const int64_t n = shard_size();
+  const int workers = options_.num_workers;
+  const std::string what =
+      absl::StrCat("snapshot of version ", h.version(), " for shard ",
+                   options_.shard);
   const size_t bytes = sizeof(float) * static_cast<size_t>(n + h.state_elements());
   if (io::Crc32c(data, bytes) != h.crc32c()) {
     return absl::DataLossError(absl::StrCat(what, ": checksum mismatch"));

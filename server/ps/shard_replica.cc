@@ -82,21 +82,8 @@ absl::Status ShardCore::ReplicateStep(
     const std::vector<std::pair<int64_t, int64_t>>& examples,
     absl::Time deadline) {
   if (replicas_ == nullptr || !replicas_->Active()) return absl::OkStatus();
-  ReplicaStep step;
-  step.set_kind(kind);
-  step.set_incarnation(options_.incarnation);
-  {
-    absl::MutexLock l(&mu_);
-    step.set_term(term_);
-  }
-  step.set_version(version);
-  step.set_grad_scale(grad_scale);
-  if (norms != nullptr) {
-    step.set_grad_sq_sum(norms->grad_sq.value_or(0.0));
-    if (norms->lamb.has_value()) {
-      for (double x : *norms->lamb) step.add_lamb_totals(x);
-    }
-  }
+  ReplicaStep step = MakeReplicaStep(kind, version, grad_scale,
+                                     norms != nullptr ? *norms : StepNorms());
   for (size_t i = 0; i < workers.size(); ++i) {
     step.add_workers(workers[i]);
     step.add_steps(steps[i]);
@@ -117,10 +104,11 @@ absl::Status ShardCore::ReplicateStep(
   return absl::OkStatus();
 }
 
-ReplicaStep ShardCore::CommitStep(int64_t version, float grad_scale,
-                                  const StepNorms& norms) {
+ReplicaStep ShardCore::MakeReplicaStep(ReplicaStep::Kind kind,
+                                       int64_t version, float grad_scale,
+                                       const StepNorms& norms) {
   ReplicaStep step;
-  step.set_kind(ReplicaStep::COMMIT);
+  step.set_kind(kind);
   step.set_incarnation(options_.incarnation);
   {
     absl::MutexLock l(&mu_);

@@ -140,7 +140,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
     if (replicate) {
       early = [&](const StepNorms& n) {
         CrashPoint("commit", v, options_.shard);
-        ReplicaStep c = CommitStep(v, scale, n);
+        ReplicaStep c = MakeReplicaStep(ReplicaStep::COMMIT, v, scale, n);
         commit = std::async(std::launch::async, [this, c, deadline] {
           return replicas_->Replicate(c, nullptr, deadline);
         });
@@ -160,12 +160,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
       }
       if (st.ok()) st = cs;
       if (st.ok()) CrashPoint("publish", v, options_.shard);
-    } else if (st.ok() && replicate) {
-      CrashPoint("commit", v, options_.shard);
-      st = ReplicateStep(ReplicaStep::COMMIT, v, nullptr, scale, &norms, {},
-                         {}, {}, deadline);
-      if (st.ok()) CrashPoint("publish", v, options_.shard);
-    }
+    }  // (ApplyStep calls norms_final on every path that succeeds)
     if (next != nullptr && !st.ok()) {
       absl::MutexLock sl(&next->mu);
       next->failed = st;
