@@ -36,6 +36,10 @@
 #                                              and activation bytes per step,
 #                                              S = 2 stages, BERT-mini
 #                                              (default: "1 2 4 8")
+#   tools/bench.sh soak scale [minutes] [workers] [shards] [rate] [runs]
+#                                              the same at cluster scale on
+#                                              emulated hosts (root; tools/
+#                                              bench_soak_scale.sh)
 #   tools/bench.sh soak [minutes] [workers] [mode]
 #                                              the whole service under load:
 #                                              a coordinator, 2 shard daemons
@@ -487,6 +491,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
 # scale: tools/bench_scale.sh; replicas: tools/bench_replicas.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_soak_scale.sh"
 # build_service_bins: builds the daemons, bert_local and bertpsctl (opt) and sets
 # $service_bins to their paths, in the order the process tests take them.
 build_service_bins() {
@@ -832,7 +837,9 @@ case "$what" in
   failover) bench_failover "${2:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
   pipeline) bench_pipeline "${2:-}" ;;
-  soak) bench_soak "${2:-}" "${3:-}" "${4:-}" ;;
+  soak) if [ "${2:-}" = scale ]; then
+          bench_soak_scale "${3:-}" "${4:-}" "${5:-}" "${6:-}" "${7:-}"
+        else bench_soak "${2:-}" "${3:-}" "${4:-}"; fi ;;
   preprocess) bench_preprocess "${2:-}" ;;
   input) bench_input "${2:-}" ;;
   scale) bench_scale "${2:-}" "${3:-}" "${4:-}" "${5:-}" "${6:-}" ;;

@@ -85,6 +85,9 @@ scale_point() {
           --workers $w --config '"$config"' > "$pdir/shard$i.log" 2>&1 &
     done
     sleep 1
+    # The counters of every link and the host CPU, 20 times a second.
+    $NETSIM trace "$pdir/links.jsonl" 50 &
+    tracer=$!
     pids=()
     for ((i = 0; i < w; i++)); do
       $NETSIM exec $((s + i)) "$bin/bertps_worker" --ps "$peers" \
@@ -95,10 +98,11 @@ scale_point() {
       pids+=("$!")
     done
     for p in "${pids[@]}"; do wait "$p"; done
+    kill "$tracer"
   ' || { echo "bench scale: S=$s W=$w failed; logs in $pdir" >&2; return 1; }
   /usr/bin/python3 - "$pdir" "$s" "$w" "$dir/link.json" "$config" "$compute_ms" \
       "$batch" "$rate" "$dir/host.json" >> "$results" <<'PY'
-import glob, json, os, sys
+import glob, json, os, re, sys
 pdir, S, W, link, config, T, batch, rate, host = sys.argv[1:10]
 S, W, T, batch = int(S), int(W), float(T) / 1e3, int(batch)
 # Seconds between the first and the last progress line of each worker (the
@@ -133,6 +137,28 @@ t_link = max(P / R, W * P / (S * R), W * P / C)
 predicted = t_link + T / 3 + max(2 * T / 3, t_link)
 bound = ("host CPU" if W * P / C >= max(P / R, W * P / (S * R))
          else "shard link" if W > S else "worker link")
+# What the shard links carried (tools/netsim.sh trace), over the middle 60%
+# of the time they carried anything: the mean share of the link's rate each
+# way (down: into the shard, the pushes; up: out of it, the pulls), the share
+# of 50 ms slots in which a link ran below a fifth of its rate, and how busy
+# the machine's CPUs were.
+trace = [json.loads(l) for l in open(os.path.join(pdir, "links.jsonl")) if l.strip()]
+links = {}
+if len(trace) > 10:
+    moved = [sum(t["down"][i] + t["up"][i] for i in range(S)) for t in trace]
+    on = [k for k in range(1, len(trace)) if moved[k] > moved[k - 1]]
+    a, b = on[0], on[-1]
+    a, b = a + (b - a) // 5, b - (b - a) // 5
+    dt = trace[b]["t"] - trace[a]["t"]
+    m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate)
+    cap = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8
+    for way in ("down", "up"):
+        used = [(trace[b][way][i] - trace[a][way][i]) / dt / cap for i in range(S)]
+        slow = [sum(1 for k in range(a + 1, b + 1)
+                    if (trace[k][way][i] - trace[k - 1][way][i]) / (trace[k]["t"] - trace[k - 1]["t"]) < cap / 5)
+                / (b - a) for i in range(S)]
+        links[way] = {"used": round(sum(used) / S, 3), "slow_slots": round(sum(slow) / S, 3)}
+    links["host_cpu_busy"] = round((trace[b]["busy_cpu_s"] - trace[a]["busy_cpu_s"]) / dt / os.cpu_count(), 3)
 print(json.dumps({"bench": "scale", "config": config, "param_bytes": P,
     "shards": S, "workers": W, "link": rate, "link_delivered_gbit_s": round(R * 8 / 1e9, 3),
     "compute_ms": T * 1e3, "step_s": round(step_s, 3),
@@ -140,6 +166,6 @@ print(json.dumps({"bench": "scale", "config": config, "param_bytes": P,
     "measured_over_predicted": round(step_s / predicted, 3),
     "bound": bound,
     "host_gb_per_s": round(C / 1e9, 3) if C != float("inf") else None,
-    "examples_per_s": round(W * batch / step_s, 1)}))
+    "examples_per_s": round(W * batch / step_s, 1), "shard_links": links}))
 PY
 }

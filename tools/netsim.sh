@@ -11,6 +11,10 @@
 #   tools/netsim.sh measure [A B [MB]]  what the links deliver: one TCP stream
 #                                       host A -> host B (default 0 1 200),
 #                                       prints JSON with Gbit/s
+#   tools/netsim.sh trace FILE [MS]     until stopped, every MS ms (default
+#                                       50) one line of JSON: each link's
+#                                       bytes so far both ways and the real
+#                                       host's busy CPU time
 #   tools/netsim.sh down                stop everything on the hosts, remove
 #                                       them (also what an interrupted run left)
 #   tools/netsim.sh run HOSTS RATE -- CMD...
@@ -187,6 +191,28 @@ PY
   rm -f "$ready"
 }
 
+# Counters as the switch sees them: port pI's tx is what reached host I
+# (its downlink), its rx what host I sent (its uplink), both after shaping.
+cmd_trace() {
+  local file="$1" ms="${2:-50}"
+  [ "$(hosts_up)" -gt 0 ] || die "trace: no hosts up"
+  exec ip netns exec "$SWITCH_NS" /usr/bin/python3 - "$file" "$ms" "$(hosts_up)" <<'PY'
+import json, sys, time
+path, ms, hosts = sys.argv[1], float(sys.argv[2]) / 1e3, int(sys.argv[3])
+stat = lambda i, k: int(open(f"/sys/class/net/p{i}/statistics/{k}_bytes").read())
+tick = 100.0
+with open(path, "w", buffering=1) as out:
+    while True:
+        cpu = open("/proc/stat").readline().split()[1:]
+        idle = int(cpu[3]) + int(cpu[4])
+        busy = sum(int(x) for x in cpu[:8]) - idle
+        out.write(json.dumps({"t": round(time.monotonic(), 4), "busy_cpu_s": busy / tick,
+                              "down": [stat(i, "tx") for i in range(hosts)],
+                              "up": [stat(i, "rx") for i in range(hosts)]}) + "\n")
+        time.sleep(ms)
+PY
+}
+
 cmd_run() {
   local hosts="$1" rate="$2"
   shift 2
@@ -217,6 +243,7 @@ case "${1:-}" in
   addr) [ "$#" -eq 2 ] || die "usage: addr I"; addr_of "$2" ;;
   exec) [ "$#" -ge 3 ] || die "usage: exec I CMD..."; shift; cmd_exec "$@" ;;
   measure) shift; need_root; cmd_measure "$@" ;;
+  trace) [ "$#" -ge 2 ] || die "usage: trace FILE [MS]"; shift; need_root; cmd_trace "$@" ;;
   run) [ "$#" -ge 4 ] || die "usage: run HOSTS RATE -- CMD..."; shift; cmd_run "$@" ;;
-  *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
