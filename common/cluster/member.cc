@@ -69,6 +69,9 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
       continue;
     }
     if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
+    if (resp.heartbeat_ms() > 0) {
+      interval_ = absl::Milliseconds(std::max<int64_t>(50, resp.heartbeat_ms()));
+    }
     return resp.assignment();
   }
   return absl::UnavailableError("coordinator keeps forgetting this member");

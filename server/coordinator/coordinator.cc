@@ -27,6 +27,17 @@ using coordinator_internal::HasEval;
 
 namespace {
 
+// The interval that keeps `alive` members within max_heartbeats_per_s, in
+// [heartbeat_ms, max(heartbeat_ms, member_timeout / 5)].
+int64_t HeartbeatIntervalMs(const CoordinatorOptions& o, int64_t alive) {
+  int64_t ms = o.heartbeat_ms;
+  if (o.max_heartbeats_per_s > 0) {
+    ms = std::max(ms, (alive * 1000 + o.max_heartbeats_per_s - 1) /
+                          o.max_heartbeats_per_s);
+  }
+  return std::min(ms, std::max(o.heartbeat_ms,
+                               absl::ToInt64Milliseconds(o.member_timeout) / 5));
+}
 
 // *into += from, recursively: numbers add, objects merge, anything else
 // keeps the first value seen.
@@ -61,7 +72,8 @@ Coordinator::Coordinator(CoordinatorOptions options)
       }()),
       instance_(absl::StrFormat(
           "%08x", static_cast<uint32_t>(std::random_device()() ^
-                                        absl::ToUnixNanos(absl::Now())))) {}
+                                        absl::ToUnixNanos(absl::Now())))),
+      heartbeat_interval_ms_(options_.heartbeat_ms) {}
 
 int64_t Coordinator::NowMs() const {
   return absl::ToUnixMillis(options_.now());
@@ -207,14 +219,26 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   members_[m.id] = m;
   RegisterResponse resp;
   resp.set_member_id(m.id);
-  resp.set_heartbeat_ms(options_.heartbeat_ms);
   TickLocked();
+  resp.set_heartbeat_ms(heartbeat_interval_ms_);
   return resp;
 }
 
 absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
     const HeartbeatRequest& r) {
   absl::MutexLock l(&mu_);
+  absl::StatusOr<HeartbeatResponse> resp = HeartbeatLocked(r);
+  if (resp.ok()) resp->set_heartbeat_ms(heartbeat_interval_ms_);
+  return resp;
+}
+
+int64_t Coordinator::heartbeat_interval_ms() const {
+  absl::MutexLock l(&mu_);
+  return heartbeat_interval_ms_;
+}
+
+absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
+    const HeartbeatRequest& r) {
   auto mit = members_.find(r.member_id());
   if (mit == members_.end()) {
     return absl::NotFoundError(
@@ -364,14 +388,17 @@ void Coordinator::TickLocked() {
   }
   last_tick_ = now;
   ++ticks_;
+  int64_t alive = 0;
   for (auto& [id, m] : members_) {
     if (!m.alive ||
         now - std::max(m.last_seen, resumed_at_) <= options_.member_timeout) {
+      alive += m.alive;
       continue;
     }
     m.alive = false;
     LoseMemberLocked(m, "stopped answering");
   }
+  heartbeat_interval_ms_ = HeartbeatIntervalMs(options_, alive);
   for (auto& [id, job] : jobs_) {
     if (job.status.state() != RUNNING) continue;
     FillShardsLocked(job);

@@ -82,7 +82,12 @@ struct CoordinatorOptions {
   // is taken over by a surviving worker of the job (negative: member_timeout;
   // infinite: never, the job waits).
   absl::Duration slot_takeover_after = absl::Seconds(-1);
+  // A member heartbeats every heartbeat_ms, or less often once the alive
+  // members would send more than max_heartbeats_per_s in all (each call
+  // costs the coordinator the same CPU whatever it carries); never less
+  // often than a fifth of member_timeout. 0: no bound.
   int64_t heartbeat_ms = 500;
+  int64_t max_heartbeats_per_s = 64;
   // Loss points kept per job: at most this many, spread over the whole run
   // (JobStatus.history_stride); the full curve is in TensorBoard's files.
   size_t max_history = 5000;
@@ -158,6 +163,9 @@ class Coordinator {
   static constexpr absl::Duration kJoinRetryAfter = absl::Seconds(5);
   // Ticks run so far (Tick(), registrations, heartbeats, requests).
   int64_t ticks() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The interval members are told now (options' heartbeat_ms and
+  // max_heartbeats_per_s; set by each tick from the alive members).
+  int64_t heartbeat_interval_ms() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Loads the jobs of options.store (call once, before serving). Finished
   // and pending jobs come back as they were; a running train job is queued
@@ -263,6 +271,8 @@ class Coordinator {
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<HeartbeatResponse> HeartbeatLocked(const HeartbeatRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shard 0's ledger: the counts of progress, and the check that a finished
   // job consumed each example of its plan exactly once.
   void TakeLedgerLocked(Job& job, const HeartbeatRequest& r)
@@ -412,6 +422,7 @@ class Coordinator {
   // (silence before it does not count).
   absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_);
   absl::Time resumed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Jobs to write to the store; whether one changed state; the last write.
   std::set<std::string> dirty_ ABSL_GUARDED_BY(mu_);

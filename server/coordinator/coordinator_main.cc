@@ -34,6 +34,10 @@ ABSL_FLAG(int, slot_takeover_s, -1,
           "A lost train worker's slot that no idle train daemon took for "
           "this long is computed by a surviving worker as well (-1: "
           "--member_timeout_s; 0: at once).");
+ABSL_FLAG(int, max_heartbeats_per_s, 64,
+          "Members heartbeat every 500 ms, or less often (at most every "
+          "--member_timeout_s / 5) once that would exceed this many "
+          "heartbeats per second in all (0: no bound).");
 ABSL_FLAG(std::string, data_root, "",
           "When set, jobs may read only under this directory or --output_root "
           "(docs/security.md); every path of a spec must then be absolute.");
@@ -58,7 +62,9 @@ int main(int argc, char** argv) {
       .Range("member_timeout_s", absl::GetFlag(FLAGS_member_timeout_s), 1,
              86400)
       .Range("slot_takeover_s", absl::GetFlag(FLAGS_slot_takeover_s), -1,
-             86400);
+             86400)
+      .Range("max_heartbeats_per_s", absl::GetFlag(FLAGS_max_heartbeats_per_s),
+             0, 1000000);
   const std::string data_root = absl::GetFlag(FLAGS_data_root);
   const std::string output_root = absl::GetFlag(FLAGS_output_root);
   checks
@@ -86,6 +92,7 @@ int main(int argc, char** argv) {
   }
   bertps::CoordinatorOptions options;
   options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  options.max_heartbeats_per_s = absl::GetFlag(FLAGS_max_heartbeats_per_s);
   options.slot_takeover_after =
       absl::Seconds(absl::GetFlag(FLAGS_slot_takeover_s));
   // A shard a train member could not reach is asked at once (1 s).

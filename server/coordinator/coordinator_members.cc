@@ -133,6 +133,18 @@ void Coordinator::ProbeMembers() {
         job == jobs_.end() || job->second.status.incarnation() != p.incarnation) {
       continue;  // already handled, or another start of the job
     }
+    // A probe that ran out of time proves nothing of a member that keeps
+    // heartbeating (a loaded host or a full link answers late): it is a
+    // verdict only once the member was silent for 3 heartbeat intervals too.
+    // Refused or not serving is a verdict at once.
+    if (st.code() == absl::StatusCode::kDeadlineExceeded &&
+        options_.now() - m->second.last_seen <
+            3 * absl::Milliseconds(heartbeat_interval_ms_)) {
+      LOG(INFO) << "member " << p.member << " at " << p.address
+                << " answered no probe in time but heartbeats: not lost ("
+                << st << ")";
+      continue;
+    }
     LOG(WARNING) << "member " << p.member << " at " << p.address
                  << " failed a probe: " << st;
     m->second.alive = false;

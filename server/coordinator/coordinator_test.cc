@@ -432,6 +432,44 @@ TEST_F(CoordinatorTest, RoutineHeartbeatsDoNotTickEveryTime) {
   EXPECT_EQ(coord_.ticks(), told + 2);
 }
 
+// Members are told a longer interval as they grow in number, so that the
+// coordinator's heartbeats per second stay at most max_heartbeats_per_s
+// (default 64) however large the cluster: 500 ms up to 32 members, then
+// members / 64 s, never longer than a fifth of the member timeout (2 s).
+TEST_F(CoordinatorTest, HeartbeatsPerSecondStayBoundedAsMembersJoin) {
+  std::vector<std::string> m;
+  auto interval_told = [&](const std::string& member) {
+    HeartbeatRequest r;
+    r.set_member_id(member);
+    absl::StatusOr<HeartbeatResponse> resp = coord_.Heartbeat(r);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    return resp.ok() ? resp->heartbeat_ms() : -1;
+  };
+  for (int i = 0; i < 32; ++i) {
+    m.push_back(i % 4 ? Join(TRAIN) : Join(PS, absl::StrCat("127.0.0.1:", i + 1)));
+  }
+  EXPECT_EQ(coord_.heartbeat_interval_ms(), 500);
+  EXPECT_EQ(interval_told(m[0]), 500);
+  m.push_back(Join(TRAIN));
+  EXPECT_EQ(coord_.heartbeat_interval_ms(), 516);  // ceil(33 / 64 s)
+  while (m.size() < 100) m.push_back(Join(TRAIN));
+  EXPECT_EQ(interval_told(m[7]), 1563);
+  RegisterRequest r;
+  r.set_role(TRAIN);
+  absl::StatusOr<RegisterResponse> reg = coord_.Register(r);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_EQ(reg->heartbeat_ms(), 1579);  // 101 members
+  m.push_back(reg->member_id());
+  while (m.size() < 300) m.push_back(Join(TRAIN));
+  EXPECT_EQ(interval_told(m[0]), 2000);  // member_timeout / 5
+  // Members that fell silent stop counting: 20 heard, the rest dead.
+  now_ += absl::Seconds(6);
+  for (int i = 0; i < 20; ++i) interval_told(m[i]);
+  now_ += absl::Seconds(5);
+  coord_.Tick();
+  EXPECT_EQ(interval_told(m[0]), 500);
+}
+
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
@@ -751,6 +789,38 @@ TEST(CoordinatorProbe, AnUnreachableShardThatFailsAProbeIsLostAtOnce) {
   beat(w, id, "again");
   coord.Tick();
   EXPECT_TRUE(probed.empty());
+}
+
+// A probe that times out is no verdict on a member that heartbeats (a loaded
+// host answers late); once the member is silent for 3 intervals it is.
+TEST(CoordinatorProbe, ALateProbeIsNoVerdictOnAMemberThatHeartbeats) {
+  int probes = 0;
+  ClockedCoordinator cc([&probes](CoordinatorOptions& o) {
+    o.member_timeout = absl::Seconds(60);
+    o.probe = [&probes](const std::string& address) {
+      ++probes;
+      return address == "127.0.0.1:2"
+                 ? absl::DeadlineExceededError("deadline exceeded")
+                 : absl::OkStatus();
+    };
+  });
+  Coordinator& coord = *cc.c;
+  std::string p0 = cc.Join(PS, "127.0.0.1:1"), p1 = cc.Join(PS, "127.0.0.1:2");
+  std::string w = cc.Join(TRAIN);
+  const std::string id = *coord.Submit(TrainSpec(2, 1, 10));
+  cc.Beat(p0, "", ""), cc.Beat(p1, "", ""), cc.Beat(p0, id, ""), cc.Beat(p1, id, "");
+  cc.Beat(w, "", "");
+  cc.Beat(w, id, "pull from 127.0.0.1:2: Deadline Exceeded");
+  coord.Tick();
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(coord.Get(id)->restarts(), 0);  // p1 heartbeat just now
+  // p1 falls silent: 1.5 s (3 x 500 ms) later a late probe is a verdict.
+  cc.now += absl::Milliseconds(1600);
+  cc.Beat(p0, id, "");
+  cc.Beat(w, id, "pull from 127.0.0.1:2: Deadline Exceeded");
+  coord.Tick();
+  EXPECT_EQ(probes, 4);
+  EXPECT_EQ(coord.Get(id)->restarts(), 1);
 }
 
 // --jobs_root: a job without job_dir gets jobs_root/<its id>, created at
