@@ -183,8 +183,14 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
   if (!st.ok()) {
-    return Annotate(st, absl::StrCat("pull from shard ", shard, " (",
-                                     options_.addresses[shard], ")"));
+    // How far it got says where it stopped: no version yet (the shard had
+    // not answered: the request or the version it waits for never came),
+    // or a part of the parameters (the transfer stopped).
+    return Annotate(
+        st, absl::StrCat("pull from shard ", shard, " (",
+                         options_.addresses[shard], "; ", received, " of ",
+                         expected, " elements received",
+                         have_version ? "" : ", no version yet", ")"));
   }
   if (!have_version || received != expected) {
     return absl::DataLossError(absl::StrCat("pull from shard ", shard,

@@ -161,6 +161,9 @@ class Coordinator {
   // A shard daemon dropped as a backup, or whose join failed, is not taken
   // as a joining backup again for this long.
   static constexpr absl::Duration kJoinRetryAfter = absl::Seconds(5);
+  // A BSP worker that has not reported the step the others finished this
+  // long after its own last report is named in the job's `waiting`.
+  static constexpr absl::Duration kSlowSlotAfter = absl::Seconds(30);
   // Ticks run so far (Tick(), registrations, heartbeats, requests).
   int64_t ticks() const ABSL_LOCKS_EXCLUDED(mu_);
   // The interval members are told now (options' heartbeat_ms and
@@ -247,6 +250,7 @@ class Coordinator {
     int64_t counted_floor = 0;
     std::map<int64_t, std::pair<double, int>> step_loss;  // step -> (sum, n)
     std::map<int, StepReport> last_report;             // by slot
+    std::map<int, absl::Time> last_report_at;          // by slot
     std::deque<JobEvent> events;  // the newest max_events
     int64_t events_dropped = 0;    // sequence number of events.front()
     double tokens_per_example = 0;
@@ -271,6 +275,8 @@ class Coordinator {
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string SlowSlotsLocked(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<HeartbeatResponse> HeartbeatLocked(const HeartbeatRequest& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shard 0's ledger: the counts of progress, and the check that a finished

@@ -61,7 +61,39 @@ std::string Coordinator::RunningWaitLocked(const Job& job) const {
                            absl::FormatDuration(takeover_after), ")"),
         TooSmallLocked(job, stages ? STAGE_ROLE : TRAIN));
   }
+  if (what.empty() && !stages &&
+      job.status.spec().consistency().mode() == BSP) {
+    what = SlowSlotsLocked(job);
+  }
   return what;
+}
+
+std::string Coordinator::SlowSlotsLocked(const Job& job) const {
+  // Every member is there, yet a step can wait: for a worker whose pull or
+  // push stalled, or that is far slower than the others. Named once the
+  // others reported a step it has not, kSlowSlotAfter after its own last
+  // report (the text stays the same while it waits: one event).
+  int64_t newest = -1;
+  for (const auto& [slot, r] : job.last_report) newest = std::max(newest, r.step());
+  const absl::Time now = options_.now();
+  std::vector<std::string> behind;
+  for (const auto& [slot, r] : job.last_report) {
+    auto at = job.last_report_at.find(slot);
+    if (r.step() >= newest || at == job.last_report_at.end() ||
+        now - at->second < kSlowSlotAfter) {
+      continue;
+    }
+    const std::string& member =
+        slot < static_cast<int>(job.slots.size()) ? job.slots[slot] : "";
+    behind.push_back(absl::StrCat(slot, " (member ", member, ", last step ",
+                                  r.step(), ")"));
+  }
+  if (behind.empty()) return "";
+  return absl::StrCat(
+      "slot", behind.size() > 1 ? "s " : " ", absl::StrJoin(behind, ", "),
+      " to report step ", newest, ", which the other workers finished (",
+      "a pull or push that stalled, or a worker far slower than the others; "
+      "its RPCs time out after --rpc_timeout_s and start again)");
 }
 
 void Coordinator::SetWaitingLocked(Job& job, const std::string& what) {

@@ -470,6 +470,42 @@ TEST_F(CoordinatorTest, HeartbeatsPerSecondStayBoundedAsMembersJoin) {
   EXPECT_EQ(interval_told(m[0]), 500);
 }
 
+// Every member is there but one worker stopped reporting (its pull
+// stalled): 30 s after its last report, while the others finished the next
+// step, the job says it waits for that slot, naming the member.
+TEST_F(CoordinatorTest, StatusNamesAWorkerThatFellBehind) {
+  std::string p0 = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  auto id = coord_.Submit(Spec(1, 2, 100));
+  ASSERT_TRUE(id.ok()) << id.status();
+  Beat(p0), Beat(p0, *id);
+  const int i0 = Beat(w0).index(), i1 = Beat(w1).index();
+  Beat(w0, *id, {Report(0, i0, 2, 10, 2.0)});
+  Beat(w1, *id, {Report(0, i1, 2, 10, 2.0)});
+  // Members heartbeat every 5 s; w1 reports nothing more.
+  auto wait = [&](int seconds) {
+    for (int t = 0; t < seconds; t += 5) {
+      now_ += absl::Seconds(5);
+      Beat(p0, *id), Beat(w0, *id), Beat(w1, *id);
+    }
+    coord_.Tick();
+  };
+  wait(5);
+  Beat(w0, *id, {Report(1, i0, 2, 10, 2.0)});
+  wait(20);
+  EXPECT_EQ(coord_.Get(*id)->waiting(), "");  // 25 s: not yet
+  wait(10);
+  const std::string waiting = coord_.Get(*id)->waiting();
+  EXPECT_NE(waiting.find(absl::StrCat("slot ", i1, " (member ", w1,
+                                      ", last step 0) to report step 1")),
+            std::string::npos)
+      << waiting;
+  // It reports: nothing is waited for.
+  Beat(w1, *id, {Report(1, i1, 2, 10, 2.0)});
+  coord_.Tick();
+  EXPECT_EQ(coord_.Get(*id)->waiting(), "");
+}
+
 TEST_F(CoordinatorTest, JobRunsToSuccessWithExactCounts) {
   std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
