@@ -239,7 +239,10 @@ for name in procs:
     if len(mem) >= 2:
         threads[role_of(name)] += th
         drift[role_of(name)].append(max(th) - min(th))
-        growth[role_of(name)].append((mem[-1] - mem[0]) / mem[0] if mem[0] else 0.0)
+        # Growth that counts: over 5% and over 8 MB (a small process's
+        # allocator moves by a few MB).
+        grew = (mem[-1] - mem[0]) / mem[0] if mem[0] else 0.0
+        growth[role_of(name)].append(grew if mem[-1] - mem[0] > 8192 else min(grew, 0.0))
 def span(v):
     return [min(v), statistics.median(v), max(v)] if v else None
 cpu = [r["procs"]["coordinator"][2] for r in samples if "coordinator" in r["procs"]]
@@ -267,6 +270,7 @@ out = {
     "threads_coordinator_min_median_max": span(threads["coordinator"]),
     # The most any one daemon's thread count moved over the window.
     "threads_drift_max": {k: max(v) if v else None for k, v in drift.items()},
+    # Relative growth over the window; below 8 MB counted as none.
     "memory_growth_max": {k: round(max(v), 4) if v else None for k, v in growth.items()},
     "memory_end_max_mb": mem_end,
     "coordinator_cpu_share_of_a_core": round(coord_cpu, 4) if coord_cpu is not None else None,

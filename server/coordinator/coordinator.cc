@@ -424,7 +424,7 @@ int64_t Coordinator::RewindLocked(Job& job) {
   job.counted_floor = std::min(job.counted_floor, from);
   job.step_loss.clear();
   job.last_report.clear();
-  job.last_report_at.clear();
+  job.newest_step = -1;
   auto* history = job.status.mutable_history();
   while (!history->empty() && history->rbegin()->step() > from) {
     history->RemoveLast();

@@ -250,7 +250,9 @@ class Coordinator {
     int64_t counted_floor = 0;
     std::map<int64_t, std::pair<double, int>> step_loss;  // step -> (sum, n)
     std::map<int, StepReport> last_report;             // by slot
-    std::map<int, absl::Time> last_report_at;          // by slot
+    // The newest step reported by any worker, and when it first was.
+    int64_t newest_step = -1;
+    absl::Time newest_step_at = absl::InfinitePast();
     std::deque<JobEvent> events;  // the newest max_events
     int64_t events_dropped = 0;    // sequence number of events.front()
     double tokens_per_example = 0;

@@ -48,7 +48,10 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
   }
   JobProgress* p = job.status.mutable_progress();
   job.last_report[slot] = r;
-  job.last_report_at[slot] = options_.now();
+  if (r.step() > job.newest_step) {
+    job.newest_step = r.step();
+    job.newest_step_at = options_.now();
+  }
   // Examples: global batch t is a fixed range of the data, consumed once
   // step t is applied, whichever worker (or replacement) computed it. So the
   // count follows the shards' version, not the reports, which a dying

@@ -71,18 +71,14 @@ std::string Coordinator::RunningWaitLocked(const Job& job) const {
 std::string Coordinator::SlowSlotsLocked(const Job& job) const {
   // Every member is there, yet a step can wait: for a worker whose pull or
   // push stalled, or that is far slower than the others. Named once the
-  // others reported a step it has not, kSlowSlotAfter after its own last
-  // report (the text stays the same while it waits: one event).
-  int64_t newest = -1;
-  for (const auto& [slot, r] : job.last_report) newest = std::max(newest, r.step());
+  // newest step was first reported kSlowSlotAfter ago and the worker has
+  // not reported it (the text stays the same while it waits: one event).
+  const int64_t newest = job.newest_step;
   const absl::Time now = options_.now();
+  if (newest < 0 || now - job.newest_step_at < kSlowSlotAfter) return "";
   std::vector<std::string> behind;
   for (const auto& [slot, r] : job.last_report) {
-    auto at = job.last_report_at.find(slot);
-    if (r.step() >= newest || at == job.last_report_at.end() ||
-        now - at->second < kSlowSlotAfter) {
-      continue;
-    }
+    if (r.step() >= newest) continue;
     const std::string& member =
         slot < static_cast<int>(job.slots.size()) ? job.slots[slot] : "";
     behind.push_back(absl::StrCat(slot, " (member ", member, ", last step ",

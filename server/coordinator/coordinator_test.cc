@@ -500,8 +500,12 @@ TEST_F(CoordinatorTest, StatusNamesAWorkerThatFellBehind) {
                                       ", last step 0) to report step 1")),
             std::string::npos)
       << waiting;
-  // It reports: nothing is waited for.
+  // It reports: nothing is waited for; nor when it then runs ahead of w0,
+  // whose last report is 35 s old (the step it reports is new).
   Beat(w1, *id, {Report(1, i1, 2, 10, 2.0)});
+  coord_.Tick();
+  EXPECT_EQ(coord_.Get(*id)->waiting(), "");
+  Beat(w1, *id, {Report(2, i1, 2, 10, 2.0)});
   coord_.Tick();
   EXPECT_EQ(coord_.Get(*id)->waiting(), "");
 }
