@@ -18,7 +18,7 @@ bench_scale() {
   local steps=12 log_every=2 batch=8
   [ "$(id -u)" -eq 0 ] || { echo "bench scale: needs root (tools/netsim.sh)" >&2; return 1; }
   bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
-      //tools:bert_local >/dev/null
+      //tools:bert_local //tools:plot_series >/dev/null
   local bin="$out_dir/scale_bin" dir="$out_dir/scale"
   rm -rf "$dir"; mkdir -p "$bin" "$dir/data"
   cp -f bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker \
@@ -64,6 +64,29 @@ for r in rows:
     print(r["shards"], r["workers"], r["step_s"], r["predicted_step_s"],
           r["measured_over_predicted"], r["bound"].replace(" ", "-"),
           round(eff, 3) if eff else "-")
+PY
+  scale_plot "$results" "$dir/plot.json" && bazel-bin/tools/plot_series "$dir/plot.json"       "$out_dir/scale.svg" && echo "plot: $out_dir/scale.svg"
+}
+
+# The plot's input (tools/plot_series): per shard count, the measured step
+# times as points and the model's as a line, against the workers.
+scale_plot() {
+  /usr/bin/python3 - "$1" > "$2" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
+series = []
+for k, S in enumerate(sorted({r["shards"] for r in rows})):
+    pts = sorted((r["workers"], r["step_s"], r["predicted_step_s"]) for r in rows if r["shards"] == S)
+    c = colors[k % len(colors)]
+    series.append({"name": f"S={S} model", "x": [p[0] for p in pts], "y": [p[2] for p in pts],
+                   "style": "line", "color": c})
+    series.append({"name": f"S={S} measured", "x": [p[0] for p in pts], "y": [p[1] for p in pts],
+                   "style": "points", "color": c})
+r0 = rows[0]
+print(json.dumps({"title": f"BSP step time, {r0['config']}, {r0['link']} links, "
+                           f"{r0['compute_ms']:.0f} ms compute: measured vs model",
+                  "x_label": "workers", "left_label": "step time (s)", "series": series}))
 PY
 }
 
