@@ -15,7 +15,9 @@
 bench_scale() {
   local workers_list="${1:-1 2 4 8 16}" shards_list="${2:-1 2 4}" rate="${3:-2500mbit}"
   local config="${4:-mini}" compute_ms="${5:-200}"
-  local steps=12 log_every=2 batch=8
+  # SCALE_STEPS steps per point, timed from the progress line at step
+  # SCALE_FROM (default 12 and the first line, step 2) to the last.
+  local steps="${SCALE_STEPS:-12}" log_every=2 batch=8
   [ "$(id -u)" -eq 0 ] || { echo "bench scale: needs root (tools/netsim.sh)" >&2; return 1; }
   bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
       //tools:bert_local //tools:plot_series >/dev/null
@@ -137,6 +139,7 @@ for f in glob.glob(pdir + "/worker*.log"):
         if line.startswith("{") and '"examples_per_sec"' in line:
             j = json.loads(line)
             pts.append((j["step"], j["step"] * batch / j["examples_per_sec"]))
+    pts = [p for p in pts if p[0] >= int(os.environ.get("SCALE_FROM", "0"))] or pts
     (s0, t0), (s1, t1) = pts[0], pts[-1]
     per.append((t1 - t0) / (s1 - s0))
 step_s = sorted(per)[len(per) // 2]

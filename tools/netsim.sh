@@ -17,6 +17,9 @@
 #                                       host's busy CPU time
 #   tools/netsim.sh down                stop everything on the hosts, remove
 #                                       them (also what an interrupted run left)
+#   NETSIM_RTO_MIN=10ms tools/netsim.sh up ...  hosts whose TCP retransmits
+#                                       after 10 ms at the least (default:
+#                                       the kernel's 200 ms)
 #   tools/netsim.sh run HOSTS RATE -- CMD...
 #                                       up, run CMD on the real host with
 #                                       NETSIM set to this script, down (also
@@ -122,6 +125,12 @@ cmd_up() {
     ip netns exec "$ns" ip link set eth0 up
     ip netns exec "$SWITCH_NS" ip link set "p$i" master sw
     ip netns exec "$SWITCH_NS" ip link set "p$i" up
+    # NETSIM_RTO_MIN (e.g. 10ms): the hosts' minimum retransmission timeout
+    # (Linux: 200 ms), as data centres lower it.
+    if [ -n "${NETSIM_RTO_MIN:-}" ]; then
+      ip netns exec "$ns" ip route replace "$SUBNET.0/24" dev eth0 \
+          rto_min "$NETSIM_RTO_MIN"
+    fi
     shape "$ns" eth0 "$rate"            # host -> switch
     shape "$SWITCH_NS" "p$i" "$rate"    # switch -> host
   done
@@ -245,5 +254,5 @@ case "${1:-}" in
   measure) shift; need_root; cmd_measure "$@" ;;
   trace) [ "$#" -ge 2 ] || die "usage: trace FILE [MS]"; shift; need_root; cmd_trace "$@" ;;
   run) [ "$#" -ge 4 ] || die "usage: run HOSTS RATE -- CMD..."; shift; cmd_run "$@" ;;
-  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
