@@ -151,7 +151,7 @@ if run == "kills":
     plan = [(0.4 * minutes * 60, "kill worker"), (0.4 * minutes * 60 + 45, "start worker"),
             (0.5 * minutes * 60, "kill primary"), (0.5 * minutes * 60 + 45, "start spare")]
 killed = set()
-restarts = 0
+victim_host = None  # the killed primary's host, where the new spare starts
 while time.monotonic() < end:
     now = time.monotonic() - t0
     while plan and plan[0][0] <= now:
@@ -177,7 +177,7 @@ while time.monotonic() < end:
             p.send_signal(signal.SIGKILL); p.wait(); killed.add(victim)
             events.append({"t": round(now, 1), "event": f"kill -9 {victim} (primary of shard 1)"})
             victim_host = host
-        elif action == "start spare":
+        elif action == "start spare" and victim_host is not None:
             shard("shard-r", victim_host)
             events.append({"t": round(now, 1), "event": "a new spare shard daemon started"})
     s = status()

@@ -281,6 +281,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<HeartbeatResponse> HeartbeatLocked(const HeartbeatRequest& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // heartbeat_interval_ms_ for `alive` members (options' heartbeat_ms and
+  // max_heartbeats_per_s, at most member_timeout / 5).
+  void SetHeartbeatIntervalLocked(int64_t alive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shard 0's ledger: the counts of progress, and the check that a finished
   // job consumed each example of its plan exactly once.
   void TakeLedgerLocked(Job& job, const HeartbeatRequest& r)

@@ -1,18 +1,224 @@
-// The Coordinator's Members: a member lost (its shard, slots or lease taken
-// back), the worker slots a train member holds (its own and those it took
-// over), and probes of the shards a train member could not reach.
+// The Coordinator's Members: registration and heartbeats (ClusterService)
+// and the interval members are told, a member lost (its shard, slots or lease
+// taken back), the worker slots a train member holds (its own and those it
+// took over), and probes of the shards a train member could not reach.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
 
 namespace bertps {
 
+using coordinator_internal::HasEval;
 using coordinator_internal::IsPool;
+using coordinator_internal::IsTrainer;
 using coordinator_internal::StagesOf;
+
+absl::StatusOr<RegisterResponse> Coordinator::Register(
+    const RegisterRequest& r) {
+  if (r.role() != PS && !IsTrainer(r.role()) && !IsPool(r.role())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: role ", Role_Name(r.role()),
+                     " is not served by this coordinator yet"));
+  }
+  if (r.role() == STAGE_ROLE && r.address().empty()) {
+    return absl::InvalidArgumentError(
+        "register: a pipeline-stage member needs its StageService address");
+  }
+  if (r.role() == PS && r.address().empty()) {
+    return absl::InvalidArgumentError(
+        "register: a parameter-server member needs its address");
+  }
+  if (r.memory_limit_bytes() < 0 || r.memory_limit_source().size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "register: memory_limit_bytes must be >= 0 (got ",
+        r.memory_limit_bytes(), ") and memory_limit_source at most 256 bytes"));
+  }
+  absl::MutexLock l(&mu_);
+  // A shard or stage registering at the address of a live member of its role
+  // is that member's process started again: the old one is gone (two
+  // processes cannot listen on one address), so its job recovers now rather
+  // than after the member timeout.
+  if (!r.address().empty()) {
+    for (auto& [id, old] : members_) {
+      if (old.alive && old.role == r.role() && old.address == r.address()) {
+        old.alive = false;
+        LoseMemberLocked(old, "was restarted (a new process registered at "
+                              "its address)");
+      }
+    }
+  }
+  Member m;
+  // Ids carry this coordinator's instance, so a member still holding an id
+  // from before a restart is told "unknown member" rather than taken for
+  // another member.
+  m.id = absl::StrFormat("m%d-%s", next_member_++, instance_);
+  m.role = r.role();
+  m.address = r.address();
+  m.memory_limit = r.memory_limit_bytes();
+  m.memory_source = r.memory_limit_source();
+  m.last_seen = options_.now();
+  members_[m.id] = m;
+  RegisterResponse resp;
+  resp.set_member_id(m.id);
+  TickLocked();
+  resp.set_heartbeat_ms(heartbeat_interval_ms_);
+  return resp;
+}
+
+absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
+    const HeartbeatRequest& r) {
+  absl::MutexLock l(&mu_);
+  absl::StatusOr<HeartbeatResponse> resp = HeartbeatLocked(r);
+  if (resp.ok()) resp->set_heartbeat_ms(heartbeat_interval_ms_);
+  return resp;
+}
+
+int64_t Coordinator::heartbeat_interval_ms() const {
+  absl::MutexLock l(&mu_);
+  return heartbeat_interval_ms_;
+}
+
+absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
+    const HeartbeatRequest& r) {
+  auto mit = members_.find(r.member_id());
+  if (mit == members_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown member ", r.member_id(), ": register again"));
+  }
+  Member& m = mit->second;
+  m.last_seen = options_.now();
+  // Whether this heartbeat changes what a tick acts on (members, slots,
+  // shards, results, a job's end); else it ticks only when one is due.
+  bool changed = !m.alive || !r.error().empty() || r.done() ||
+                 r.done_slots_size() > 0 || r.results_size() > 0 ||
+                 !r.unreachable().empty() || (!m.job.empty() && !m.told);
+  m.alive = true;
+  auto tick = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (changed || options_.now() - last_tick_ >= kHeartbeatTickEvery) {
+      TickLocked();
+    }
+  };
+  if (r.leaving()) {
+    // Shutting down: results and reports still count; then the member's
+    // lease, slot or shard is taken back at once.
+    if (IsPool(m.role)) {
+      for (const WorkResult& res : r.results()) TakeResultLocked(m, r.job_id(), res);
+    } else if (IsTrainer(m.role) && !m.job.empty() && r.job_id() == m.job &&
+               m.told) {
+      Job& job = jobs_[m.job];
+      if (job.status.state() == RUNNING &&
+          r.incarnation() == job.status.incarnation()) {
+        RecordReportsLocked(job, m, r);
+      }
+    }
+    m.alive = false;
+    LoseMemberLocked(m, "left (shut down)");
+    members_.erase(mit);
+    TickLocked();
+    HeartbeatResponse resp;
+    resp.mutable_assignment()->set_stop(true);
+    return resp;
+  }
+  if (IsPool(m.role)) {
+    for (const WorkResult& res : r.results()) TakeResultLocked(m, r.job_id(), res);
+    tick();
+    if (m.job.empty()) LeaseLocked(m);
+    HeartbeatResponse resp;
+    *resp.mutable_assignment() = AssignmentLocked(m);
+    return resp;
+  }
+  // Reports, errors and "done" count only from a member that was sent this
+  // job under its current id (not from work begun before a restart).
+  if (!r.job_id().empty() && r.job_id() == m.job && m.told) {
+    Job& job = jobs_[m.job];
+    // Only from the current start of the job (not a part begun before the
+    // job was started again).
+    if (job.status.state() == RUNNING &&
+        r.incarnation() == job.status.incarnation()) {
+      if (IsTrainer(m.role)) {
+        RecordReportsLocked(job, m, r);
+        if (!r.unreachable().empty()) QueueProbesLocked(job, m, r.unreachable());
+      }
+      if (m.role == PS && TakeShardReportLocked(job, m, r)) changed = true;
+      if (!r.error().empty()) {
+        FinishLocked(job, FAILED,
+                     absl::StrCat(m.role == PS ? "parameter-server shard "
+                                  : m.role == STAGE_ROLE ? "pipeline slot "
+                                                         : "worker ",
+                                  m.index, " (member ", m.id, "): ", r.error()));
+      } else if ((r.done() || r.done_slots_size() > 0) &&
+                 IsTrainer(m.role)) {
+        // `done` is for the member's own slot; done_slots also names the
+        // slots it took over whose part finished.
+        if (r.done()) job.slot_done[m.index] = true;
+        for (int d : r.done_slots()) {
+          const int slot = SlotOfLocked(m, d);
+          if (slot >= 0) job.slot_done[slot] = true;
+        }
+        if (!job.training_done &&
+            std::all_of(job.slot_done.begin(), job.slot_done.end(),
+                        [](bool d) { return d; })) {
+          job.training_done = true;
+          AdvanceLocked(job, job.status.progress().total_steps());
+          const JobSpec& spec = job.status.spec();
+          if (HasEval(spec) && !spec.eval().no_final()) {
+            if (job.last_checkpoint.empty()) {
+              FinishLocked(job, FAILED,
+                           "final eval: no checkpoint was reported (set "
+                           "checkpoint.dir)");
+            } else {
+              bool have = false;
+              for (const Round& rd : job.rounds) {
+                have |= rd.version == job.last_checkpoint_version;
+              }
+              if (!have) {
+                AddRoundLocked(job, "final", job.last_checkpoint_version,
+                               job.last_checkpoint);
+              }
+              EventLocked(job, "training done; final eval");
+            }
+          }
+          MaybeSucceedLocked(job);
+        }
+      }
+    }
+  }
+  tick();
+  Member& me = members_[r.member_id()];
+  if (me.role == PS && !me.job.empty()) {
+    Job& job = jobs_[me.job];
+    if (me.told && r.job_id() == me.job &&
+        r.incarnation() == job.status.incarnation() && r.error().empty() &&
+        job.ready_shards.insert(me.id).second) {
+      TickLocked();  // a shard newly ready: what the job waits for changed
+    }
+  }
+  HeartbeatResponse resp;
+  *resp.mutable_assignment() = AssignmentLocked(me);
+  if (!me.job.empty() && resp.assignment().job_id() == me.job &&
+      !resp.assignment().wait()) {
+    me.told = true;
+  }
+  return resp;
+}
+
+void Coordinator::SetHeartbeatIntervalLocked(int64_t alive) {
+  const CoordinatorOptions& o = options_;
+  int64_t ms = o.heartbeat_ms;
+  if (o.max_heartbeats_per_s > 0) {
+    ms = std::max(ms, (alive * 1000 + o.max_heartbeats_per_s - 1) /
+                          o.max_heartbeats_per_s);
+  }
+  heartbeat_interval_ms_ = std::min(
+      ms, std::max(o.heartbeat_ms,
+                   absl::ToInt64Milliseconds(o.member_timeout) / 5));
+}
 
 void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   if (m.job.empty()) return;
