@@ -284,6 +284,14 @@ class Coordinator {
   // heartbeat_interval_ms_ for `alive` members (options' heartbeat_ms and
   // max_heartbeats_per_s, at most member_timeout / 5).
   void SetHeartbeatIntervalLocked(int64_t alive) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether m may be given work: alive and heard within kHeardIntervals
+  // heartbeat intervals (at least kHeardAtLeast). A member killed a moment
+  // ago is alive until member_timeout; work given to it would wait out
+  // that timeout (and, for a shard, restart the job).
+  bool HeardLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "" or, for the waiting message, the idle members of `role` not heard
+  // lately ("; 1 idle train worker not heard for 4.2 s").
+  std::string UnheardLocked(Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Shard 0's ledger: the counts of progress, and the check that a finished
   // job consumed each example of its plan exactly once.
   void TakeLedgerLocked(Job& job, const HeartbeatRequest& r)

@@ -92,10 +92,12 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
         absl::StrCat("unknown member ", r.member_id(), ": register again"));
   }
   Member& m = mit->second;
+  // An idle member not heard lately was given no work: now it may be.
+  const bool unheard = !HeardLocked(m) && m.job.empty();
   m.last_seen = options_.now();
   // Whether this heartbeat changes what a tick acts on (members, slots,
   // shards, results, a job's end); else it ticks only when one is due.
-  bool changed = !m.alive || !r.error().empty() || r.done() ||
+  bool changed = !m.alive || unheard || !r.error().empty() || r.done() ||
                  r.done_slots_size() > 0 || r.results_size() > 0 ||
                  !r.unreachable().empty() || (!m.job.empty() && !m.told);
   m.alive = true;
@@ -218,6 +220,50 @@ void Coordinator::SetHeartbeatIntervalLocked(int64_t alive) {
   heartbeat_interval_ms_ = std::min(
       ms, std::max(o.heartbeat_ms,
                    absl::ToInt64Milliseconds(o.member_timeout) / 5));
+}
+
+namespace {
+constexpr int kHeardIntervals = 3;
+constexpr absl::Duration kHeardAtLeast = absl::Seconds(2);
+
+const char* MemberNoun(Role role) {
+  switch (role) {
+    case PS:
+      return "parameter-server daemon";
+    case TRAIN:
+      return "train worker";
+    case STAGE_ROLE:
+      return "stage daemon";
+    default:
+      return "member";
+  }
+}
+}  // namespace
+
+bool Coordinator::HeardLocked(const Member& m) const {
+  if (!m.alive) return false;
+  // After the coordinator's own stall, members are as fresh as its return.
+  const absl::Duration silent =
+      options_.now() - std::max(m.last_seen, resumed_at_);
+  return silent <= std::min(options_.member_timeout,
+                            std::max(kHeardAtLeast,
+                                     kHeardIntervals * absl::Milliseconds(
+                                                           heartbeat_interval_ms_)));
+}
+
+std::string Coordinator::UnheardLocked(Role role) const {
+  int n = 0;
+  absl::Duration longest;
+  for (const auto& [id, m] : members_) {
+    if (!m.alive || !m.job.empty() || m.role != role || HeardLocked(m)) continue;
+    ++n;
+    longest = std::max(longest, options_.now() - m.last_seen);
+  }
+  if (n == 0) return "";
+  return absl::StrCat("; ", n, " idle ", MemberNoun(role), n > 1 ? "s" : "",
+                      " not heard for ",
+                      absl::StrFormat("%.1f", absl::ToDoubleSeconds(longest)),
+                      " s (given work once heard)");
 }
 
 void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {

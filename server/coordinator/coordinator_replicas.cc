@@ -212,7 +212,7 @@ void Coordinator::AddBackupsLocked(Job& job) {
            want) {
       Member* idle = nullptr;
       for (auto& [id, m] : members_) {
-        if (m.alive && m.job.empty() && m.role == PS &&
+        if (HeardLocked(m) && m.job.empty() && m.role == PS &&
             now >= m.no_join_before && FitsLocked(m, job)) {
           idle = &m;
           break;

@@ -110,7 +110,7 @@ void Coordinator::FillShardsLocked(Job& job) {
   for (size_t i = 0; i < job.shards.size(); ++i) {
     if (!job.shards[i].empty()) continue;
     for (auto& [id, m] : members_) {
-      if (m.alive && m.job.empty() && m.role == PS && FitsLocked(m, job)) {
+      if (HeardLocked(m) && m.job.empty() && m.role == PS && FitsLocked(m, job)) {
         m.job = job.status.id();
         m.index = static_cast<int>(i);
         m.told = false;
@@ -172,7 +172,7 @@ void Coordinator::StartJobsLocked() {
     const Role trainer = S > 1 ? STAGE_ROLE : TRAIN;
     std::vector<Member*> ps, train;
     for (auto& [id, m] : members_) {
-      if (!m.alive || !m.job.empty() || !FitsLocked(m, job)) continue;
+      if (!HeardLocked(m) || !m.job.empty() || !FitsLocked(m, job)) continue;
       if (m.role == PS) ps.push_back(&m);
       if (m.role == trainer) train.push_back(&m);
     }
@@ -189,7 +189,8 @@ void Coordinator::StartJobsLocked() {
         absl::StrAppend(&members, ", an eval worker");
       }
       absl::StrAppend(&members, TooSmallLocked(job, PS),
-                      TooSmallLocked(job, trainer));
+                      TooSmallLocked(job, trainer), UnheardLocked(PS),
+                      UnheardLocked(trainer));
       SetWaitingLocked(job, absl::StrCat("members: ", members));
       const std::string why = absl::StrCat("job ", *qit, " waits for ",
                                            members);
@@ -255,7 +256,8 @@ void Coordinator::FillSlotsLocked(Job& job) {
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   auto idle = [&]() -> Member* {
     for (auto& [id, m] : members_) {
-      if (m.alive && m.job.empty() && m.role == trainer && FitsLocked(m, job)) {
+      if (HeardLocked(m) && m.job.empty() && m.role == trainer &&
+          FitsLocked(m, job)) {
         return &m;
       }
     }

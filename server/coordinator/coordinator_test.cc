@@ -148,10 +148,21 @@ TEST_F(CoordinatorTest, StatusSaysWhatTheJobWaitsFor) {
   EXPECT_EQ(st.waiting_since_ms(), absl::ToUnixMillis(now_));
   now_ += absl::Seconds(3);
   std::string w1 = Join(TRAIN);
+  // p0 and w0, silent for 3 s, may be gone (a kill -9 is declared only at
+  // the member timeout): the job starts once they are heard again.
+  st = *coord_.Get(*id);
+  EXPECT_EQ(st.state(), PENDING);
+  EXPECT_EQ(st.waiting(),
+            "members: 0/1 idle parameter-server daemons, 1/2 idle train "
+            "workers; 1 idle parameter-server daemon not heard for 3.0 s "
+            "(given work once heard); 1 idle train worker not heard for "
+            "3.0 s (given work once heard)");
+  Beat(p0), Beat(w0);
+  coord_.Tick();
   st = *coord_.Get(*id);
   EXPECT_EQ(st.state(), RUNNING);
   EXPECT_EQ(st.waiting(), "");
-  Beat(p0), Beat(p0, *id);
+  Beat(p0, *id);
   Beat(w0, *id), Beat(w1, *id);
   // Worker 1 dies; nobody takes its slot.
   now_ += absl::Seconds(6);
@@ -1178,6 +1189,37 @@ TEST_F(CoordinatorTest, LeavingWorkerFreesItsSlotAtOnce) {
   again.set_member_id(w1);
   EXPECT_EQ(coord_.Heartbeat(again).status().code(), absl::StatusCode::kNotFound);
   (void)a0;
+}
+
+// A daemon killed a moment ago is alive until the member timeout: a freed
+// slot goes to an idle daemon heard lately, not to one silent for seconds.
+TEST_F(CoordinatorTest, AFreedSlotGoesToADaemonHeardLately) {
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  auto id = *coord_.Submit(Spec(1, 2, 10));
+  Beat(p), Beat(p, id);
+  Beat(w0, id);
+  const int slot = Beat(w1, id).index();
+  std::string gone = Join(TRAIN);  // killed -9 right after registering
+  now_ += absl::Seconds(3);
+  std::string fresh_later = Join(TRAIN);
+  now_ += absl::Seconds(3);  // fresh_later: 3 s silent too
+  Beat(p, id), Beat(w0, id);
+  HeartbeatRequest leave;
+  leave.set_member_id(w1);
+  leave.set_job_id(id);
+  leave.set_leaving(true);
+  ASSERT_TRUE(coord_.Heartbeat(leave).ok());
+  JobStatus st = *coord_.Get(id);
+  EXPECT_EQ(st.slots(slot).member(), "") << st.DebugString();
+  EXPECT_NE(st.waiting().find(absl::StrCat("an idle train worker for slot ", slot)),
+            std::string::npos) << st.waiting();
+  // The daemon that is alive heartbeats: the slot is its at once.
+  Assignment a = Beat(fresh_later);
+  EXPECT_EQ(a.job_id(), id);
+  EXPECT_EQ(a.index(), slot);
+  EXPECT_EQ(coord_.Get(id)->slots(slot).member(), fresh_later);
+  (void)gone;
 }
 
 TEST(CoordinatorEvents, OnlyTheNewestEventsAreKept) {
