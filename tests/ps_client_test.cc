@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "common/model/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -33,6 +34,7 @@ enum class Fault {
   kOddBytes,       // a chunk whose data is not whole floats
   kRepeatedRow,    // two row chunks of the same row (sent first)
   kShort,          // the last slice left out
+  kStall,          // 100 chunks, then nothing until the call is cancelled
 };
 
 // Element e of layout tensor t holds spec.offset + e: every value says
@@ -62,7 +64,7 @@ class ScriptedShard final : public ParameterServer::Service {
 
   // Version 7, then every slice in chunks of 7 elements (many messages, so
   // that a fault lands mid-stream with more to come after it).
-  grpc::Status Pull(grpc::ServerContext*, const PullRequest*,
+  grpc::Status Pull(grpc::ServerContext* ctx, const PullRequest*,
                     grpc::ServerWriter<PullResponse>* w) override {
     const ParamLayout layout = ParamLayout::ForBert(Small(), BertTask::kPretrain);
     const ps::PartitionPlan plan = *ps::PartitionPlan::Make(layout, 1);
@@ -91,6 +93,11 @@ class ScriptedShard final : public ParameterServer::Service {
         c->set_dtype(F32);
         c->set_offset(at);
         c->set_data(Values(spec, at, n));
+        if (sent == 100 && fault_ == Fault::kStall) {
+          // A stream that stops moving, its connection alive.
+          while (!ctx->IsCancelled()) absl::SleepFor(absl::Milliseconds(20));
+          return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+        }
         if (++sent == 100 && fault_ != Fault::kRepeatedRow) Spoil(layout, &m);
         w->Write(m);
       }
@@ -124,6 +131,7 @@ class ScriptedShard final : public ParameterServer::Service {
       }
       case Fault::kNone:
       case Fault::kShort:
+      case Fault::kStall:
         break;
     }
   }
@@ -193,6 +201,43 @@ TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
     EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss) << v.status();
     EXPECT_NE(v.status().message().find(c.message), absl::string_view::npos)
         << v.status();
+  }
+}
+
+// A pull whose stream stops after part of the parameters (a shard's
+// connection half-open, a stream window that never reopened) fails
+// UNAVAILABLE once it was silent for pull_stall_timeout, naming how far it
+// got, instead of holding the worker until rpc_timeout; with the watch off
+// it waits out the deadline.
+TEST(PsClientStall, AStreamThatStopsIsCancelledAndNamed) {
+  ScriptedShard shard(Fault::kStall);
+  Serving serving(&shard);
+  ASSERT_NE(serving.server, nullptr);
+  const ParamLayout layout = ParamLayout::ForBert(Small(), BertTask::kPretrain);
+  std::vector<float> params(layout.total_size());
+  for (const bool watched : {true, false}) {
+    PsClientOptions o = serving.Options();
+    o.rpc_timeout = absl::Seconds(3);
+    o.pull_stall_timeout = watched ? absl::Milliseconds(500) : absl::ZeroDuration();
+    auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
+    ASSERT_TRUE(client.ok()) << client.status();
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<int64_t> v = (*client)->Pull(0, 0, 0, params.data());
+    const absl::Duration took = absl::Now() - t0;
+    ASSERT_FALSE(v.ok());
+    if (watched) {
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kUnavailable) << v.status();
+      EXPECT_NE(v.status().message().find("stalled: nothing for 500ms after "),
+                std::string::npos)
+          << v.status();
+      EXPECT_LT(took, absl::Seconds(2.5));
+      EXPECT_EQ((*client)->pull_stalls(), 1);
+    } else {
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded)
+          << v.status();
+      EXPECT_GE(took, absl::Seconds(2.5));
+      EXPECT_EQ((*client)->pull_stalls(), 0);
+    }
   }
 }
 

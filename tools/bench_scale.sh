@@ -119,7 +119,7 @@ scale_point() {
           --worker_index $i --num_workers $w --config '"$config"' \
           --data "$dir/data/*.tfrecord" --batch '"$batch"' --steps '"$steps"' \
           --simulate_compute_ms '"$compute_ms"' --log_every '"$log_every"' \
-          > "$pdir/worker$i.log" 2>&1 &
+          '"${SCALE_WORKER_FLAGS:-}"' > "$pdir/worker$i.log" 2>&1 &
       pids+=("$!")
     done
     for p in "${pids[@]}"; do wait "$p"; done

@@ -78,6 +78,10 @@ ABSL_FLAG(int64_t, checkpoint_every, 0, "Steps between checkpoints.");
 ABSL_FLAG(std::string, export_path, "", "Worker 0 exports the final model.");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
 ABSL_FLAG(int, rpc_timeout_s, 120, "Deadline of every RPC, seconds.");
+ABSL_FLAG(int64_t, pull_window_bytes, -1,
+          "HTTP/2 receive window of each shard's pull stream, bytes (0: "
+          "gRPC's, grown by its bandwidth probes; -1: the client's default, "
+          "docs/ps.md).");
 
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
@@ -101,7 +105,9 @@ int main(int argc, char** argv) {
       .Range("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0,
              int64_t{1} << 40)
       .Range("log_every", absl::GetFlag(FLAGS_log_every), 1, int64_t{1} << 40)
-      .Range("rpc_timeout_s", absl::GetFlag(FLAGS_rpc_timeout_s), 1, 86400);
+      .Range("rpc_timeout_s", absl::GetFlag(FLAGS_rpc_timeout_s), 1, 86400)
+      .Range("pull_window_bytes", absl::GetFlag(FLAGS_pull_window_bytes), -1,
+             int64_t{1} << 30);
   if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_worker: %s\n", tcp.ToString().c_str());
@@ -239,6 +245,10 @@ int main(int argc, char** argv) {
   o.ps.addresses = absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
   o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.ps.compress_bf16 = absl::GetFlag(FLAGS_bf16_push);
+  if (absl::GetFlag(FLAGS_pull_window_bytes) >= 0) {
+    o.ps.pull_window_bytes =
+        static_cast<int>(absl::GetFlag(FLAGS_pull_window_bytes));
+  }
   o.ps.security = *security;
   auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
   if (!config.ok()) return fail(config.status());

@@ -32,6 +32,7 @@ PsClient::PsClient(const PsClientOptions& options, const BertConfig& config,
       plan_(std::move(plan)) {
   const int shards = static_cast<int>(options_.addresses.size());
   canceller_ = std::make_unique<ps::CallCanceller>(options_.cancel);
+  stall_watch_ = std::make_unique<ps::StallWatch>();
   pull_lanes_ = std::make_unique<ThreadLanes>("ps pull", shards);
   copy_lanes_ = std::make_unique<ThreadLanes>("ps pull copy", shards);
   push_lanes_ = std::make_unique<ThreadLanes>("ps push", shards);

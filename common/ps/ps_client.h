@@ -38,6 +38,7 @@
 #include "common/thread_lanes.h"
 #include "proto/ps.grpc.pb.h"
 #include "common/ps/call_canceller.h"
+#include "common/ps/stall_watch.h"
 #include "common/ps/partition.h"
 
 namespace bertps {
@@ -71,6 +72,11 @@ struct PsClientOptions {
   // shards sent far ahead, and the worker grew its receive buffers by
   // hundreds of MB it had to touch first (docs/ps.md, Overlap 10).
   std::optional<int> pull_window_bytes;
+  // A pull stream that has sent its version but then nothing more for this
+  // long is cancelled and fails UNAVAILABLE, naming how far it got (its
+  // connection half-open, or its stream window never reopened): the caller
+  // retries now instead of at rpc_timeout. 0: never.
+  absl::Duration pull_stall_timeout = absl::Seconds(30);
   // Called (on the calling thread) with each UNAVAILABLE a shard's pull,
   // push or announce ends in: a shard unreachable, perhaps gone. A member
   // tells the coordinator at once, which probes the shards instead of
@@ -99,6 +105,8 @@ class PsClient {
   bool pull_copy_thread() const { return pull_copy_thread_; }
   // PsClientOptions::pull_window_bytes, resolved (0: gRPC's).
   int pull_window_bytes() const { return pull_window_bytes_; }
+  // Pull streams cancelled for a stall so far.
+  int64_t pull_stalls() const { return stall_watch_->stalls(); }
 
   // Parameters of version >= min_version (BSP) / allowed for `step` (SSP)
   // into params (layout order). Returns the version (all shards agree under
@@ -183,6 +191,8 @@ class PsClient {
   // Cancels the calls in flight once options_.cancel is set. Outlives the
   // lanes (declared before them), whose tasks register calls.
   std::unique_ptr<ps::CallCanceller> canceller_;
+  // Cancels pull streams that stopped (options_.pull_stall_timeout).
+  std::unique_ptr<ps::StallWatch> stall_watch_;
   // Long-lived threads, a lane per shard: pull streams, their copiers, push
   // senders and checkpoint calls (no thread is created per step). Last:
   // they stop, waiting for their tasks, before the channels go.

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/handoff.h"
@@ -157,10 +158,15 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
     copier.emplace(kPullHandoffDepth, copy, copy_lanes_.get(), shard);
   }
   absl::Status failed;  // of this thread: a malformed message, a bad chunk
+  // Once the version came, the rest must flow (StallWatch).
+  bool stalled = false;
+  auto unwatch = absl::MakeCleanup([&] { stalled = stall_watch_->Unwatch(ctx); });
   while (reader->Read(&buf)) {
+    stall_watch_->Progress(ctx);
     absl::Status parsed = ps::ParsePullResponse(buf, &msg);
     if (parsed.ok() && msg.has_version) {
       *version = msg.version;
+      if (!have_version) stall_watch_->Watch(ctx, options_.pull_stall_timeout);
       have_version = true;
       continue;
     }
@@ -182,6 +188,15 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
     return !copied.ok() ? copied : failed;
   }
   absl::Status st = FromGrpcStatus(reader->Finish());
+  std::move(unwatch).Invoke();
+  if (stalled) {
+    return absl::UnavailableError(absl::StrCat(
+        "pull from shard ", shard, " (", options_.addresses[shard],
+        ") stalled: nothing for ",
+        absl::FormatDuration(options_.pull_stall_timeout), " after ",
+        received, " of ", expected,
+        " elements, cancelled (its stream or connection stopped moving)"));
+  }
   if (!st.ok()) {
     // How far it got says where it stopped: no version yet (the shard had
     // not answered: the request or the version it waits for never came),
