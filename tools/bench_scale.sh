@@ -16,7 +16,9 @@ bench_scale() {
   local workers_list="${1:-1 2 4 8 16}" shards_list="${2:-1 2 4}" rate="${3:-2500mbit}"
   local config="${4:-mini}" compute_ms="${5:-200}"
   # SCALE_STEPS steps per point, timed from the progress line at step
-  # SCALE_FROM (default 12 and the first line, step 2) to the last.
+  # SCALE_FROM (default 12 and the first line, step 2) to the last;
+  # SCALE_WORKER_FLAGS: more flags for every worker (e.g.
+  # --pull_window_bytes=0).
   local steps="${SCALE_STEPS:-12}" log_every=2 batch=8
   [ "$(id -u)" -eq 0 ] || { echo "bench scale: needs root (tools/netsim.sh)" >&2; return 1; }
   bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
