@@ -223,6 +223,18 @@ for m in range(int(minutes)):
     if len(inside) >= 2:
         per_min.append(inside[-1]["step"] - inside[0]["step"])
 steady = per_min[1:] if len(per_min) > 2 else per_min
+# The longest time the step did not move (from the 10 s samples, after the
+# first step): a stalled worker holds every BSP step.
+longest, since = 0.0, None
+for a, b in zip(rows, rows[1:]):
+    if since is None:
+        if a["step"] < 1:
+            continue
+        since = a["t"]
+    if b["step"] != a["step"]:
+        since = b["t"]
+    else:
+        longest = max(longest, b["t"] - since)
 # Threads and memory of each role from the middle of the run to its end
 # (after the kills' recovery in the "kills" run: the last 30%).
 cut = rows[-1]["t"] * (0.7 if run == "kills" else 0.5)
@@ -265,6 +277,7 @@ out = {
     "slots_shared_max": max((r.get("shared_slots", 0) for r in rows), default=0),
     "steps_per_minute": per_min,
     "steps_per_minute_median": statistics.median(steady) if steady else 0,
+    "longest_without_a_step_s": round(longest, 1),
     "threads_shard_min_median_max": span(threads["shard"]),
     "threads_worker_min_median_max": span(threads["worker"]),
     "threads_coordinator_min_median_max": span(threads["coordinator"]),
@@ -280,6 +293,8 @@ out = {
 out["verdict"] = {
     "no_deadlock": bool(per_min) and min(per_min) > 0 and out["state_at_end"] == "RUNNING",
     "no_restart": out["restarts"] == 0,
+    # A pull that stops is given up after 30 s (ps.md), the step started again.
+    "no_step_gap_over_60s": longest <= 60,
     "threads_flat": all(v is None or v <= 4 for v in out["threads_drift_max"].values()),
     "memory_flat": all(g is None or g <= 0.05 for g in out["memory_growth_max"].values()),
     "coordinator_cpu_under_5pct": coord_cpu is not None and coord_cpu < 0.05,
