@@ -358,6 +358,10 @@ void Coordinator::QueueProbesLocked(Job& job, const Member& reporter,
   const absl::Time now = options_.now();
   if (now - job.last_probe < absl::Seconds(1)) return;
   job.last_probe = now;
+  // Said in the job's events also when every shard answers (a pull that
+  // stalled, a link that dropped): the user sees why a step started again.
+  EventLocked(job, absl::StrCat("member ", reporter.id, " could not reach the "
+                                "shards (", why, "): probing them"));
   for (const std::string& id : job.shards) {
     auto it = members_.find(id);
     if (it == members_.end() || !it->second.alive) continue;

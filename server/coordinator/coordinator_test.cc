@@ -865,6 +865,16 @@ TEST(CoordinatorProbe, ALateProbeIsNoVerdictOnAMemberThatHeartbeats) {
   coord.Tick();
   EXPECT_EQ(probes, 2);
   EXPECT_EQ(coord.Get(id)->restarts(), 0);  // p1 heartbeat just now
+  // The report is in the job's events all the same.
+  int64_t seq = 0;
+  auto events = coord.WaitForEvents(id, &seq, cc.now);
+  ASSERT_TRUE(events.ok());
+  std::string all;
+  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
+  EXPECT_NE(all.find("member " + w + " could not reach the shards (pull from "
+                     "127.0.0.1:2: Deadline Exceeded): probing them"),
+            std::string::npos)
+      << all;
   // p1 falls silent: 1.5 s (3 x 500 ms) later a late probe is a verdict.
   cc.now += absl::Milliseconds(1600);
   cc.Beat(p0, id, "");
