@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/ps/wire.h"
 #include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/security.h"
@@ -78,6 +79,10 @@ ABSL_FLAG(int64_t, checkpoint_every, 0, "Steps between checkpoints.");
 ABSL_FLAG(std::string, export_path, "", "Worker 0 exports the final model.");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
 ABSL_FLAG(int, rpc_timeout_s, 120, "Deadline of every RPC, seconds.");
+ABSL_FLAG(int, keepalive_ms, bertps::ps::kKeepaliveTimeMs,
+          "HTTP/2 keepalive pings to the shards while a call is open, ms (0: "
+          "none): a shard gone or frozen fails the call about this plus "
+          "min(this, 20 s) later instead of at --rpc_timeout_s.");
 ABSL_FLAG(int64_t, pull_window_bytes, -1,
           "HTTP/2 receive window of each shard's pull stream, bytes (0: "
           "gRPC's, grown by its bandwidth probes; -1: the client's default, "
@@ -106,6 +111,7 @@ int main(int argc, char** argv) {
              int64_t{1} << 40)
       .Range("log_every", absl::GetFlag(FLAGS_log_every), 1, int64_t{1} << 40)
       .Range("rpc_timeout_s", absl::GetFlag(FLAGS_rpc_timeout_s), 1, 86400)
+      .Range("keepalive_ms", absl::GetFlag(FLAGS_keepalive_ms), 0, 3600000)
       .Range("pull_window_bytes", absl::GetFlag(FLAGS_pull_window_bytes), -1,
              int64_t{1} << 30);
   if (!checks.ok()) return checks.Fail();
@@ -245,6 +251,7 @@ int main(int argc, char** argv) {
   o.ps.addresses = absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
   o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.ps.compress_bf16 = absl::GetFlag(FLAGS_bf16_push);
+  o.ps.keepalive = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_ms));
   if (absl::GetFlag(FLAGS_pull_window_bytes) >= 0) {
     o.ps.pull_window_bytes =
         static_cast<int>(absl::GetFlag(FLAGS_pull_window_bytes));

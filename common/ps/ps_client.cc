@@ -82,7 +82,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     return absl::InvalidArgumentError(absl::StrCat(
         "pull_window_bytes must be >= 0, not ", c->pull_window_bytes_));
   }
-  grpc::ChannelArguments args = ps::ClientChannelArguments();
+  grpc::ChannelArguments args = ps::ClientChannelArguments(
+      static_cast<int>(absl::ToInt64Milliseconds(options.keepalive)));
   if (c->pull_window_bytes_ > 0) {
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, c->pull_window_bytes_);

@@ -39,6 +39,7 @@
 #include "proto/ps.grpc.pb.h"
 #include "common/ps/call_canceller.h"
 #include "common/ps/stall_watch.h"
+#include "common/ps/wire.h"
 #include "common/ps/partition.h"
 
 namespace bertps {
@@ -77,6 +78,10 @@ struct PsClientOptions {
   // connection half-open, or its stream window never reopened): the caller
   // retries now instead of at rpc_timeout. 0: never.
   absl::Duration pull_stall_timeout = absl::Seconds(30);
+  // HTTP/2 keepalive pings while a call is open (ps::kKeepaliveTimeMs; 0:
+  // none): a connection whose shard end is gone or frozen fails its calls
+  // UNAVAILABLE about this plus min(this, 20 s) later.
+  absl::Duration keepalive = absl::Milliseconds(ps::kKeepaliveTimeMs);
   // Called (on the calling thread) with each UNAVAILABLE a shard's pull,
   // push or announce ends in: a shard unreachable, perhaps gone. A member
   // tells the coordinator at once, which probes the shards instead of

@@ -36,9 +36,21 @@ constexpr size_t kBatchBytes = 1 << 20;
 // about 7% more (the A/B runs: docs/benchmarks.md as of commit b4cd61a).
 constexpr int kMinReadChunkBytes = 1 << 20;
 
+// HTTP/2 keepalive of the shards' clients while a call is open: a ping after
+// this long without a frame, the connection closed when its answer has not
+// come kKeepaliveTimeoutMs later (gRPC then also sets TCP_USER_TIMEOUT to
+// that on the client's socket, as its servers do by default). A connection
+// whose other end is gone (half-open: a worker that only waits for a
+// version never sends a byte that would be reset) or a shard host frozen
+// fails its calls UNAVAILABLE within about 50 s instead of at their
+// deadline. The shards accept pings at any rate (no ping strikes).
+constexpr int kKeepaliveTimeMs = 30000;
+constexpr int kKeepaliveTimeoutMs = 20000;
+
 // Channel arguments of every client of the shards (message size limits,
-// kMinReadChunkBytes).
-grpc::ChannelArguments ClientChannelArguments();
+// kMinReadChunkBytes, keepalive pings every `keepalive_ms` while a call is
+// open; 0: none).
+grpc::ChannelArguments ClientChannelArguments(int keepalive_ms = kKeepaliveTimeMs);
 
 }  // namespace ps
 }  // namespace bertps

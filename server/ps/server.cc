@@ -59,6 +59,12 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE,
                              kMinReadChunkBytes);
+  // The clients' keepalive pings (wire.h) are welcome at any rate, also
+  // while no data flows (a pull waiting for its version): never answered
+  // with GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 0);
   // Pulls, pushes and announces are callback calls (no thread while they
   // wait); the synchronous calls left are short and rare. gRPC's default
   // keeps 2 idle threads for them and ends the others; up to
