@@ -46,6 +46,8 @@ expect_refused batch "$WORKER" --batch 2000000000
 expect_refused log_every "$WORKER" --log_every 0
 expect_refused worker_index "$WORKER" --worker_index 2 --num_workers 2
 expect_refused num_workers "$WORKER" --num_workers 0
+expect_refused keepalive_ms "$WORKER" --keepalive_ms -1
+expect_refused pull_window_bytes "$WORKER" --pull_window_bytes -2
 expect_refused rpc_timeout_s "$WORKER" --rpc_timeout_s 0
 expect_refused health_port "$WORKER" --health_port 100000
 expect_refused steps "$WORKER" --steps -1
