@@ -11,25 +11,20 @@ BERT_LOCAL="$1"; SERVER="$2"; WORKER="$3"
 source "$(dirname "$0")/process_lib.sh"
 init_work keepalive
 
-cat > "$work/config.json" <<'JSON'
-{"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2,
- "num_attention_heads": 2, "intermediate_size": 64,
- "max_position_embeddings": 128, "hidden_act": "gelu"}
-JSON
-"$BERT_LOCAL" synthetic-data --config "$work/config.json" --out "$work/data" --steps 8
+tiny_model_data "$BERT_LOCAL"
 
-# run KEEPALIVE_MS: a shard, worker 0, 3 s of waiting (pings every second
+# run KEEPALIVE_MS: a shard, worker 0, 4 s of waiting (pings every second
 # must not make the shard close the connection), the shard frozen, then the
 # seconds until the worker ended (or 12 if it did not); the worker's log.
 run() {
   local ka="$1" port spid wpid t
   port=$(free_port)
   "$SERVER" --port "$port" --shard 0 --num_shards 1 --peers "127.0.0.1:$port" \
-      --config "$work/config.json" --workers 2 --total_steps 4 \
+      --config "$work/model.json" --workers 2 --total_steps 4 \
       > "$work/server$ka.log" 2>&1 &
   spid=$!; pids+=($spid)
   "$WORKER" --role=train --ps "127.0.0.1:$port" --worker_index 0 --num_workers 2 \
-      --data "$work/data/*.tfrecord" --config "$work/config.json" --batch 4 \
+      --data "$work/data/*.tfrecord" --config "$work/model.json" --batch 4 \
       --steps 4 --rpc_timeout_s 60 --keepalive_ms "$ka" > "$work/worker$ka.log" 2>&1 &
   wpid=$!; pids+=($wpid)
   sleep 4
