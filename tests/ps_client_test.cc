@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/io/half.h"
 #include "common/model/test_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -35,6 +36,7 @@ enum class Fault {
   kRepeatedRow,    // two row chunks of the same row (sent first)
   kShort,          // the last slice left out
   kStall,          // 100 chunks, then nothing until the call is cancelled
+  kUnaskedBf16,    // a BF16 chunk to a pull that did not ask for bf16
 };
 
 // Element e of layout tensor t holds spec.offset + e: every value says
@@ -117,6 +119,10 @@ class ScriptedShard final : public ParameterServer::Service {
         break;
       case Fault::kOddBytes:
         c->mutable_data()->resize(6);
+        break;
+      case Fault::kUnaskedBf16:
+        c->set_dtype(BF16);
+        c->mutable_data()->resize(c->data().size() / 2);
         break;
       case Fault::kRepeatedRow: {
         const ParamSpec& words = layout.tensors()[0];
@@ -329,6 +335,65 @@ TEST(PsClientPullInto, FetchesOnlyTheTensorsAskedForWhereTheyGo) {
       << unasked.status();
 }
 
+// PsClientOptions::pull_bf16_products: a step's pull (StartPull, PullInto)
+// gets the dense layers' weights rounded to bf16 (nearest even) in half
+// their bytes and every other tensor exact; Pull stays fp32 throughout.
+TEST(PsClientBf16Pull, DenseWeightsComeRoundedTheRestExact) {
+  ps::ShardOptions so;
+  so.config = Small();
+  so.init_seed = 5;
+  std::vector<std::unique_ptr<ps::ShardServer>> shards;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    so.shard = i;
+    so.num_shards = 2;
+    auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});
+    ASSERT_TRUE(server.ok()) << server.status();
+    addresses.push_back((*server)->address());
+    shards.push_back(std::move(*server));
+  }
+  for (auto& s : shards) s->SetPeers(addresses);
+  PsClientOptions o;
+  o.addresses = addresses;
+  o.rpc_timeout = absl::Seconds(30);
+  auto f32 = PsClient::Connect(o, Small(), BertTask::kPretrain);
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  o.pull_bf16_products = true;
+  auto bf16 = PsClient::Connect(o, Small(), BertTask::kPretrain);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  const ParamLayout& layout = (*f32)->layout();
+  std::vector<float> exact(layout.total_size()), half(layout.total_size());
+  auto p = (*f32)->StartPull(0, 0, 0, exact.data());
+  ASSERT_TRUE(p->Finish().ok());
+  EXPECT_EQ(p->payload_bytes(), 4 * layout.total_size());
+  auto q = (*bf16)->StartPull(0, 0, 0, half.data());
+  ASSERT_TRUE(q->Finish().ok());
+  int64_t products = 0, rounded = 0;
+  for (const ParamSpec& t : layout.tensors()) {
+    if (t.product_only) products += t.size;
+    for (int64_t i = t.offset; i < t.offset + t.size; ++i) {
+      const float want =
+          t.product_only ? io::Bf16ToF32(io::F32ToBf16(exact[i])) : exact[i];
+      ASSERT_EQ(half[i], want) << t.name << "[" << i - t.offset << "]";
+      rounded += half[i] != exact[i];
+    }
+  }
+  EXPECT_GT(products, 0);
+  EXPECT_GT(rounded, products / 2);  // random weights: most change
+  EXPECT_EQ(q->payload_bytes(), 4 * layout.total_size() - 2 * products);
+  for (const char* name : {"bert.embeddings.word_embeddings.weight",
+                           "bert.encoder.layer.0.attention.output.dense.bias",
+                           "bert.encoder.layer.0.output.LayerNorm.weight"}) {
+    EXPECT_FALSE(layout.Find(name)->product_only) << name;
+  }
+  EXPECT_TRUE(layout.Find("bert.encoder.layer.0.intermediate.dense.weight")
+                  ->product_only);
+  // Pull (as Export uses) is exact whatever the option says.
+  std::vector<float> again(layout.total_size());
+  ASSERT_TRUE((*bf16)->Pull(0, 0, 0, again.data()).ok());
+  EXPECT_EQ(again, exact);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Faults, PullFromScriptedShard,
     ::testing::Combine(
@@ -337,6 +402,7 @@ INSTANTIATE_TEST_SUITE_P(
             Case{Fault::kOutOfPlace, "sent an out-of-place chunk"},
             Case{Fault::kUnknownTensor, "sent a malformed chunk of no.such.tensor"},
             Case{Fault::kOddBytes, "sent a malformed chunk"},
+            Case{Fault::kUnaskedBf16, "sent an unasked bf16 chunk"},
             Case{Fault::kRepeatedRow, "sent a repeated row"},
             Case{Fault::kShort, "elements"}),
         ::testing::Bool()));

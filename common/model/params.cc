@@ -29,6 +29,11 @@ void ParamLayout::Add(std::string name, std::vector<int64_t> shape) {
   spec.decay = !(absl::StrContains(spec.name, "LayerNorm") ||
                  absl::StrContains(spec.name, "layer_norm") ||
                  absl::EndsWith(spec.name, "bias"));
+  // Every 2-D ".weight" but the embedding tables is a dense layer's
+  // (ForBert below; the model's layers read them through Linear* only).
+  spec.product_only = spec.shape.size() == 2 &&
+                      absl::EndsWith(spec.name, ".weight") &&
+                      !absl::StrContains(spec.name, "embeddings");
   total_ += spec.size;
   index_[spec.name] = tensors_.size();
   tensors_.push_back(std::move(spec));

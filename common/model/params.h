@@ -36,6 +36,13 @@ struct ParamSpec {
   int64_t offset = 0;  // elements into the flat buffer
   int64_t size = 0;    // elements
   bool decay = true;   // weight decay applies (not LayerNorm, not bias)
+  // The model reads this tensor only as an operand of matrix products (the
+  // weight of a dense layer: LinearForward/LinearBackward), never
+  // element-wise or by lookup. A bf16 job rounds it to bf16 wherever it is
+  // read, so it may travel to workers as bf16 and give the same bits
+  // (PullRequest.bf16_products). The embedding tables (looked up in fp32),
+  // biases and LayerNorm parameters are not.
+  bool product_only = false;
 };
 
 class ParamLayout {

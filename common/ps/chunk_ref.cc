@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/io/half.h"
 #include "common/optim/optimizer.h"
 
 namespace bertps {
@@ -82,6 +83,18 @@ bool ChunkRef::Reader::ReadFinite(float* dst, int64_t n, bool stream) {
     left -= take;
   }
   return ok;
+}
+
+void ChunkRef::Reader::ReadBf16(float* dst, int64_t n) {
+  // Through a block that stays in cache (a piece boundary may fall inside
+  // a value: Read joins it).
+  constexpr int64_t kBlock = 2048;
+  uint16_t block[kBlock];
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t len = std::min(kBlock, n - at);
+    Read(block, sizeof(uint16_t) * static_cast<size_t>(len));
+    for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(block[i]);
+  }
 }
 
 }  // namespace ps

@@ -46,6 +46,9 @@ struct ChunkRef {
     // (optim::CopyAllFinite; `stream`: with non-temporal stores). A value
     // split between pieces is checked once it is whole in dst.
     bool ReadFinite(float* dst, int64_t n, bool stream);
+    // Reads the next n bfloat16 values (2 * n <= the bytes left) and writes
+    // them widened to float32 (exact) to dst.
+    void ReadBf16(float* dst, int64_t n);
 
    private:
     // The next at most n bytes of the current piece (empty at the end).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/io/half.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -48,6 +49,30 @@ TEST(ChunkRefTest, ReadFiniteCopiesAcrossPiecesCutAnywhere) {
         ASSERT_EQ(std::memcmp(out.data(), v.data(), bytes.size()), 0)
             << a << " " << b << " " << stream;
       }
+    }
+  }
+}
+
+// bf16 values widened exactly, through pieces cut inside a value, in reads
+// longer than the reader's block.
+TEST(ChunkRefTest, ReadBf16WidensAcrossPiecesCutAnywhere) {
+  std::vector<uint16_t> h(5000);
+  std::vector<float> want(h.size());
+  for (size_t i = 0; i < h.size(); ++i) {
+    want[i] = io::Bf16ToF32(io::F32ToBf16(0.37f * i - 911.0f));
+    h[i] = io::F32ToBf16(want[i]);
+  }
+  const std::string bytes(reinterpret_cast<const char*>(h.data()),
+                          2 * h.size());
+  for (size_t a : {size_t{1}, size_t{2}, size_t{3}, size_t{4097}}) {
+    for (size_t b : {a, a + 1, size_t{4099}, size_t{9001}}) {
+      if (b < a) continue;
+      const ChunkRef c = Pieces(bytes, {a, b});
+      ChunkRef::Reader r(c);
+      std::vector<float> out(h.size(), -1.0f);
+      r.ReadBf16(out.data(), 3);
+      r.ReadBf16(out.data() + 3, static_cast<int64_t>(h.size()) - 3);
+      ASSERT_EQ(out, want) << a << " " << b;
     }
   }
 }

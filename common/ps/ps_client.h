@@ -82,6 +82,12 @@ struct PsClientOptions {
   // none): a connection whose shard end is gone or frozen fails its calls
   // UNAVAILABLE about this plus min(this, 20 s) later.
   absl::Duration keepalive = absl::Milliseconds(ps::kKeepaliveTimeMs);
+  // StartPull and PullInto (a step's pulls) ask the shards for the tensors
+  // the model reads only as matrix products' operands in bf16
+  // (PullRequest.bf16_products; ParamSpec::product_only): for a worker
+  // whose products run in bf16, the same results from about half the bytes
+  // of those tensors. Pull, PullAsync and Export always pull fp32.
+  bool pull_bf16_products = false;
   // Called (on the calling thread) with each UNAVAILABLE a shard's pull,
   // push or announce ends in: a shard unreachable, perhaps gone. A member
   // tells the coordinator at once, which probes the shards instead of
@@ -167,10 +173,14 @@ class PsClient {
                          grpc::ClientContext* ctx,
                          const std::vector<float*>& dest, int64_t* version,
                          PendingPull* progress);
+  // bf16: PullRequest.bf16_products.
   std::unique_ptr<PendingPull> StartPullInto(int worker, int64_t min_version,
                                              int64_t step,
                                              std::vector<float*> dest,
-                                             const TensorRows* first);
+                                             const TensorRows* first,
+                                             bool bf16);
+  // Every layout tensor's place in the flat buffer `params`.
+  std::vector<float*> AllTensorsIn(float* params) const;
   absl::Status PushShard(int shard, const PushHeader& header,
                          const float* grads);
   grpc::ClientContext* NewContext(grpc::ClientContext* ctx) const;
@@ -215,13 +225,15 @@ class PsClient::PendingPull {
   absl::StatusOr<int64_t> Finish();
   // After Finish(): the version each shard sent (-1: not asked).
   const std::vector<int64_t>& versions() const { return versions_; }
+  // Payload bytes received so far (tensor data, as sent: bf16 or fp32).
+  int64_t payload_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   friend class PsClient;
   PendingPull() = default;
   // Elements (and asked-first rows) of `tensor` arrived; a shard finished.
-  void Arrived(int tensor, int64_t elements, int64_t first_rows)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void Arrived(int tensor, int64_t elements, int64_t first_rows,
+               int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   void ShardDone(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ParamLayout* layout_ = nullptr;
@@ -235,8 +247,9 @@ class PsClient::PendingPull {
   std::vector<int64_t> versions_;     // per shard, written by its thread
   std::vector<float*> dest_;          // per layout tensor (null: not pulled)
   bool finished_ = false;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<int64_t> received_ ABSL_GUARDED_BY(mu_);  // per tensor
+  int64_t payload_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t first_received_ ABSL_GUARDED_BY(mu_) = 0;
   int shards_left_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

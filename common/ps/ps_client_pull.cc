@@ -90,13 +90,19 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
   // Copies one chunk into params (bad() when it does not fit).
   auto take = [&](const ps::ChunkRef& c) -> absl::Status {
     const ParamSpec* spec = layout_.Find(c.name);
-    if (spec == nullptr || c.dtype != F32 || c.data_bytes % sizeof(float) != 0) {
+    // F32, or BF16 where asked: a range chunk of a product_only tensor.
+    const size_t elem = c.dtype == F32 ? 4 : c.dtype == BF16 ? 2 : 0;
+    if (spec == nullptr || elem == 0 || c.data_bytes % elem != 0) {
       return bad("a malformed chunk", c.name);
+    }
+    if (elem == 2 &&
+        !(req.bf16_products() && spec->product_only && c.rows.empty())) {
+      return bad("an unasked bf16 chunk", c.name);
     }
     const int tensor = static_cast<int>(spec - layout_.tensors().data());
     float* const to = dest[tensor];
     if (to == nullptr) return bad("an unasked chunk", c.name);
-    const int64_t n = static_cast<int64_t>(c.data_bytes / sizeof(float));
+    const int64_t n = static_cast<int64_t>(c.data_bytes / elem);
     // The slice of this shard holding element `at` of the tensor.
     auto slice_at = [&](int64_t at) -> int {
       for (size_t k = 0; k < mine.size(); ++k) {
@@ -114,7 +120,11 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
           c.offset + n > plan_.slices()[mine[k]].end) {
         return bad("an out-of-place chunk", c.name);
       }
-      c.CopyDataTo(to + c.offset);
+      if (elem == 4) {
+        c.CopyDataTo(to + c.offset);
+      } else {
+        ps::ChunkRef::Reader(c).ReadBf16(to + c.offset, n);
+      }
       next[k] += n;
     } else {
       const int64_t row = ps::RowSize(*spec);
@@ -142,7 +152,8 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
       }
     }
     received += n;
-    progress->Arrived(tensor, n, first_rows);
+    progress->Arrived(tensor, n, first_rows,
+                      static_cast<int64_t>(c.data_bytes));
     return absl::OkStatus();
   };
   auto copy = [&](ps::ParsedPullResponse& m) -> absl::Status {
@@ -215,14 +226,19 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
   return absl::OkStatus();
 }
 
-std::unique_ptr<PsClient::PendingPull> PsClient::StartPull(
-    int worker, int64_t min_version, int64_t step, float* params,
-    const TensorRows* first) {
+std::vector<float*> PsClient::AllTensorsIn(float* params) const {
   std::vector<float*> dest(layout_.tensors().size());
   for (size_t t = 0; t < dest.size(); ++t) {
     dest[t] = params + layout_.tensors()[t].offset;
   }
-  return StartPullInto(worker, min_version, step, std::move(dest), first);
+  return dest;
+}
+
+std::unique_ptr<PsClient::PendingPull> PsClient::StartPull(
+    int worker, int64_t min_version, int64_t step, float* params,
+    const TensorRows* first) {
+  return StartPullInto(worker, min_version, step, AllTensorsIn(params), first,
+                       options_.pull_bf16_products);
 }
 
 absl::StatusOr<int64_t> PsClient::PullInto(int worker, int64_t min_version,
@@ -233,12 +249,14 @@ absl::StatusOr<int64_t> PsClient::PullInto(int worker, int64_t min_version,
         "PullInto: ", dest.size(), " destinations for ",
         layout_.tensors().size(), " tensors"));
   }
-  return StartPullInto(worker, min_version, step, dest, nullptr)->Finish();
+  return StartPullInto(worker, min_version, step, dest, nullptr,
+                       options_.pull_bf16_products)
+      ->Finish();
 }
 
 std::unique_ptr<PsClient::PendingPull> PsClient::StartPullInto(
     int worker, int64_t min_version, int64_t step, std::vector<float*> dest,
-    const TensorRows* first) {
+    const TensorRows* first, bool bf16) {
   std::unique_ptr<PendingPull> p(new PendingPull());
   const int s = num_shards();
   p->layout_ = &layout_;
@@ -251,6 +269,7 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPullInto(
   req.set_worker(worker);
   req.set_min_version(min_version);
   req.set_step(step);
+  req.set_bf16_products(bf16);
   if (first != nullptr && layout_.Find(first->name()) != nullptr) {
     const ParamSpec* spec = layout_.Find(first->name());
     p->first_tensor_ = static_cast<int>(spec - layout_.tensors().data());
@@ -286,10 +305,16 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPullInto(
 }
 
 void PsClient::PendingPull::Arrived(int tensor, int64_t elements,
-                                    int64_t first_rows) {
+                                    int64_t first_rows, int64_t bytes) {
   absl::MutexLock l(&mu_);
   received_[tensor] += elements;
   first_received_ += first_rows;
+  payload_bytes_ += bytes;
+}
+
+int64_t PsClient::PendingPull::payload_bytes() const {
+  absl::MutexLock l(&mu_);
+  return payload_bytes_;
 }
 
 void PsClient::PendingPull::ShardDone(const absl::Status& status) {
@@ -349,7 +374,9 @@ PsClient::PendingPull::~PendingPull() {
 
 absl::StatusOr<int64_t> PsClient::Pull(int worker, int64_t min_version,
                                        int64_t step, float* params) {
-  return StartPull(worker, min_version, step, params)->Finish();
+  return StartPullInto(worker, min_version, step, AllTensorsIn(params),
+                       nullptr, /*bf16=*/false)
+      ->Finish();
 }
 
 std::future<absl::StatusOr<int64_t>> PsClient::PullAsync(int worker,

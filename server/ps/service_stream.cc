@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/kernels/bf16.h"
 #include "common/ps/chunk_codec.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -245,14 +246,25 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         }
         case Op::kRange: {
           const SliceSpec& sl = plan.slices()[op.slice];
+          const bool bf16 = request_.bf16_products() &&
+                            core_->layout().tensors()[sl.tensor].product_only;
           if (pos_ == 0) pos_ = sl.begin;
           while (pos_ < sl.end) {
             const int64_t n = std::min(kChunkElements, sl.end - pos_);
-            // The payload is sent from the snapshot itself.
-            const size_t at =
-                sizeof(float) * (sl.shard_offset + (pos_ - sl.begin));
-            batch_.AddChunk(sl.name, F32, pos_,
-                            SnapshotBytes().sub(at, at + sizeof(float) * n));
+            const int64_t local = sl.shard_offset + (pos_ - sl.begin);
+            if (bf16) {
+              // Rounded into a buffer of its own (the snapshot stays fp32).
+              grpc::Slice half(sizeof(uint16_t) * static_cast<size_t>(n));
+              kernels::FloatToBf16On(
+                  kernels::ActiveConvertIsa(), snap_->params.data() + local, n,
+                  reinterpret_cast<uint16_t*>(const_cast<uint8_t*>(half.begin())));
+              batch_.AddChunk(sl.name, BF16, pos_, std::move(half));
+            } else {
+              // The payload is sent from the snapshot itself.
+              const size_t at = sizeof(float) * local;
+              batch_.AddChunk(sl.name, F32, pos_,
+                              SnapshotBytes().sub(at, at + sizeof(float) * n));
+            }
             pos_ += n;
             if (batch_.payload_bytes() >= kBatchBytes) {
               if (pos_ >= sl.end) {

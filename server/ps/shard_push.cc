@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/io/half.h"
 #include "common/status.h"
 #include "glog/logging.h"
 
@@ -161,11 +160,9 @@ absl::Status ShardCore::AddChunk(PushSession* s, const ChunkRef& chunk) {
       finite = reader.ReadFinite(dst, n, StreamStaging());
     } else {
       constexpr int64_t kBlock = 4096;  // elements
-      std::vector<uint16_t> bf16(std::min(n, kBlock));
       for (int64_t at = 0; at < n && finite; at += kBlock) {
         const int64_t len = std::min(kBlock, n - at);
-        reader.Read(bf16.data(), 2 * len);
-        for (int64_t i = 0; i < len; ++i) dst[at + i] = io::Bf16ToF32(bf16[i]);
+        reader.ReadBf16(dst + at, len);
         finite = optim::AllFinite(dst + at, len);
       }
     }
@@ -266,7 +263,6 @@ absl::Status ShardCore::AddRowChunk(PushSession* s, const ChunkRef& chunk,
     dst[k] = {local, s->grad.data() + sl->shard_offset + (at - sl->begin)};
   }
   ChunkRef::Reader reader(chunk);
-  std::vector<uint16_t> bf16(elem == 2 ? row : 0);
   const bool stream = StreamStaging();
   for (size_t k = 0; k < rows.size(); ++k) {
     float* d = dst[k].second;
@@ -274,8 +270,7 @@ absl::Status ShardCore::AddRowChunk(PushSession* s, const ChunkRef& chunk,
     if (elem == 4) {
       finite = reader.ReadFinite(d, row, stream);
     } else {
-      reader.Read(bf16.data(), 2 * row);
-      for (int64_t i = 0; i < row; ++i) d[i] = io::Bf16ToF32(bf16[i]);
+      reader.ReadBf16(d, row);
       finite = optim::AllFinite(d, row);
     }
     if (!finite) {
