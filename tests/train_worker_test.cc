@@ -83,7 +83,8 @@ std::vector<float> Train(int shards, int workers, int batch,
                          int accumulation = 1, bool dropout = false,
                          kernels::Precision precision =
                              kernels::Precision::kFp32,
-                         std::vector<TrainStepReport>* reports = nullptr) {
+                         std::vector<TrainStepReport>* reports = nullptr,
+                         bool pull_fp32 = false) {
   ps::ShardOptions so = ShardOpts(workers);
   so.backup_workers = backup_workers;
   Cluster c = StartCluster(shards, so);
@@ -96,6 +97,7 @@ std::vector<float> Train(int shards, int workers, int batch,
       o.accumulation = accumulation;
       o.dropout = dropout;
       o.precision = precision;
+      o.pull_fp32 = pull_fp32;
       if (reports != nullptr && w == 0) {
         o.on_step = [reports](const TrainStepReport& r) {
           reports->push_back(r);
@@ -241,10 +243,13 @@ TEST_F(Distributed, Bf16ProductsTrackTheF32Run) {
                                               : kernels::Precision::kFp32);
     EXPECT_EQ(f32_steps[i].precision, kernels::Precision::kFp32);
     // The compute's CPU on the compute threads: some, and no more than the
-    // threads could use in its wall time.
+    // threads could use in its wall time (with forward's waits for the
+    // pull, which compute_ms leaves out and pull_ms holds: OpenMP's
+    // threads may spin through them).
     EXPECT_GT(f32_steps[i].compute_cpu_ms, 0) << "step " << i;
     EXPECT_LE(f32_steps[i].compute_cpu_ms,
-              f32_steps[i].compute_ms * kernels::NumThreads() + 5)
+              (f32_steps[i].compute_ms + f32_steps[i].pull_ms) *
+                      kernels::NumThreads() + 5)
         << "step " << i;
     EXPECT_NEAR(bf16_steps[i].loss, f32_steps[i].loss,
                 1e-2 * std::fabs(f32_steps[i].loss))
@@ -252,6 +257,34 @@ TEST_F(Distributed, Bf16ProductsTrackTheF32Run) {
   }
   ExpectClose(bf16, f32, 2e-3);
   if (native) EXPECT_NE(bf16, f32);
+}
+
+// bf16 pulls (the default of bf16 products): the dense layers' weights come
+// rounded to bf16 as the products would round them, so the run is the same
+// bit for bit as one pulling fp32, from fewer bytes. Where the CPU has no
+// native bf16 the worker computes fp32 and pulls fp32 (the same bytes).
+TEST_F(Distributed, Bf16PullsGiveTheSameBitsFromFewerBytes) {
+  std::vector<TrainStepReport> half_steps, full_steps;
+  std::vector<float> half = Train(2, 2, 4, data(), 0, false, false, 1, false,
+                                  kernels::Precision::kBf16, &half_steps);
+  std::vector<float> full = Train(2, 2, 4, data(), 0, false, false, 1, false,
+                                  kernels::Precision::kBf16, &full_steps,
+                                  /*pull_fp32=*/true);
+  const bool native = kernels::Bf16Hardware() != "none";
+  const ParamLayout layout = ParamLayout::ForBert(SmallConfig(),
+                                                  BertTask::kPretrain);
+  int64_t products = 0;
+  for (const ParamSpec& t : layout.tensors()) products += t.product_only ? t.size : 0;
+  ASSERT_EQ(half_steps.size(), 10u);
+  ASSERT_EQ(full_steps.size(), 10u);
+  for (size_t i = 0; i < half_steps.size(); ++i) {
+    EXPECT_EQ(half_steps[i].loss, full_steps[i].loss) << "step " << i;
+    EXPECT_EQ(full_steps[i].pull_bytes, 4 * layout.total_size()) << i;
+    EXPECT_EQ(half_steps[i].pull_bytes,
+              4 * layout.total_size() - (native ? 2 * products : 0))
+        << "step " << i;
+  }
+  EXPECT_EQ(half, full);
 }
 
 // First-2-of-3 BSP: each step completes with the first two pushes; a late

@@ -30,6 +30,7 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.seed = spec.seed();
   o.precision = spec.precision() == BF16 ? kernels::Precision::kBf16
                                          : kernels::Precision::kFp32;
+  o.pull_fp32 = spec.pull_fp32();
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
   o.checkpoint_dir = spec.checkpoint().dir();

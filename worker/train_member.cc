@@ -49,6 +49,7 @@ absl::Status TrainMember::RunPart(
     s.set_loss(r.loss);
     s.set_learning_rate(r.learning_rate);
     s.set_pull_ms(r.pull_ms);
+    s.set_pull_bytes(r.pull_bytes);
     s.set_compute_ms(r.compute_ms);
     s.set_compute_cpu_ms(r.compute_cpu_ms);
     s.set_push_ms(r.push_ms);

@@ -251,6 +251,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   // Every parameter arrived before backward; the pull is over.
   const auto p0 = Clock::now();
   RETURN_IF_ERROR(pull_->Finish().status());  // again: no wait
+  s.rep.pull_bytes = pull_->payload_bytes();
   pull_.reset();
   prepared_step_ = -1;
   s.pull_end_ms = Ms(p0, Clock::now());

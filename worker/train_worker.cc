@@ -78,7 +78,10 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     }
   }
   std::unique_ptr<TrainWorker> w(new TrainWorker(o));
-  ASSIGN_OR_RETURN(w->client_, PsClient::Connect(o.ps, o.config, o.task));
+  PsClientOptions po = o.ps;
+  po.pull_bf16_products =
+      w->mm_.precision() == kernels::Precision::kBf16 && !o.pull_fp32;
+  ASSIGN_OR_RETURN(w->client_, PsClient::Connect(po, o.config, o.task));
   if (w->client_->description(0).num_workers() != o.num_workers) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the shards expect ", w->client_->description(0).num_workers(),

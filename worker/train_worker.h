@@ -112,6 +112,10 @@ struct TrainWorkerOptions {
   // The products' precision (kernels/matmul.h); a CPU without native bf16
   // runs fp32, and each step's report says which ran.
   kernels::Precision precision = kernels::Precision::kFp32;
+  // Where the products run in bf16, the dense layers' weights are pulled
+  // as bf16 (PsClientOptions::pull_bf16_products: the same results, about
+  // half their bytes) unless this is set.
+  bool pull_fp32 = false;
 };
 
 struct TrainStepReport {
@@ -123,6 +127,7 @@ struct TrainStepReport {
   double learning_rate = 0;
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
+  int64_t pull_bytes = 0;  // the step's pull: tensor bytes received
   // CPU time of compute_ms on the compute threads (all of them).
   double compute_cpu_ms = 0;
   // Waiting for this step's batch to be read (input), apart from the rest.

@@ -33,6 +33,10 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                     .Name("bertps_worker_examples_total")
                     .Help("Examples this worker trained on")
                     .Register(r)),
+      pull_bytes_(prometheus::BuildCounter()
+                      .Name("bertps_worker_pull_bytes_total")
+                      .Help("Tensor bytes this worker's pulls received")
+                      .Register(r)),
       step_(prometheus::BuildGauge()
                 .Name("bertps_worker_step")
                 .Help("The last step this worker finished, plus one")
@@ -59,6 +63,8 @@ void WorkerMetrics::Observe(const std::string& job_id, const StepReport& r) {
   const prometheus::Labels l = {{"job_id", job_id}};
   steps_.Add(l).Increment();
   examples_.Add(l).Increment(static_cast<double>(std::max<int64_t>(0, r.examples())));
+  pull_bytes_.Add(l).Increment(
+      static_cast<double>(std::max<int64_t>(0, r.pull_bytes())));
   step_.Add(l).Set(static_cast<double>(r.step() + 1));
   if (std::isfinite(r.loss())) loss_.Add(l).Set(r.loss());
   auto seconds = [](double ms) { return std::max(0.0, ms) / 1000.0; };

@@ -2,6 +2,7 @@
 // in a `job_id` label), one observation per step:
 //   bertps_worker_steps_total{job_id}             counter
 //   bertps_worker_examples_total{job_id}          counter
+//   bertps_worker_pull_bytes_total{job_id}        counter: tensor bytes pulled
 //   bertps_worker_step{job_id}                    gauge: the last step + 1
 //   bertps_worker_loss{job_id}                    gauge: its batch's loss
 //   bertps_worker_step_seconds{job_id}            histogram: the whole step
@@ -34,6 +35,7 @@ class WorkerMetrics {
  private:
   prometheus::Family<prometheus::Counter>& steps_;
   prometheus::Family<prometheus::Counter>& examples_;
+  prometheus::Family<prometheus::Counter>& pull_bytes_;
   prometheus::Family<prometheus::Gauge>& step_;
   prometheus::Family<prometheus::Gauge>& loss_;
   prometheus::Family<prometheus::Histogram>& step_seconds_;

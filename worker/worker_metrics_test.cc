@@ -17,6 +17,7 @@ TEST(WorkerMetrics, StepsCountAndTimesAreHistogramsInSeconds) {
     r.set_examples(8);
     r.set_loss(2.5);
     r.set_pull_ms(10);
+    r.set_pull_bytes(1000);
     r.set_compute_ms(100);
     r.set_push_ms(20);
     r.set_wait_ms(5);
@@ -28,6 +29,8 @@ TEST(WorkerMetrics, StepsCountAndTimesAreHistogramsInSeconds) {
   EXPECT_NE(text.find("bertps_worker_steps_total{job_id=\"job-000002\"} 3"),
             std::string::npos) << text;
   EXPECT_NE(text.find("bertps_worker_examples_total{job_id=\"job-000002\"} 24"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("bertps_worker_pull_bytes_total{job_id=\"job-000002\"} 3000"),
             std::string::npos) << text;
   EXPECT_NE(text.find("bertps_worker_step{job_id=\"job-000002\"} 3"),
             std::string::npos) << text;
