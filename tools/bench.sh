@@ -229,7 +229,7 @@ ps_transport() {
         --optimizer sgd --lr 0 --weight_decay 0
     local ours=() tcp=() small=() sys=()
     for ((r = 0; r < rounds; r++)); do
-      ours+=("$("$ps_bin"/ps_bench --config "$cfg" --ps "$ps_addrs" --tcp_peer \
+      ours+=("$("$ps_bin"/ps_bench --config "$cfg" --ps "$ps_addrs" --tcp_peer --pull_bf16 \
                 --reps "$reps" --warmup "${PS_WARMUP:-3}" --kernels="$([ "$r" = 0 ] && echo true || echo false)")")
       local bytes
       bytes=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bytes"])' "${ours[0]}")
@@ -254,7 +254,11 @@ line = {"bench": "ps_transport", "config": first["config"], "shards": first["sha
         "servers": first["servers"], "bytes": first["bytes"],
         "rounds": n, "reps": n * first["reps"]}
 stats = {}
-for k in ("push", "pull", "push_applied"):
+# pull_bf16: a bf16 job's pull (dense weights as bf16), GB/s of the fp32
+# parameters it delivers; its speed-up is paired with each fp32 pull.
+line["pull_bf16_wire_bytes"] = first["pull_bf16_wire_bytes"]
+line["pull_bf16_speedup_paired_median"] = r3(med([x for o in ours for x in o["pull_bf16_speedup_paired"]]))
+for k in ("push", "pull", "push_applied", "pull_bf16"):
     v = gbps(k)
     stats[k] = med(v)
     line[f"{k}_gbps_median"] = r3(med(v))
@@ -335,7 +339,7 @@ line["pull_ratio_per_round"] = [r3(o["pull_gbps_median"] / x["gbps_median"]) for
 # over bertps's.
 for k in ("push_cpu_s_per_gb", "push_client_cpu_s_per_gb", "push_shards_cpu_s_per_gb",
           "pull_cpu_s_per_gb", "pull_client_cpu_s_per_gb", "pull_shards_cpu_s_per_gb",
-          "tcp_cpu_s_per_gb", "push_cpu_vs_tcp", "pull_cpu_vs_tcp"):
+          "pull_bf16_cpu_s_per_gb", "tcp_cpu_s_per_gb", "push_cpu_vs_tcp", "pull_cpu_vs_tcp"):
     if k in first:
         line[k] = r3(med([o[k] for o in ours]))
 line["optimizer"] = first["optimizer"]

@@ -98,6 +98,10 @@ ABSL_FLAG(std::string, pull_window, "auto",
           "'auto' or bytes: each shard stream's HTTP/2 receive window "
           "(PsClientOptions::pull_window_bytes; 0: gRPC's, grown by its "
           "probes; auto: fixed 32 MiB when there is no copy thread).");
+ABSL_FLAG(bool, pull_bf16, false,
+          "Also time, in every repetition, a pull asking for the dense "
+          "layers' weights in bf16 (PullRequest.bf16_products, a bf16 "
+          "job's pulls), paired with the fp32 pull.");
 ABSL_FLAG(bool, kernels, true,
           "Also time the bare optimizer kernels over the whole model.");
 
@@ -244,6 +248,14 @@ int main(int argc, char** argv) {
       bertps::PsClient::Connect(po, *config, bertps::BertTask::kPretrain);
   if (!client.ok()) return Fail(client.status());
   bertps::PsClient& c = **client;
+  std::unique_ptr<bertps::PsClient> half_client;  // --pull_bf16
+  if (absl::GetFlag(FLAGS_pull_bf16)) {
+    bertps::PsClientOptions ho = po;
+    ho.pull_bf16_products = true;
+    auto h = bertps::PsClient::Connect(ho, *config, bertps::BertTask::kPretrain);
+    if (!h.ok()) return Fail(h.status());
+    half_client = std::move(*h);
+  }
   if (c.description(0).num_workers() != 1 ||
       c.description(0).mode() != bertps::BSP) {
     return Fail(absl::FailedPreconditionError(
@@ -318,7 +330,10 @@ int main(int argc, char** argv) {
       copy_out_peer = std::move(*q);
     }
   }
-  std::vector<double> push_applied, push, pull, tcp, copy_out;
+  std::vector<double> push_applied, push, pull, tcp, copy_out, pull_half;
+  std::vector<float> half_params(half_client ? n : 0, 0.f);
+  int64_t half_bytes = 0;  // a bf16 pull's payload
+  Cpu half_cpu;
   int64_t push_faults = 0, pull_faults = 0;  // in the timed repetitions
   // CPU seconds in the timed transfers: this process's and the shards'
   // (sampled around each one, outside its timing).
@@ -370,7 +385,21 @@ int main(int argc, char** argv) {
     if (!v.ok()) return Fail(v.status());
     absl::StatusOr<Cpu> e = SampleCpu(c, in_process);
     if (!e.ok()) return Fail(e.status());
+    double half_secs = 0;
+    if (half_client != nullptr) {
+      const auto t5 = Clock::now();
+      auto p = half_client->StartPull(0, step + 1, step + 1,
+                                      half_params.data());
+      v = p->Finish();
+      half_secs = Secs(t5, Clock::now());
+      if (!v.ok()) return Fail(v.status());
+      half_bytes = p->payload_bytes();
+      absl::StatusOr<Cpu> g = SampleCpu(c, in_process);
+      if (!g.ok()) return Fail(g.status());
+      if (r >= warmup) half_cpu.Add(*e, *g);
+    }
     if (r >= warmup) {
+      if (half_client != nullptr) pull_half.push_back(half_secs);
       push_faults += f2 - f1;
       pull_faults += f4 - f3;
       push_applied.push_back(Secs(t0, t0_end));
@@ -404,6 +433,18 @@ int main(int argc, char** argv) {
   Report(j, "push", bytes, push);
   Report(j, "pull", bytes, pull);
   Report(j, "push_applied", bytes, push_applied);
+  if (half_client != nullptr) {
+    // The same parameters delivered (GB/s of their fp32 bytes), from fewer
+    // bytes on the wire; paired with the fp32 pull of each repetition.
+    Report(j, "pull_bf16", bytes, pull_half);
+    j["pull_bf16_wire_bytes"] = half_bytes;
+    std::vector<double> speedup;
+    for (size_t k = 0; k < pull.size(); ++k) {
+      speedup.push_back(pull[k] / pull_half[k]);
+    }
+    j["pull_bf16_speedup_paired"] = speedup;
+    j["pull_bf16_speedup_paired_median"] = Median(speedup);
+  }
   if (peer != nullptr) {
     // Each repetition's bertps time against the raw transfer next to it
     // (one stream per shard, with the "tcp_congestion" above).
@@ -446,8 +487,9 @@ int main(int argc, char** argv) {
   // follows it: *_cpu_vs_tcp is the raw peer's CPU per GB over bertps's
   // (1: as frugal as raw TCP).
   const double gb = reps * bytes / 1e9;
-  const std::pair<std::string, Cpu> ops[] = {{"push", push_cpu},
-                                             {"pull", pull_cpu}};
+  std::vector<std::pair<std::string, Cpu>> ops = {{"push", push_cpu},
+                                                  {"pull", pull_cpu}};
+  if (half_client != nullptr) ops.push_back({"pull_bf16", half_cpu});
   for (const auto& [op, cpu] : ops) {
     j[op + "_cpu_s_per_gb"] = cpu.total() / gb;
     j[op + "_client_cpu_s_per_gb"] = cpu.client / gb;
