@@ -53,6 +53,7 @@ expect_refused health_port "$WORKER" --health_port 100000
 expect_refused steps "$WORKER" --steps -1
 expect_refused accumulation "$WORKER" --accumulation 0
 expect_refused simulate_compute_ms "$WORKER" --simulate_compute_ms -5
+expect_refused precision "$WORKER" --precision fp8
 expect_refused stage_index "$WORKER" --role stage --num_stages 2 --stage_index 5
 expect_refused micro_batches "$WORKER" --role stage --micro_batches 0
 expect_refused num_stages "$WORKER" --role stage --num_stages 65

@@ -18,6 +18,7 @@
 #include "common/init.h"
 #include "common/security.h"
 #include "common/tcp_tuning.h"
+#include "common/kernels/matmul.h"
 #include "common/kernels/threads.h"
 #include "common/signals.h"
 #include "glog/logging.h"
@@ -74,6 +75,10 @@ ABSL_FLAG(bool, shuffle, false,
           "jobs from the coordinator follow their spec (no_shuffle).");
 ABSL_FLAG(int, threads, 1, "Compute threads.");
 ABSL_FLAG(bool, bf16_push, false, "Push bf16 gradients with error feedback.");
+ABSL_FLAG(std::string, precision, "fp32",
+          "Standalone train worker: the products' precision, fp32 or bf16 "
+          "(bf16, where the CPU has it, also pulls the dense layers' weights "
+          "as bf16; a job's spec says it for a coordinated worker).");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Worker 0 checkpoints here.");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Steps between checkpoints.");
 ABSL_FLAG(std::string, export_path, "", "Worker 0 exports the final model.");
@@ -114,6 +119,10 @@ int main(int argc, char** argv) {
       .Range("keepalive_ms", absl::GetFlag(FLAGS_keepalive_ms), 0, 3600000)
       .Range("pull_window_bytes", absl::GetFlag(FLAGS_pull_window_bytes), -1,
              int64_t{1} << 30);
+  bertps::kernels::Precision precision = bertps::kernels::Precision::kFp32;
+  checks.Require(
+      bertps::kernels::ParsePrecision(absl::GetFlag(FLAGS_precision), &precision),
+      "precision", "must be fp32 or bf16");
   if (!checks.ok()) return checks.Fail();
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_worker: %s\n", tcp.ToString().c_str());
@@ -269,6 +278,7 @@ int main(int argc, char** argv) {
   o.batch = absl::GetFlag(FLAGS_batch);
   o.accumulation = absl::GetFlag(FLAGS_accumulation);
   o.simulate_compute_ms = absl::GetFlag(FLAGS_simulate_compute_ms);
+  o.precision = precision;
   o.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
