@@ -18,7 +18,9 @@ bench_scale() {
   # SCALE_STEPS steps per point, timed from the progress line at step
   # SCALE_FROM (default 12 and the first line, step 2) to the last;
   # SCALE_WORKER_FLAGS: more flags for every worker (e.g.
-  # --pull_window_bytes=0).
+  # --pull_window_bytes=0). SCALE_PRECISION=bf16: workers with bf16
+  # products, whose pulls carry the dense layers' weights as bf16 (the
+  # model's pull bytes follow).
   local steps="${SCALE_STEPS:-12}" log_every=2 batch=8
   [ "$(id -u)" -eq 0 ] || { echo "bench scale: needs root (tools/netsim.sh)" >&2; return 1; }
   bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
@@ -121,6 +123,7 @@ scale_point() {
           --worker_index $i --num_workers $w --config '"$config"' \
           --data "$dir/data/*.tfrecord" --batch '"$batch"' --steps '"$steps"' \
           --simulate_compute_ms '"$compute_ms"' --log_every '"$log_every"' \
+          --precision '"${SCALE_PRECISION:-fp32}"' \
           '"${SCALE_WORKER_FLAGS:-}"' > "$pdir/worker$i.log" 2>&1 &
       pids+=("$!")
     done
@@ -159,10 +162,15 @@ params = ((V + 512 + 2) * H + 2 * H
           + L * (4 * (H * H + H) + 2 * H * I + I + H + 4 * H)
           + (H * H + H) + (H * H + H + 2 * H + V) + (2 * H + 2))
 P = 4 * params
+# bf16 products: the pulls carry the dense layers' weights in 2 bytes.
+dense = L * (4 * H * H + 2 * H * I) + 2 * H * H + 2 * H
+bf16 = os.environ.get("SCALE_PRECISION", "fp32") == "bf16"
+Pp = P - 2 * dense if bf16 else P
 R = json.load(open(link))["gbit_s"] * 1e9 / 8
 C = json.load(open(host))["host_bytes_per_s"] if os.path.exists(host) else float("inf")
 t_link = max(P / R, W * P / (S * R), W * P / C)
-predicted = t_link + T / 3 + max(2 * T / 3, t_link)
+t_pull = max(Pp / R, W * Pp / (S * R), W * Pp / C)
+predicted = t_pull + T / 3 + max(2 * T / 3, t_link)
 bound = ("host CPU" if W * P / C >= max(P / R, W * P / (S * R))
          else "shard link" if W > S else "worker link")
 # What the shard links carried (tools/netsim.sh trace), over the middle 60%
@@ -188,6 +196,7 @@ if len(trace) > 10:
         links[way] = {"used": round(sum(used) / S, 3), "slow_slots": round(sum(slow) / S, 3)}
     links["host_cpu_busy"] = round((trace[b]["busy_cpu_s"] - trace[a]["busy_cpu_s"]) / dt / os.cpu_count(), 3)
 print(json.dumps({"bench": "scale", "config": config, "param_bytes": P,
+    "pull_bytes": Pp, "precision": "bf16" if bf16 else "fp32",
     "shards": S, "workers": W, "link": rate, "link_delivered_gbit_s": round(R * 8 / 1e9, 3),
     "compute_ms": T * 1e3, "step_s": round(step_s, 3),
     "predicted_step_s": round(predicted, 3),

@@ -314,6 +314,7 @@ absl::Status TrainWorker::Run() {
     loss_sum += rep.loss;
     ++count;
     sum.pull_ms += rep.pull_ms;
+    sum.pull_bytes += rep.pull_bytes;
     sum.compute_ms += rep.compute_ms;
     sum.compute_cpu_ms += rep.compute_cpu_ms;
     sum.push_ms += rep.push_ms;
@@ -354,6 +355,7 @@ absl::Status TrainWorker::Run() {
       j["examples_per_sec"] = (step + 1 - start) * push_examples() / secs;
       j["tokens_per_sec"] = (step + 1 - start) * push_examples() * seq_ / secs;
       j["pull_ms"] = sum.pull_ms / count;
+      j["pull_bytes"] = sum.pull_bytes / count;
       j["compute_ms"] = sum.compute_ms / count;
       j["compute_cpu_ms"] = sum.compute_cpu_ms / count;
       j["push_ms"] = sum.push_ms / count;
