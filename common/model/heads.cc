@@ -115,7 +115,7 @@ void MlmBackward(kernels::MatmulEngine* mm, const BertConfig& c, int64_t np,
       const double ws = static_cast<double>(f.mlm_w[r]) * scale;
       const T m = f.mlm_max[r];
       const T k = static_cast<T>(ws / static_cast<double>(f.mlm_sum[r]));
-      Vec<T>(row, n) = (Vec<T>(row, n) - m).exp() * k;
+      ExpShiftedScaled(row, n, m, k);
       const int32_t label = f.mlm_labels[r];
       if (label >= j0 && label < j0 + n) row[label - j0] -= static_cast<T>(ws);
     }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "Eigen/Core"
+#include "common/kernels/vecmath.h"
 
 namespace bertps {
 namespace {
@@ -14,6 +16,28 @@ template <typename T>
 using Arr = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using CArr = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+
+// sum exp(x - m), and x = exp(x - m) returning the new sum: floats on the
+// dispatched kernels, doubles on Eigen's.
+template <typename T>
+T ExpShiftedSum(const T* x, int64_t n, T m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return kernels::ExpShiftedSum(x, n, m);
+  } else {
+    return (CArr<T>(x, n) - m).exp().sum();
+  }
+}
+
+template <typename T>
+T ExpShiftedInPlace(T* x, int64_t n, T m) {
+  if constexpr (std::is_same_v<T, float>) {
+    return kernels::ExpShiftedInPlace(x, n, m);
+  } else {
+    Arr<T> a(x, n);
+    a = (a - m).exp();
+    return a.sum();
+  }
+}
 
 // The index of the first maximum of row[0, c), as numpy's argmax: a NaN
 // counts as larger than every number, so a row with a NaN gives its first
@@ -45,8 +69,8 @@ void MaskedSoftmaxForward(const int32_t* mask, int64_t b, int64_t nh,
       for (int64_t j = 0; j < s; ++j) bias[j] = m[j] ? T(0) : T(-10000);
       Arr<T> row(scores + r * s, s);
       row += bias;
-      row = (row - row.maxCoeff()).exp();
-      row /= row.sum();
+      const T sum = ExpShiftedInPlace(row.data(), s, row.maxCoeff());
+      row /= sum;
     }
   }
 }
@@ -83,8 +107,8 @@ XentResult SoftmaxCrossEntropy(T* logits, const T* bias,
       hit[r] = 0;
     }
     const T at_label = row[label];
-    row = (row - mx).exp();
-    const double sum = static_cast<double>(row.sum());
+    const double sum =
+        static_cast<double>(ExpShiftedInPlace(row.data(), c, mx));
     const double logp = static_cast<double>(at_label - mx) - std::log(sum);
     nll[r] = -logp * w;
     wts[r] = w;
@@ -116,12 +140,22 @@ void OnlineSoftmaxAdd(const T* x, int64_t n, int64_t j0,
   const T m1 = std::isnan(mx) || std::isnan(m0) ? mx + m0 : std::max(m0, mx);
   // Only -inf so far: nothing to add (exp(-inf - -inf) would be NaN).
   if (m1 == -std::numeric_limits<T>::infinity()) return;
-  const T s = (CArr<T>(x, n) - m1).exp().sum();
+  const T s = ExpShiftedSum(x, n, m1);
   row->sum = row->sum * std::exp(m0 - m1) + s;
   row->max = m1;
 }
 
+template <typename T>
+void ExpShiftedScaled(T* x, int64_t n, T m, T k) {
+  if constexpr (std::is_same_v<T, float>) {
+    kernels::ExpShiftedScaled(x, n, m, k);
+  } else {
+    Arr<T>(x, n) = (Arr<T>(x, n) - m).exp() * k;
+  }
+}
+
 #define BERTPS_INSTANTIATE(T)                                                 \
+  template void ExpShiftedScaled<T>(T*, int64_t, T, T);                      \
   template void MaskedSoftmaxForward<T>(const int32_t*, int64_t, int64_t,    \
                                         int64_t, T*);                        \
   template void SoftmaxBackward<T>(const T*, int64_t, int64_t, const T*, T*); \

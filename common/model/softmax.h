@@ -65,6 +65,12 @@ template <typename T>
 void OnlineSoftmaxAdd(const T* x, int64_t n, int64_t j0,
                       OnlineSoftmaxRow<T>* row);
 
+// x[i] = exp(x[i] - m) * k, i < n. The softmaxes' exponentials of floats run
+// on kernels/vecmath.h (AVX-512 or AVX2, chosen at run time); of doubles
+// (the reference), on Eigen's.
+template <typename T>
+void ExpShiftedScaled(T* x, int64_t n, T m, T k);
+
 }  // namespace bertps
 
 #endif  // BERTPS_COMMON_MODEL_SOFTMAX_H_
