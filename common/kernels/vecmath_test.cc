@@ -96,6 +96,38 @@ TEST(VecMath, BothBuildsAgreeToARoundingError) {
   EXPECT_NEAR(sa, sb, 1e-6 * sa);
 }
 
+// Results do not depend on where the data lies (runs must repeat bit for
+// bit, and buffers move between runs): each build gives the same bits at
+// every offset from a 64-byte boundary.
+TEST(VecMath, TheSameBitsWhereverTheDataLies) {
+  const std::vector<float> x = Logits(1003, 11);
+  std::vector<const VecMath*> builds = {&VecMathAvx2()};
+  if (VecMathAvx512() != nullptr) builds.push_back(VecMathAvx512());
+  for (const VecMath* vm : builds) {
+    float first_sum = 0, first_in_place = 0;
+    std::vector<float> first_scaled;
+    for (int off = 0; off < 16; ++off) {
+      alignas(64) static float buf[1003 + 16];
+      float* at = buf + off;
+      std::memcpy(at, x.data(), 4 * x.size());
+      const float sum = vm->exp_shifted_sum(at, x.size(), 21.0f);
+      const float in_place = vm->exp_shifted_in_place(at, x.size(), 21.0f);
+      std::memcpy(at, x.data(), 4 * x.size());
+      vm->exp_shifted_scaled(at, x.size(), 21.0f, 0.75f);
+      std::vector<float> scaled(at, at + x.size());
+      if (off == 0) {
+        first_sum = sum;
+        first_in_place = in_place;
+        first_scaled = scaled;
+        continue;
+      }
+      EXPECT_EQ(sum, first_sum) << "offset " << off;
+      EXPECT_EQ(in_place, first_in_place) << "offset " << off;
+      EXPECT_EQ(scaled, first_scaled) << "offset " << off;
+    }
+  }
+}
+
 // The dispatch follows the CPU and BERTPS_MAX_ISA.
 TEST(VecMath, TheChosenBuildFollowsTheCpuAndTheCap) {
   const char* cap = std::getenv("BERTPS_MAX_ISA");
