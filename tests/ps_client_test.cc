@@ -52,10 +52,23 @@ std::string Values(const ParamSpec& spec, int64_t begin, int64_t n) {
 
 class ScriptedShard final : public ParameterServer::Service {
  public:
-  explicit ScriptedShard(Fault fault) : fault_(fault) {
+  explicit ScriptedShard(Fault fault, BertConfig config = Small())
+      : fault_(fault) {
     ps::ShardOptions o;
-    o.config = Small();
+    o.config = config;
     described_ = (*ps::ShardCore::Create(o, nullptr))->Describe();
+  }
+
+  // A push's header is taken, then nothing more until the call is
+  // cancelled: a push stream that stops moving (the client's writes wait
+  // once the flow-control windows are full).
+  grpc::Status Push(grpc::ServerContext* ctx,
+                    grpc::ServerReader<PushRequest>* reader,
+                    PushResponse*) override {
+    PushRequest header;
+    reader->Read(&header);
+    while (!ctx->IsCancelled()) absl::SleepFor(absl::Milliseconds(20));
+    return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
   }
 
   grpc::Status Describe(grpc::ServerContext*, const DescribeRequest*,
@@ -243,6 +256,61 @@ TEST(PsClientStall, AStreamThatStopsIsCancelledAndNamed) {
           << v.status();
       EXPECT_GE(took, absl::Seconds(2.5));
       EXPECT_EQ((*client)->pull_stalls(), 0);
+    }
+  }
+}
+
+// A push whose writes stop being taken fails UNAVAILABLE once a write has
+// waited push_stall_timeout, naming how far it got (the caller retries, and
+// the shard applies the retry once); with the watch off it waits out the
+// deadline.
+TEST(PsClientStall, APushWhoseWritesStopIsCancelledAndNamed) {
+  // A word table of 32 MB: far more than the windows and socket buffers
+  // between the two.
+  BertConfig big = Small();
+  big.vocab_size = 1 << 20;
+  ScriptedShard shard(Fault::kNone, big);
+  Serving serving(&shard);
+  ASSERT_NE(serving.server, nullptr);
+  const ParamLayout layout = ParamLayout::ForBert(big, BertTask::kPretrain);
+  std::vector<float> grads(layout.total_size(), 1e-3f);
+  for (const bool watched : {true, false}) {
+    PsClientOptions o = serving.Options();
+    o.rpc_timeout = absl::Seconds(3);
+    o.push_stall_timeout =
+        watched ? absl::Milliseconds(500) : absl::ZeroDuration();
+    auto client = PsClient::Connect(o, big, BertTask::kPretrain);
+    ASSERT_TRUE(client.ok()) << client.status();
+    PushHeader h;
+    h.set_worker(0);
+    h.set_step(0);
+    h.set_examples(1);
+    const absl::Time t0 = absl::Now();
+    auto push = (*client)->BeginPush(h);
+    ASSERT_TRUE(push.ok()) << push.status();
+    for (size_t t = 0; t < layout.tensors().size(); ++t) {
+      (*push)->Send(static_cast<int>(t), grads.data() + layout.tensors()[t].offset);
+    }
+    absl::StatusOr<int64_t> v = (*push)->Finish();
+    const absl::Duration took = absl::Now() - t0;
+    ASSERT_FALSE(v.ok());
+    if (watched) {
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kUnavailable) << v.status();
+      EXPECT_NE(v.status().message().find(
+                    "stalled: a write waited 500ms for the shard to take it "
+                    "after "),
+                std::string::npos)
+          << v.status();
+      EXPECT_NE(v.status().message().find("push to shard 0"), std::string::npos)
+          << v.status();
+      EXPECT_LT(took, absl::Seconds(2.5));
+      EXPECT_EQ((*client)->push_stalls(), 1);
+      EXPECT_EQ((*client)->pull_stalls(), 0);
+    } else {
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded)
+          << v.status();
+      EXPECT_GE(took, absl::Seconds(2.5));
+      EXPECT_EQ((*client)->push_stalls(), 0);
     }
   }
 }

@@ -78,6 +78,13 @@ struct PsClientOptions {
   // connection half-open, or its stream window never reopened): the caller
   // retries now instead of at rpc_timeout. 0: never.
   absl::Duration pull_stall_timeout = absl::Seconds(30);
+  // The same for a push: a stream write (one message, about a MB) still
+  // waiting this long for the shard to take it is cancelled, and the push
+  // fails UNAVAILABLE naming how far it got (a push is retried and applied
+  // once). Only a write in progress is timed: waiting for backward's
+  // gradients, or for the step's answer once everything is written, is
+  // not. 0: never.
+  absl::Duration push_stall_timeout = absl::Seconds(30);
   // HTTP/2 keepalive pings while a call is open (ps::kKeepaliveTimeMs; 0:
   // none): a connection whose shard end is gone or frozen fails its calls
   // UNAVAILABLE about this plus min(this, 20 s) later.
@@ -116,8 +123,9 @@ class PsClient {
   bool pull_copy_thread() const { return pull_copy_thread_; }
   // PsClientOptions::pull_window_bytes, resolved (0: gRPC's).
   int pull_window_bytes() const { return pull_window_bytes_; }
-  // Pull streams cancelled for a stall so far.
-  int64_t pull_stalls() const { return stall_watch_->stalls(); }
+  // Pull and push streams cancelled for a stall so far.
+  int64_t pull_stalls() const { return pull_stalls_.load(); }
+  int64_t push_stalls() const { return push_stalls_.load(); }
 
   // Parameters of version >= min_version (BSP) / allowed for `step` (SSP)
   // into params (layout order). Returns the version (all shards agree under
@@ -208,6 +216,7 @@ class PsClient {
   std::unique_ptr<ps::CallCanceller> canceller_;
   // Cancels pull streams that stopped (options_.pull_stall_timeout).
   std::unique_ptr<ps::StallWatch> stall_watch_;
+  std::atomic<int64_t> pull_stalls_{0}, push_stalls_{0};
   // Long-lived threads, a lane per shard: pull streams, their copiers, push
   // senders and checkpoint calls (no thread is created per step). Last:
   // they stop, waiting for their tasks, before the channels go.

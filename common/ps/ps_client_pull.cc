@@ -201,6 +201,7 @@ absl::Status PsClient::PullShard(int shard, const PullRequest& shard_req,
   absl::Status st = FromGrpcStatus(reader->Finish());
   std::move(unwatch).Invoke();
   if (stalled) {
+    ++pull_stalls_;
     return absl::UnavailableError(absl::StrCat(
         "pull from shard ", shard, " (", options_.addresses[shard],
         ") stalled: nothing for ",

@@ -45,6 +45,21 @@ struct PsClient::PushStream::Shard {
   std::deque<Item> queue;
   bool closed = false;
   bool broken = false;
+  // Written by the thread writing (BeginPush's, then the sender), read by
+  // Finish once both are done.
+  bool stalled = false;     // a write was cancelled by the stall watch
+  int64_t written = 0;      // bytes of the messages written
+
+  // Writes one message, timed by `watch` while the write waits
+  // (PsClientOptions::push_stall_timeout).
+  bool Write(ps::StallWatch* watch, absl::Duration timeout,
+             const grpc::ByteBuffer& m) {
+    watch->Watch(&ctx, timeout);
+    const bool ok = writer->Write(m);
+    if (watch->Unwatch(&ctx)) stalled = true;
+    if (ok) written += static_cast<int64_t>(m.Length());
+    return ok;
+  }
 };
 
 absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
@@ -64,7 +79,8 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
             channels_[i].get(), method, &sh->ctx, &sh->resp));
     PushRequest first;
     *first.mutable_header() = header;
-    if (!sh->writer->Write(ps::EncodeMessage(first))) sh->broken = true;
+    if (!sh->Write(stall_watch_.get(), options_.push_stall_timeout,
+                        ps::EncodeMessage(first))) sh->broken = true;
     PushStream::Shard* raw = sh.get();
     sh->sender = push_lanes_->Run(i, [this, raw] {
       std::vector<uint16_t> bf16;
@@ -74,7 +90,8 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
       // once cost one write, not one each.
       ps::ChunkBatch batch(ps::kPushChunksField);
       auto flush = [&] {
-        return batch.empty() || raw->writer->Write(batch.Take());
+        return batch.empty() || raw->Write(stall_watch_.get(), options_.push_stall_timeout,
+                                         batch.Take());
       };
       auto added = [&] {
         return batch.payload_bytes() < ps::kBatchBytes || flush();
@@ -161,7 +178,9 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
         }
         if (raw->broken) continue;
         if (item.message) {
-          if (!flush() || !raw->writer->Write(ps::EncodeMessage(*item.message))) {
+          if (!flush() || !raw->Write(stall_watch_.get(),
+                                       options_.push_stall_timeout,
+                                       ps::EncodeMessage(*item.message))) {
             raw->broken = true;
           }
           continue;
@@ -253,6 +272,14 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
   absl::Status first_error;
   for (auto& sh : shards_) {
     absl::Status st = FromGrpcStatus(sh->writer->Finish());
+    if (sh->stalled) {
+      ++client_->push_stalls_;
+      st = absl::UnavailableError(absl::StrCat(
+          "stalled: a write waited ",
+          absl::FormatDuration(client_->options_.push_stall_timeout),
+          " for the shard to take it after ", sh->written,
+          " bytes, cancelled (its stream or connection stopped moving)"));
+    }
     client_->NoteUnavailable(st);
     if (!st.ok() && first_error.ok()) {
       first_error = Annotate(
