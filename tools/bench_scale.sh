@@ -164,8 +164,19 @@ params = ((V + 512 + 2) * H + 2 * H
 P = 4 * params
 # bf16 products: the pulls carry the dense layers' weights in 2 bytes.
 dense = L * (4 * H * H + 2 * H * I) + 2 * H * H + 2 * H
-bf16 = os.environ.get("SCALE_PRECISION", "fp32") == "bf16"
+bf16 = os.environ.get("SCALE_PRECISION", "fp32").lower() in ("bf16", "bfloat16")
 Pp = P - 2 * dense if bf16 else P
+# What the workers' pulls carried (their log lines): a worker without
+# native bf16 computes, and pulls, fp32; the model then takes theirs.
+logged = []
+for f in glob.glob(pdir + "/worker*.log"):
+    for line in open(f):
+        if line.startswith("{") and '"pull_bytes"' in line:
+            logged.append(json.loads(line)["pull_bytes"])
+if logged and abs(sorted(logged)[len(logged) // 2] - Pp) > 0.01 * P:
+    print(f"bench scale: the workers pulled {sorted(logged)[len(logged) // 2]:.0f} bytes "
+          f"per step, not {Pp}: the model takes theirs", file=sys.stderr)
+    Pp = sorted(logged)[len(logged) // 2]
 R = json.load(open(link))["gbit_s"] * 1e9 / 8
 C = json.load(open(host))["host_bytes_per_s"] if os.path.exists(host) else float("inf")
 t_link = max(P / R, W * P / (S * R), W * P / C)

@@ -21,7 +21,9 @@ namespace {
 
 bool CpuHasAvx512() {
   __builtin_cpu_init();
+  // x86-64-v4's AVX-512 subsets, all of which the build may use.
   return __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512cd") &&
          __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");

@@ -1,6 +1,7 @@
 // Exponentials of the softmaxes (attention, the MLM head's tiles, the
 // classifiers), built twice and chosen at run time for the CPU it runs on:
-//   avx512  Eigen's vectorised exp on 16 floats at a time (AVX-512F/DQ/BW/VL)
+//   avx512  Eigen's vectorised exp on 16 floats at a time (x86-64-v4:
+//           AVX-512F/CD/DQ/BW/VL)
 //   avx2    the same on 8 floats (the build's baseline, x86-64-v3)
 // BERTPS_MAX_ISA (bf16.h) caps the choice: "avx2" or "generic" keep the
 // baseline. Both are accurate to about an ulp (Eigen's AVX-512 exp is a
@@ -39,7 +40,7 @@ struct VecMath {
   void (*exp_shifted_scaled)(float*, int64_t, float, float);
 };
 const VecMath& VecMathAvx2();
-// Null where the CPU lacks AVX-512F/DQ/BW/VL.
+// Null where the CPU lacks AVX-512F/CD/DQ/BW/VL.
 const VecMath* VecMathAvx512();
 
 }  // namespace kernels

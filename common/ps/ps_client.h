@@ -83,7 +83,9 @@ struct PsClientOptions {
   // fails UNAVAILABLE naming how far it got (a push is retried and applied
   // once). Only a write in progress is timed: waiting for backward's
   // gradients, or for the step's answer once everything is written, is
-  // not. 0: never.
+  // not. A BSP shard holds a push that follows a version still being made
+  // until it is (milliseconds, unless that update is itself stuck); a hold
+  // longer than this counts as a stall and the push is retried. 0: never.
   absl::Duration push_stall_timeout = absl::Seconds(30);
   // HTTP/2 keepalive pings while a call is open (ps::kKeepaliveTimeMs; 0:
   // none): a connection whose shard end is gone or frozen fails its calls
