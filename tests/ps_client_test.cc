@@ -183,6 +183,34 @@ struct Serving {
   std::unique_ptr<grpc::Server> server;
 };
 
+// Two real shards of the small model (initial values from `seed`) on
+// 127.0.0.1; `shards` holds fewer when one could not start.
+struct RealShards {
+  explicit RealShards(uint64_t seed) {
+    ps::ShardOptions so;
+    so.config = Small();
+    so.init_seed = seed;
+    so.num_shards = 2;
+    for (int i = 0; i < 2; ++i) {
+      so.shard = i;
+      auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});
+      EXPECT_TRUE(server.ok()) << server.status();
+      if (!server.ok()) return;
+      addresses.push_back((*server)->address());
+      shards.push_back(std::move(*server));
+    }
+    for (auto& s : shards) s->SetPeers(addresses);
+  }
+  PsClientOptions Options() const {
+    PsClientOptions o;
+    o.addresses = addresses;
+    o.rpc_timeout = absl::Seconds(30);
+    return o;
+  }
+  std::vector<std::unique_ptr<ps::ShardServer>> shards;
+  std::vector<std::string> addresses;
+};
+
 struct Case {
   Fault fault;
   const char* message;  // in the error ("" : none)
@@ -223,6 +251,23 @@ TEST_P(PullFromScriptedShard, DeliversOrFailsNamingTheProblem) {
   }
 }
 
+// How a stalled call ends: with the watch on, UNAVAILABLE saying `says`,
+// well before the 3 s deadline, counted once in `stalls`; without it, at
+// the deadline.
+void ExpectStallEnd(const absl::Status& st, absl::Duration took, bool watched,
+                    int64_t stalls, const std::string& says) {
+  if (watched) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    EXPECT_NE(st.message().find(says), std::string::npos) << st;
+    EXPECT_LT(took, absl::Seconds(2.5));
+    EXPECT_EQ(stalls, 1);
+  } else {
+    EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+    EXPECT_GE(took, absl::Seconds(2.5));
+    EXPECT_EQ(stalls, 0);
+  }
+}
+
 // A pull whose stream stops after part of the parameters (a shard's
 // connection half-open, a stream window that never reopened) fails
 // UNAVAILABLE once it was silent for pull_stall_timeout, naming how far it
@@ -244,19 +289,8 @@ TEST(PsClientStall, AStreamThatStopsIsCancelledAndNamed) {
     absl::StatusOr<int64_t> v = (*client)->Pull(0, 0, 0, params.data());
     const absl::Duration took = absl::Now() - t0;
     ASSERT_FALSE(v.ok());
-    if (watched) {
-      EXPECT_EQ(v.status().code(), absl::StatusCode::kUnavailable) << v.status();
-      EXPECT_NE(v.status().message().find("stalled: nothing for 500ms after "),
-                std::string::npos)
-          << v.status();
-      EXPECT_LT(took, absl::Seconds(2.5));
-      EXPECT_EQ((*client)->pull_stalls(), 1);
-    } else {
-      EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded)
-          << v.status();
-      EXPECT_GE(took, absl::Seconds(2.5));
-      EXPECT_EQ((*client)->pull_stalls(), 0);
-    }
+    ExpectStallEnd(v.status(), took, watched, (*client)->pull_stalls(),
+                   "stalled: nothing for 500ms after ");
   }
 }
 
@@ -294,24 +328,12 @@ TEST(PsClientStall, APushWhoseWritesStopIsCancelledAndNamed) {
     absl::StatusOr<int64_t> v = (*push)->Finish();
     const absl::Duration took = absl::Now() - t0;
     ASSERT_FALSE(v.ok());
-    if (watched) {
-      EXPECT_EQ(v.status().code(), absl::StatusCode::kUnavailable) << v.status();
-      EXPECT_NE(v.status().message().find(
-                    "stalled: a write waited 500ms for the shard to take it "
-                    "after "),
-                std::string::npos)
-          << v.status();
-      EXPECT_NE(v.status().message().find("push to shard 0"), std::string::npos)
-          << v.status();
-      EXPECT_LT(took, absl::Seconds(2.5));
-      EXPECT_EQ((*client)->push_stalls(), 1);
-      EXPECT_EQ((*client)->pull_stalls(), 0);
-    } else {
-      EXPECT_EQ(v.status().code(), absl::StatusCode::kDeadlineExceeded)
-          << v.status();
-      EXPECT_GE(took, absl::Seconds(2.5));
-      EXPECT_EQ((*client)->push_stalls(), 0);
-    }
+    ExpectStallEnd(v.status(), took, watched, (*client)->push_stalls(),
+                   "push to shard 0");
+    ExpectStallEnd(v.status(), took, watched, (*client)->push_stalls(),
+                   "stalled: a write waited 500ms for the shard to take it "
+                   "after ");
+    EXPECT_EQ((*client)->pull_stalls(), 0);
   }
 }
 
@@ -341,23 +363,9 @@ TEST(PsClientOptionsTest, PullWindowIsKeptOrRefused) {
 // place of its own, with the values a whole pull gets; a shard sending a
 // tensor not asked for is refused; a wrong number of destinations too.
 TEST(PsClientPullInto, FetchesOnlyTheTensorsAskedForWhereTheyGo) {
-  ps::ShardOptions so;
-  so.config = Small();
-  so.init_seed = 3;
-  std::vector<std::unique_ptr<ps::ShardServer>> shards;
-  std::vector<std::string> addresses;
-  for (int i = 0; i < 2; ++i) {
-    so.shard = i;
-    so.num_shards = 2;
-    auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->address());
-    shards.push_back(std::move(*server));
-  }
-  for (auto& s : shards) s->SetPeers(addresses);
-  PsClientOptions o;
-  o.addresses = addresses;
-  o.rpc_timeout = absl::Seconds(30);
+  RealShards real(3);
+  ASSERT_EQ(real.shards.size(), 2u);
+  PsClientOptions o = real.Options();
   auto client = PsClient::Connect(o, Small(), BertTask::kPretrain);
   ASSERT_TRUE(client.ok()) << client.status();
   const ParamLayout& layout = (*client)->layout();
@@ -407,23 +415,9 @@ TEST(PsClientPullInto, FetchesOnlyTheTensorsAskedForWhereTheyGo) {
 // gets the dense layers' weights rounded to bf16 (nearest even) in half
 // their bytes and every other tensor exact; Pull stays fp32 throughout.
 TEST(PsClientBf16Pull, DenseWeightsComeRoundedTheRestExact) {
-  ps::ShardOptions so;
-  so.config = Small();
-  so.init_seed = 5;
-  std::vector<std::unique_ptr<ps::ShardServer>> shards;
-  std::vector<std::string> addresses;
-  for (int i = 0; i < 2; ++i) {
-    so.shard = i;
-    so.num_shards = 2;
-    auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});
-    ASSERT_TRUE(server.ok()) << server.status();
-    addresses.push_back((*server)->address());
-    shards.push_back(std::move(*server));
-  }
-  for (auto& s : shards) s->SetPeers(addresses);
-  PsClientOptions o;
-  o.addresses = addresses;
-  o.rpc_timeout = absl::Seconds(30);
+  RealShards real(5);
+  ASSERT_EQ(real.shards.size(), 2u);
+  PsClientOptions o = real.Options();
   auto f32 = PsClient::Connect(o, Small(), BertTask::kPretrain);
   ASSERT_TRUE(f32.ok()) << f32.status();
   o.pull_bf16_products = true;
