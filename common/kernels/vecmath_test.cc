@@ -128,6 +128,26 @@ TEST(VecMath, TheSameBitsWhereverTheDataLies) {
   }
 }
 
+// A NaN stays a NaN on every build (a NaN logit must make a NaN loss, which
+// the worker then refuses), wherever it lies in the packets.
+TEST(VecMath, ANanGivesANan) {
+  std::vector<const VecMath*> builds = {&VecMathAvx2()};
+  if (VecMathAvx512() != nullptr) builds.push_back(VecMathAvx512());
+  for (const VecMath* vm : builds) {
+    for (int64_t at : {0, 5, 16, 33}) {
+      std::vector<float> x = Logits(37, 5);
+      x[at] = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_TRUE(std::isnan(vm->exp_shifted_sum(x.data(), x.size(), 10.0f)))
+          << at;
+      std::vector<float> y = x;
+      EXPECT_TRUE(std::isnan(vm->exp_shifted_in_place(y.data(), y.size(), 10.0f)))
+          << at;
+      EXPECT_TRUE(std::isnan(y[at])) << at;
+      EXPECT_FALSE(std::isnan(y[at == 0 ? 1 : 0])) << at;
+    }
+  }
+}
+
 // The dispatch follows the CPU and BERTPS_MAX_ISA.
 TEST(VecMath, TheChosenBuildFollowsTheCpuAndTheCap) {
   const char* cap = std::getenv("BERTPS_MAX_ISA");
