@@ -216,7 +216,10 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
                    SplitBertStages(o.config, o.task, o.num_stages,
                                    o.layers_per_stage));
   p->spec_ = specs[o.stage];
-  ASSIGN_OR_RETURN(p->client_, PsClient::Connect(o.ps, o.config, o.task));
+  PsClientOptions po = o.ps;
+  po.pull_bf16_products =
+      p->mm_.precision() == kernels::Precision::kBf16 && !o.pull_fp32;
+  ASSIGN_OR_RETURN(p->client_, PsClient::Connect(po, o.config, o.task));
   const DescribeResponse& d = p->client_->description(0);
   if (d.mode() != BSP || d.backup_workers() != 0) {
     return absl::FailedPreconditionError(

@@ -79,6 +79,9 @@ struct PipelineStageOptions {
   // The products' precision (kernels/matmul.h); a CPU without native bf16
   // runs fp32, and each step's report says which ran.
   kernels::Precision precision = kernels::Precision::kFp32;
+  // As TrainWorkerOptions::pull_fp32: bf16 products pull the dense layers'
+  // weights as bf16 unless this is set.
+  bool pull_fp32 = false;
   // The data as the job was submitted with (empty: not checked).
   std::vector<io::ExpectedFile> expected_files;
   int64_t chunk_bytes = 2 << 20;      // 1-4 MB per StageChunk

@@ -6,7 +6,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/kernels/matmul.h"
 #include "common/model/params.h"
 #include "common/status.h"
 #include "glog/logging.h"
@@ -97,10 +96,7 @@ absl::Status StageMember::RunPart(
   o.shuffle = !spec.no_shuffle();
   o.precision = spec.precision() == BF16 ? kernels::Precision::kBf16
                                          : kernels::Precision::kFp32;
-  // As a train worker: bf16 weights where the products run in bf16 here.
-  o.ps.pull_bf16_products = o.precision == kernels::Precision::kBf16 &&
-                            kernels::Bf16Hardware() != "none" &&
-                            !spec.pull_fp32();
+  o.pull_fp32 = spec.pull_fp32();
   for (const DataFile& f : a.data_files()) {
     o.expected_files.push_back({f.path(), f.bytes(), f.records()});
   }

@@ -45,16 +45,17 @@ struct PsClient::PushStream::Shard {
   std::deque<Item> queue;
   bool closed = false;
   bool broken = false;
+  // The client's stall watch and PsClientOptions::push_stall_timeout.
+  ps::StallWatch* watch = nullptr;
+  absl::Duration stall_timeout;
   // Written by the thread writing (BeginPush's, then the sender), read by
   // Finish once both are done.
   bool stalled = false;     // a write was cancelled by the stall watch
   int64_t written = 0;      // bytes of the messages written
 
-  // Writes one message, timed by `watch` while the write waits
-  // (PsClientOptions::push_stall_timeout).
-  bool Write(ps::StallWatch* watch, absl::Duration timeout,
-             const grpc::ByteBuffer& m) {
-    watch->Watch(&ctx, timeout);
+  // Writes one message, timed by the stall watch while the write waits.
+  bool Write(const grpc::ByteBuffer& m) {
+    watch->Watch(&ctx, stall_timeout);
     const bool ok = writer->Write(m);
     if (watch->Unwatch(&ctx)) stalled = true;
     if (ok) written += static_cast<int64_t>(m.Length());
@@ -70,6 +71,8 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
   for (int i = 0; i < num_shards(); ++i) {
     auto sh = std::make_unique<PushStream::Shard>();
     sh->index = i;
+    sh->watch = stall_watch_.get();
+    sh->stall_timeout = options_.push_stall_timeout;
     NewContext(&sh->ctx);
     canceller_->Add(&sh->ctx);
     const grpc::internal::RpcMethod method(
@@ -79,8 +82,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
             channels_[i].get(), method, &sh->ctx, &sh->resp));
     PushRequest first;
     *first.mutable_header() = header;
-    if (!sh->Write(stall_watch_.get(), options_.push_stall_timeout,
-                        ps::EncodeMessage(first))) sh->broken = true;
+    if (!sh->Write(ps::EncodeMessage(first))) sh->broken = true;
     PushStream::Shard* raw = sh.get();
     sh->sender = push_lanes_->Run(i, [this, raw] {
       std::vector<uint16_t> bf16;
@@ -90,8 +92,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
       // once cost one write, not one each.
       ps::ChunkBatch batch(ps::kPushChunksField);
       auto flush = [&] {
-        return batch.empty() || raw->Write(stall_watch_.get(), options_.push_stall_timeout,
-                                         batch.Take());
+        return batch.empty() || raw->Write(batch.Take());
       };
       auto added = [&] {
         return batch.payload_bytes() < ps::kBatchBytes || flush();
@@ -178,9 +179,7 @@ absl::StatusOr<std::unique_ptr<PsClient::PushStream>> PsClient::BeginPush(
         }
         if (raw->broken) continue;
         if (item.message) {
-          if (!flush() || !raw->Write(stall_watch_.get(),
-                                       options_.push_stall_timeout,
-                                       ps::EncodeMessage(*item.message))) {
+          if (!flush() || !raw->Write(ps::EncodeMessage(*item.message))) {
             raw->broken = true;
           }
           continue;
