@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -32,6 +33,15 @@ ShardCore::BeginPushUntil(const PushHeader& header, absl::Time made_deadline) {
   }
   if (header.step() < 0) {
     return absl::InvalidArgumentError("push with a negative step");
+  }
+  // The examples' stream positions [first_example, + examples): counted in
+  // the example ledger, so they must be a range of int64.
+  if (header.examples() < 0 || header.first_example() < 0 ||
+      header.first_example() >
+          std::numeric_limits<int64_t>::max() - header.examples()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "push header's examples [", header.first_example(), ", +",
+        header.examples(), ") are not a range of stream positions"));
   }
   if (!std::isfinite(header.grad_sq_sum()) || header.grad_sq_sum() < 0) {
     return absl::InvalidArgumentError(

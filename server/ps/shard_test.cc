@@ -290,6 +290,21 @@ TEST(ShardCore, BadPushesChangeNothing) {
   h.set_worker(0);
   h.set_grad_sq_sum(std::nan(""));
   EXPECT_FALSE(core->BeginPush(h).ok());
+  h.set_grad_sq_sum(0);
+  // Example ranges that are no range of stream positions (one overflowed
+  // the ledger's arithmetic: found by ps_shard_fuzz).
+  for (auto [first, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {std::numeric_limits<int64_t>::max() - 1, 2}, {-1, 2}, {0, -3}}) {
+    h.set_first_example(first);
+    h.set_examples(n);
+    auto bad = core->BeginPush(h);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << first;
+    EXPECT_NE(bad.status().message().find("not a range of stream positions"),
+              std::string::npos)
+        << bad.status();
+  }
+  h.set_first_example(0);
+  h.set_examples(0);
   EXPECT_EQ(core->version(), 0);
   EXPECT_EQ(Params(core.get()), before);
   // A good push still works afterwards.
