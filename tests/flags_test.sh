@@ -40,6 +40,9 @@ expect_refused update_threads "$SERVER" --update_threads 0
 expect_refused update_nice "$SERVER" --update_nice 40
 expect_refused lr "$SERVER" --lr nan
 expect_refused staleness "$SERVER" --staleness -1
+expect_refused slices "$SERVER" --slices 0
+expect_refused slices "$SERVER" --slices 2
+expect_refused slices "$SERVER" --slices 2 --coordinator 127.0.0.1:1 --exit_when_job_ends
 
 expect_refused threads "$WORKER" --threads -3
 expect_refused batch "$WORKER" --batch 2000000000

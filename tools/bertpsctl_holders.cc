@@ -18,17 +18,24 @@ std::vector<std::pair<std::string, std::string>> HolderRows(
   if (s.state() != RUNNING) return rows;
   if (s.shards_size() > 0) {
     // "0 m1 @ step 91, backups m3 @ 91": the primary, its term when it was
-    // replaced, and how far each has applied.
+    // replaced, and how far each has applied; "m1 [daemon]" where a daemon
+    // serves several slices.
+    auto who = [](const std::string& id, const std::string& daemon) {
+      return daemon.empty() ? id : absl::StrCat(id, " [", daemon, "]");
+    };
     std::vector<std::string> shards;
     for (const ShardReplicas& r : s.shards()) {
       std::string text = absl::StrCat(
-          r.shard(), " ", r.primary().empty() ? "none" : r.primary(), " @ ",
-          r.applied(), r.term() > 0 ? absl::StrCat(" (term ", r.term(), ")") : "");
+          r.shard(), " ",
+          r.primary().empty() ? "none" : who(r.primary(), r.primary_daemon()),
+          " @ ", r.applied(),
+          r.term() > 0 ? absl::StrCat(" (term ", r.term(), ")") : "");
       std::vector<std::string> backups;
       for (int i = 0; i < r.backups_size(); ++i) {
         backups.push_back(absl::StrCat(
-            r.backups(i), " @ ",
-            i < r.backups_applied_size() ? r.backups_applied(i) : 0));
+            who(r.backups(i),
+                i < r.backup_daemons_size() ? r.backup_daemons(i) : ""),
+            " @ ", i < r.backups_applied_size() ? r.backups_applied(i) : 0));
       }
       absl::StrAppend(&text, backups.empty()
                                  ? ", no backup"

@@ -486,6 +486,25 @@ TEST_F(BertpsctlTest, StatusShowsEachShardsPrimaryAndBackups) {
       << out_.str();
 }
 
+TEST_F(BertpsctlTest, StatusNamesTheDaemonsOfSlices) {
+  JobStatus s = Running("job-6", 7, 40, 5.0);
+  s.mutable_spec()->set_replicas(2);
+  ShardReplicas* r0 = s.add_shards();
+  r0->set_shard(0);
+  r0->set_primary("m1");
+  r0->set_primary_daemon("10.0.0.1:7000");
+  r0->set_applied(12);
+  r0->add_backups("m4");
+  r0->add_backups_applied(12);
+  r0->add_backup_daemons("10.0.0.2:7000");
+  service_.Put(s);
+  EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-6", out_, err_), kExitOk);
+  EXPECT_TRUE(absl::StrContains(
+      out_.str(), "replicas   0 m1 [10.0.0.1:7000] @ 12, backup m4 "
+                  "[10.0.0.2:7000] @ 12\n"))
+      << out_.str();
+}
+
 TEST_F(BertpsctlTest, ListTextAndJson) {
   service_.Put(Running("job-1", 40, 100, 5.23));
   JobStatus p = Running("job-2", 0, 50, 0);

@@ -35,8 +35,12 @@ absl::Status MemberClient::Register() {
   req.set_address(my_address_);
   // What the member may use: the coordinator places train jobs by it.
   const MemoryLimit limit = DetectMemoryLimit();
-  req.set_memory_limit_bytes(limit.bytes);
-  req.set_memory_limit_source(limit.source);
+  req.set_memory_limit_bytes(limit.bytes / memory_share_);
+  req.set_memory_limit_source(
+      memory_share_ > 1
+          ? absl::StrCat(limit.source, " / ", memory_share_, " members")
+          : limit.source);
+  req.set_daemon(daemon_);
   RegisterResponse resp;
   absl::Status st = FromGrpcStatus(stub_->Register(&ctx, req, &resp));
   if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));

@@ -6,6 +6,7 @@
 #ifndef BERTPS_COMMON_CLUSTER_MEMBER_H_
 #define BERTPS_COMMON_CLUSTER_MEMBER_H_
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,13 @@ class MemberClient {
   // is taken back now, not after the member timeout); `request` may carry
   // last results. One attempt with a short deadline; no-op if unregistered.
   absl::Status Leave(HeartbeatRequest request = HeartbeatRequest());
+  // One of `share` members one process serves (RegisterRequest.daemon):
+  // registers with `daemon` and 1/share of the process's memory limit. Call
+  // before the first Heartbeat.
+  void set_daemon(std::string daemon, int share) {
+    daemon_ = std::move(daemon);
+    memory_share_ = std::max(1, share);
+  }
   absl::Duration interval() const { return interval_; }
   const std::string& member_id() const { return member_id_; }
 
@@ -48,6 +56,8 @@ class MemberClient {
   const absl::Duration rpc_timeout_;
   std::unique_ptr<ClusterService::Stub> stub_;
   std::string member_id_;
+  std::string daemon_;
+  int memory_share_ = 1;
   absl::Duration interval_ = absl::Milliseconds(500);
 };
 

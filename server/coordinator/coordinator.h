@@ -210,6 +210,9 @@ class Coordinator {
     int64_t applied = 0;
     int64_t memory_limit = 0;  // bytes it may use (0: unknown)
     std::string memory_source;
+    // The process it is part of (RegisterRequest.daemon; "" for its own):
+    // replicas of one shard index go to different daemons.
+    std::string daemon;
   };
   struct Item {
     WorkItem item;
@@ -330,6 +333,20 @@ class Coordinator {
   // idle parameter-server daemon as a joining backup, brought up to date
   // by its primary while the job runs.
   void AddBackupsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places `shards` indices x `replicas` on the idle shard members `ps`: by
+  // index, its primary then its backups, never two of one index in one
+  // daemon, primaries spread over the daemons first. Empty when they do not
+  // fit.
+  static std::vector<std::vector<Member*>> PlaceShards(
+      const std::vector<Member*>& ps, int shards, int replicas);
+  // Whether member m is part of a daemon that holds a replica of shard
+  // `index` of the job already (its primary, a backup, a joining backup).
+  bool DaemonHoldsIndexLocked(const Job& job, int index, const Member& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member's daemon: RegisterRequest.daemon, else the member itself.
+  static const std::string& DaemonOf(const Member& m) {
+    return m.daemon.empty() ? m.id : m.daemon;
+  }
   // A joining backup of `index` caught up (its primary said so): it counts
   // as a backup from now on.
   void JoinedLocked(Job& job, int index, const std::string& address)

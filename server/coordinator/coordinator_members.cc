@@ -34,6 +34,10 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
     return absl::InvalidArgumentError(
         "register: a parameter-server member needs its address");
   }
+  if (r.daemon().size() > 256) {
+    return absl::InvalidArgumentError(
+        "register: daemon must be at most 256 bytes");
+  }
   if (r.memory_limit_bytes() < 0 || r.memory_limit_source().size() > 256) {
     return absl::InvalidArgumentError(absl::StrCat(
         "register: memory_limit_bytes must be >= 0 (got ",
@@ -62,6 +66,7 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   m.address = r.address();
   m.memory_limit = r.memory_limit_bytes();
   m.memory_source = r.memory_limit_source();
+  m.daemon = r.daemon();
   m.last_seen = options_.now();
   members_[m.id] = m;
   RegisterResponse resp;
@@ -407,6 +412,19 @@ void Coordinator::ProbeMembers() {
     LoseMemberLocked(m->second,
                      absl::StrCat("did not answer a probe (", st.message(),
                                   ") after ", p.why));
+    // The other slices of its daemon are the same process: gone with it
+    // (a primary among them fails over now, not after the member timeout).
+    const std::string daemon = m->second.daemon;
+    for (auto& [id, sibling] : members_) {
+      if (daemon.empty() || !sibling.alive || sibling.daemon != daemon) {
+        continue;
+      }
+      sibling.alive = false;
+      LoseMemberLocked(sibling, absl::StrCat("is part of daemon ", daemon,
+                                             " with member ", p.member,
+                                             ", which did not answer a "
+                                             "probe"));
+    }
     TickLocked();
   }
 }

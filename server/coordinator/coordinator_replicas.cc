@@ -2,8 +2,10 @@
 // each shard index on other shard daemons. A lost primary is replaced by its
 // most advanced live backup in a new term, without a restart; a lost backup
 // is dropped (the index runs with fewer); an index with none left falls back
-// to the restart from the newest checkpoint (docs/ps.md "Replicas").
+// to the restart from the newest checkpoint (docs/ps.md "Replicas"). No two
+// replicas of one index share a daemon (bertps_server --slices).
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,74 @@
 #include "server/coordinator/coordinator.h"
 
 namespace bertps {
+
+std::vector<std::vector<Coordinator::Member*>> Coordinator::PlaceShards(
+    const std::vector<Member*>& ps, int shards, int replicas) {
+  // The members round-robin over their daemons (in order of appearance), so
+  // the first `shards` (the primaries) spread over as many daemons as there
+  // are.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<Member*>> by_daemon;
+  for (Member* m : ps) {
+    auto& slot = by_daemon[DaemonOf(*m)];
+    if (slot.empty()) order.push_back(DaemonOf(*m));
+    slot.push_back(m);
+  }
+  std::vector<Member*> spread;
+  for (size_t k = 0; spread.size() < ps.size(); ++k) {
+    for (const std::string& d : order) {
+      if (k < by_daemon[d].size()) spread.push_back(by_daemon[d][k]);
+    }
+  }
+  if (static_cast<int>(spread.size()) < shards * replicas) return {};
+  std::vector<std::vector<Member*>> placed(shards);
+  std::vector<bool> used(spread.size(), false);
+  for (int i = 0; i < shards; ++i) {
+    placed[i].push_back(spread[i]);
+    used[i] = true;
+  }
+  // Each index's next replica: the first member left whose daemon holds
+  // none of the index's.
+  for (int k = 1; k < replicas; ++k) {
+    for (int i = 0; i < shards; ++i) {
+      size_t pick = spread.size();
+      for (size_t j = 0; j < spread.size() && pick == spread.size(); ++j) {
+        if (used[j]) continue;
+        bool shared = false;
+        for (const Member* r : placed[i]) {
+          shared = shared || DaemonOf(*r) == DaemonOf(*spread[j]);
+        }
+        if (!shared) pick = j;
+      }
+      if (pick == spread.size()) return {};
+      used[pick] = true;
+      placed[i].push_back(spread[pick]);
+    }
+  }
+  return placed;
+}
+
+bool Coordinator::DaemonHoldsIndexLocked(const Job& job, int index,
+                                         const Member& m) const {
+  if (m.daemon.empty() || index < 0) return false;
+  std::vector<std::string> ids;
+  if (index < static_cast<int>(job.shards.size())) {
+    ids.push_back(job.shards[index]);
+  }
+  for (const auto* list : {&job.backups, &job.joining}) {
+    if (index < static_cast<int>(list->size())) {
+      ids.insert(ids.end(), (*list)[index].begin(), (*list)[index].end());
+    }
+  }
+  for (const std::string& id : ids) {
+    auto it = members_.find(id);
+    if (it != members_.end() && it->second.id != m.id &&
+        it->second.daemon == m.daemon) {
+      return true;
+    }
+  }
+  return false;
+}
 
 void Coordinator::UpdateShardReplicasLocked(Job& job) {
   auto* out = job.status.mutable_shards();
@@ -24,7 +94,10 @@ void Coordinator::UpdateShardReplicasLocked(Job& job) {
     r->set_primary(job.shards[i]);
     r->set_term(i < job.terms.size() ? job.terms[i] : 0);
     auto p = members_.find(job.shards[i]);
-    if (p != members_.end()) r->set_applied(p->second.applied);
+    if (p != members_.end()) {
+      r->set_applied(p->second.applied);
+      r->set_primary_daemon(p->second.daemon);
+    }
     if (i < job.joining.size()) {
       for (const std::string& id : job.joining[i]) r->add_joining(id);
     }
@@ -33,6 +106,7 @@ void Coordinator::UpdateShardReplicasLocked(Job& job) {
       r->add_backups(id);
       auto b = members_.find(id);
       r->add_backups_applied(b == members_.end() ? 0 : b->second.applied);
+      r->add_backup_daemons(b == members_.end() ? "" : b->second.daemon);
     }
   }
 }
@@ -213,7 +287,8 @@ void Coordinator::AddBackupsLocked(Job& job) {
       Member* idle = nullptr;
       for (auto& [id, m] : members_) {
         if (HeardLocked(m) && m.job.empty() && m.role == PS &&
-            now >= m.no_join_before && FitsLocked(m, job)) {
+            now >= m.no_join_before && FitsLocked(m, job) &&
+            !DaemonHoldsIndexLocked(job, static_cast<int>(i), m)) {
           idle = &m;
           break;
         }

@@ -3,10 +3,13 @@
 // snapshot), its primary is told whom to bring up to date once the joiner
 // installed the job, and the joiner counts as a backup (promotable) only
 // once its primary reports it caught up. A daemon dropped as a backup, or
-// whose join failed, is freed and not taken again for a while.
+// whose join failed, is freed and not taken again for a while. A daemon of
+// several slices never holds two replicas of one index.
+#include <map>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/coordinator/coordinator_test_util.h"
@@ -187,6 +190,92 @@ TEST(CoordinatorReplicas, ADroppedOrFailedDaemonWaitsBeforeItJoins) {
             std::string::npos)
       << events;
   EXPECT_EQ(t.c->Get(id)->restarts(), 0);
+}
+
+// A slice of a shard daemon that serves several (bertps_server --slices).
+std::string JoinSlice(ClockedCoordinator& t, const std::string& address,
+                      const std::string& daemon) {
+  RegisterRequest r;
+  r.set_role(PS);
+  r.set_address(address);
+  r.set_daemon(daemon);
+  return t.c->Register(r)->member_id();
+}
+
+TEST(CoordinatorReplicas, SlicesOfOneDaemonHoldNoTwoReplicasOfAnIndex) {
+  bool a_gone = false;
+  ClockedCoordinator t([&a_gone](CoordinatorOptions& o) {
+    o.member_timeout = absl::Seconds(60);
+    o.probe = [&a_gone](const std::string& address) {
+      return a_gone && absl::StartsWith(address, "127.0.0.1:1")
+                 ? absl::UnavailableError("connection refused")
+                 : absl::OkStatus();
+    };
+  });
+  // Daemon A serves 3 slices, daemon B 1: 4 slices, but 2 indices x 2
+  // replicas need 2 daemons for each index, so B needs 2.
+  const std::string a1 = JoinSlice(t, "127.0.0.1:11", "A");
+  const std::string a2 = JoinSlice(t, "127.0.0.1:12", "A");
+  const std::string a3 = JoinSlice(t, "127.0.0.1:13", "A");
+  const std::string b1 = JoinSlice(t, "127.0.0.1:21", "B");
+  const std::string w = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(2, 1, 50);
+  spec.set_replicas(2);
+  const std::string id = *t.c->Submit(spec);
+  for (const auto& m : {a1, a2, a3, b1, w}) t.Beat(m, "");
+  JobStatus st = *t.c->Get(id);
+  EXPECT_EQ(st.state(), PENDING);
+  EXPECT_NE(st.waiting().find("4 idle parameter-server daemon slices in 2 "
+                              "daemon(s); 2 replicas of each of 2 shard(s) "
+                              "need as many daemons per index"),
+            std::string::npos)
+      << st.waiting();
+  const std::string b2 = JoinSlice(t, "127.0.0.1:22", "B");
+  std::map<std::string, Assignment> got;
+  for (const auto& m : {a1, a2, a3, b1, b2}) got[m] = t.Beat(m, "");
+  st = *t.c->Get(id);
+  ASSERT_EQ(st.state(), RUNNING) << st.waiting();
+  ASSERT_EQ(st.shards_size(), 2);
+  for (const ShardReplicas& r : st.shards()) {
+    ASSERT_EQ(r.backups_size(), 1);
+    ASSERT_EQ(r.backup_daemons_size(), 1);
+    EXPECT_NE(r.primary_daemon(), r.backup_daemons(0)) << r.DebugString();
+  }
+  // The primaries spread over both daemons.
+  EXPECT_NE(st.shards(0).primary_daemon(), st.shards(1).primary_daemon());
+  EXPECT_TRUE(got[a3].stop()) << "a slice left idle";
+  for (const auto& m : {a1, a2, b1, b2}) t.Beat(m, id);  // installed
+  EXPECT_FALSE(t.Beat(w, id).wait());
+  // Daemon A is killed: the worker cannot reach its primary; the probe
+  // finds it gone, and its other slices with it. Its primary's index fails
+  // over to B, the index whose backup it held runs on without one.
+  const int lost_index = st.shards(0).primary_daemon() == "A" ? 0 : 1;
+  const std::string a_primary = st.shards(lost_index).primary();
+  a_gone = true;
+  t.Beat(w, id, "pull: Socket closed");
+  t.c->Tick();
+  st = *t.c->Get(id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.restarts(), 0);
+  EXPECT_EQ(st.failovers(), 1);
+  EXPECT_EQ(st.shards(lost_index).primary_daemon(), "B");
+  EXPECT_EQ(st.shards(0).backups_size() + st.shards(1).backups_size(), 0)
+      << st.DebugString();
+  std::string events = Events(t, id);
+  EXPECT_NE(events.find("is part of daemon A with member " + a_primary +
+                        ", which did not answer a probe"),
+            std::string::npos)
+      << events;
+  // A new slice of daemon B may back up neither index (B holds both
+  // primaries); a daemon of its own backs up the first.
+  const std::string b3 = JoinSlice(t, "127.0.0.1:23", "B");
+  for (const auto& m : {b1, b2, w}) t.Beat(m, id);
+  EXPECT_TRUE(t.Beat(b3, "").stop());
+  const std::string c = t.Join(PS, "127.0.0.1:31");
+  Assignment j = t.Beat(c, "");
+  EXPECT_EQ(j.job_id(), id);
+  EXPECT_TRUE(j.joining());
+  EXPECT_TRUE(t.Beat(b3, "").stop());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // job's shard indices and worker slots, and what a job waits for.
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,9 @@ void Coordinator::FillShardsLocked(Job& job) {
   for (size_t i = 0; i < job.shards.size(); ++i) {
     if (!job.shards[i].empty()) continue;
     for (auto& [id, m] : members_) {
-      if (HeardLocked(m) && m.job.empty() && m.role == PS && FitsLocked(m, job)) {
+      if (HeardLocked(m) && m.job.empty() && m.role == PS &&
+          FitsLocked(m, job) &&
+          !DaemonHoldsIndexLocked(job, static_cast<int>(i), m)) {
         m.job = job.status.id();
         m.index = static_cast<int>(i);
         m.told = false;
@@ -201,35 +204,45 @@ void Coordinator::StartJobsLocked() {
       ++qit;
       continue;
     }
+    const std::vector<std::vector<Member*>> placed =
+        PlaceShards(ps, spec.num_ps_shards(), R);
+    if (placed.empty()) {
+      train_blocked = true;
+      std::set<std::string> daemons;
+      for (const Member* m : ps) daemons.insert(DaemonOf(*m));
+      SetWaitingLocked(
+          job, absl::StrCat("members: ", ps.size(), " idle parameter-server "
+                            "daemon slices in ", daemons.size(), " daemon(s); ",
+                            R, " replicas of each of ", spec.num_ps_shards(),
+                            " shard(s) need as many daemons per index (no two "
+                            "replicas of one index in one daemon)"));
+      ++qit;
+      continue;
+    }
     SetWaitingLocked(job, "");
     qit = queue_.erase(qit);
     job.shards.clear();
     job.status.clear_ps_addresses();
     job.ready_shards.clear();
-    for (int i = 0; i < spec.num_ps_shards(); ++i) {
-      ps[i]->job = job.status.id();
-      ps[i]->index = i;
-      ps[i]->told = false;
-      ps[i]->backup = false;
-      ps[i]->joining = false;
-      ps[i]->applied = 0;
-      job.shards.push_back(ps[i]->id);
-      job.status.add_ps_addresses(ps[i]->address);
-    }
-    // replicas > 1: the next daemons hold the backups, R - 1 per index.
     job.backups.assign(spec.num_ps_shards(), {});
     job.terms.assign(spec.num_ps_shards(), 0);
     job.joining.assign(spec.num_ps_shards(), {});
-    for (int i = 0, next = spec.num_ps_shards(); i < spec.num_ps_shards(); ++i) {
-      for (int k = 1; k < R; ++k, ++next) {
-        Member* b = ps[next];
-        b->job = job.status.id();
-        b->index = i;
-        b->told = false;
-        b->backup = true;
-        b->joining = false;
-        b->applied = 0;
-        job.backups[i].push_back(b->id);
+    // By index: its primary, then (replicas > 1) its R - 1 backups.
+    for (int i = 0; i < spec.num_ps_shards(); ++i) {
+      for (int k = 0; k < R; ++k) {
+        Member* m = placed[i][k];
+        m->job = job.status.id();
+        m->index = i;
+        m->told = false;
+        m->backup = k > 0;
+        m->joining = false;
+        m->applied = 0;
+        if (k > 0) {
+          job.backups[i].push_back(m->id);
+        } else {
+          job.shards.push_back(m->id);
+          job.status.add_ps_addresses(m->address);
+        }
       }
     }
     UpdateShardReplicasLocked(job);

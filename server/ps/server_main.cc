@@ -1,14 +1,19 @@
-// bertps_server: one parameter-server shard.
+// bertps_server: a parameter-server daemon (one shard, or slices of jobs
+// from the coordinator).
 //
 //   bertps_server --port 7000 --shard 0 --num_shards 2
 //       --peers 127.0.0.1:7000,127.0.0.1:7001 --config tiny --workers 2
+// or a daemon taking shards from the coordinator (--slices: several):
+//   bertps_server --coordinator 127.0.0.1:6000 --port 7000 --slices 2
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/flag_checks.h"
 #include "common/init.h"
@@ -29,10 +34,17 @@ ABSL_FLAG(std::string, coordinator, "",
 ABSL_FLAG(bool, exit_when_job_ends, false,
           "With --coordinator: exit (status 0) once the first job this shard "
           "served has ended, instead of waiting for the next one.");
+ABSL_FLAG(int, slices, 1,
+          "With --coordinator: shard slices this daemon serves, each a member "
+          "of its own on its own port (--port, --port + 1, ...; any free "
+          "ports with --port 0), so a primary of one shard index and a backup "
+          "of another share a daemon (never two replicas of one index). Each "
+          "slice registers 1/slices of the daemon's memory limit.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(std::string, address_file, "",
           "Once listening, write HOST:PORT here (atomically; with --port 0, "
-          "how a script learns the port).");
+          "how a script learns the port); with --slices, each slice's, "
+          "comma-separated.");
 ABSL_FLAG(int, metrics_port, -1,
           "Prometheus metrics port (0: any free port, -1: off).");
 ABSL_FLAG(int, port, 0, "Port (0: any free port; printed at start).");
@@ -73,8 +85,9 @@ int Fail(const absl::Status& s) {
 
 namespace {
 
-// Exports the installed shard's counters every second until `done`.
-std::thread StartMetrics(bertps::ps::ShardServer* server,
+// Exports the installed shards' counters every second until `done` (a
+// `slice` label on each when the daemon has several).
+std::thread StartMetrics(const std::vector<bertps::ps::ShardServer*>& servers,
                          std::atomic<bool>* done,
                          std::unique_ptr<bertps::MetricsEndpoint>* out) {
   const int port = absl::GetFlag(FLAGS_metrics_port);
@@ -90,19 +103,105 @@ std::thread StartMetrics(bertps::ps::ShardServer* server,
               absl::GetFlag(FLAGS_host).c_str(), (*out)->port());
   std::fflush(stdout);
   auto metrics = std::make_shared<bertps::ps::ShardMetrics>((*out)->registry());
+  auto slice = [&servers](size_t k) {
+    return servers.size() > 1 ? absl::StrCat(k) : std::string();
+  };
   // A job shorter than the period still gets its counters: the install's
   // last figures are exported as it retires.
-  server->set_on_retire([metrics](bertps::ps::ShardCore& core) {
-    metrics->Update(core.options().job_id, &core, core.Stats());
-  });
-  return std::thread([server, done, metrics] {
+  for (size_t k = 0; k < servers.size(); ++k) {
+    servers[k]->set_on_retire([metrics, label = slice(k)](
+                                  bertps::ps::ShardCore& core) {
+      metrics->Update(core.options().job_id, &core, core.Stats(), label);
+    });
+  }
+  std::vector<std::string> labels;
+  for (size_t k = 0; k < servers.size(); ++k) labels.push_back(slice(k));
+  return std::thread([servers, labels, done, metrics] {
     while (!done->load()) {
-      if (std::shared_ptr<bertps::ps::ShardCore> core = server->shared_core()) {
-        metrics->Update(core->options().job_id, core.get(), core->Stats());
+      for (size_t k = 0; k < servers.size(); ++k) {
+        if (std::shared_ptr<bertps::ps::ShardCore> core =
+                servers[k]->shared_core()) {
+          metrics->Update(core->options().job_id, core.get(), core->Stats(),
+                          labels[k]);
+        }
       }
       absl::SleepFor(absl::Seconds(1));
     }
   });
+}
+
+// With --coordinator: `slices` idle shard servers, each a member taking jobs
+// from `coordinator`, until a signal (or, with --exit_when_job_ends, the
+// first job's end).
+int ServeSlices(const std::string& coordinator, int slices,
+                const bertps::SecurityConfig& security) {
+  std::vector<std::unique_ptr<bertps::ps::ShardServer>> servers;
+  std::vector<bertps::ps::ShardServer*> raw;
+  std::vector<std::string> addresses;
+  const int port = absl::GetFlag(FLAGS_port);
+  for (int k = 0; k < slices; ++k) {
+    auto server = bertps::ps::ShardServer::StartIdle(
+        absl::StrCat(absl::GetFlag(FLAGS_host), ":", port == 0 ? 0 : port + k),
+        security);
+    if (!server.ok()) {
+      for (auto& s : servers) s->Shutdown();
+      return Fail(server.status());
+    }
+    raw.push_back(server->get());
+    addresses.push_back((*server)->address());
+    servers.push_back(std::move(*server));
+  }
+  const std::string all = absl::StrJoin(addresses, ",");
+  std::printf("bertps_server listening on %s%s, taking jobs from %s\n",
+              all.c_str(),
+              slices > 1 ? absl::StrCat(" (", slices, " slices)").c_str() : "",
+              coordinator.c_str());
+  std::fflush(stdout);
+  if (absl::Status a =
+          bertps::WriteAddressFile(absl::GetFlag(FLAGS_address_file), all);
+      !a.ok()) {
+    for (auto& s : servers) s->Shutdown();
+    return Fail(a);
+  }
+  std::atomic<bool> metrics_done{false};
+  std::unique_ptr<bertps::MetricsEndpoint> metrics;
+  std::thread metrics_thread = StartMetrics(raw, &metrics_done, &metrics);
+  std::vector<std::unique_ptr<bertps::ps::ShardMember>> members;
+  for (int k = 0; k < slices; ++k) {
+    members.push_back(
+        std::make_unique<bertps::ps::ShardMember>(coordinator, raw[k]));
+    bertps::ps::ShardMember& member = *members.back();
+    member.set_update_threads(absl::GetFlag(FLAGS_update_threads));
+    member.set_update_nice(absl::GetFlag(FLAGS_update_nice));
+    // The daemon is named by its first slice's address (unique while it
+    // runs: no other process listens there).
+    if (slices > 1) member.set_daemon(addresses[0], slices);
+    if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
+  }
+  // A slice whose member ends (an error, or its job ended) ends them all.
+  std::vector<absl::Status> statuses(slices);
+  std::vector<std::thread> loops;
+  for (int k = 0; k < slices; ++k) {
+    loops.emplace_back([&, k] {
+      statuses[k] = members[k]->Run();
+      for (auto& m : members) m->Stop();
+      servers[k]->Shutdown();
+    });
+  }
+  std::thread waiter([&] {
+    int sig = bertps::WaitForShutdownSignal();
+    LOG(INFO) << "signal " << sig << ": shutting down";
+    for (auto& m : members) m->Stop();
+  });
+  for (auto& s : servers) s->Wait();
+  for (auto& t : loops) t.join();
+  waiter.detach();
+  metrics_done.store(true);
+  if (metrics_thread.joinable()) metrics_thread.join();
+  for (const absl::Status& st : statuses) {
+    if (!st.ok()) return Fail(st);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -116,6 +215,7 @@ int main(int argc, char** argv) {
   checks.Port("port", absl::GetFlag(FLAGS_port))
       .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port),
             /*allow_off=*/true)
+      .Range("slices", absl::GetFlag(FLAGS_slices), 1, 64)
       .Range("num_shards", num_shards, 1, 1024)
       .Range("shard", absl::GetFlag(FLAGS_shard), 0,
              std::max(num_shards - 1, 0))
@@ -133,6 +233,15 @@ int main(int argc, char** argv) {
       .Range("total_steps", absl::GetFlag(FLAGS_total_steps), 0,
              int64_t{1} << 40);
   if (!checks.ok()) return checks.Fail();
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (absl::GetFlag(FLAGS_slices) > 1 &&
+      (coordinator.empty() || absl::GetFlag(FLAGS_exit_when_job_ends))) {
+    std::fprintf(stderr,
+                 "bertps_server: --slices: more than 1 needs --coordinator "
+                 "(a standalone shard is one slice) and not "
+                 "--exit_when_job_ends (its slices' jobs end apart)\n");
+    return 2;
+  }
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_server: %s\n", tcp.ToString().c_str());
     return 2;
@@ -142,6 +251,9 @@ int main(int argc, char** argv) {
   absl::Status security_ok =
       security.ok() ? bertps::ValidateServing(*security) : security.status();
   if (!security_ok.ok()) return Fail(security_ok);
+  if (!coordinator.empty()) {
+    return ServeSlices(coordinator, absl::GetFlag(FLAGS_slices), *security);
+  }
   std::atomic<bool> metrics_done{false};
   std::unique_ptr<bertps::MetricsEndpoint> metrics;
   std::thread metrics_thread;
@@ -153,38 +265,6 @@ int main(int argc, char** argv) {
       if (t->joinable()) t->join();
     }
   } join{&metrics_done, &metrics_thread};
-  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  if (!coordinator.empty()) {
-    auto server = bertps::ps::ShardServer::StartIdle(
-        absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port)),
-        *security);
-    if (!server.ok()) return Fail(server.status());
-    std::printf("bertps_server listening on %s, taking jobs from %s\n",
-                (*server)->address().c_str(), coordinator.c_str());
-    std::fflush(stdout);
-    if (absl::Status a = bertps::WriteAddressFile(
-            absl::GetFlag(FLAGS_address_file), (*server)->address());
-        !a.ok()) {
-      return Fail(a);
-    }
-    metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
-    bertps::ps::ShardMember member(coordinator, server->get());
-    member.set_update_threads(absl::GetFlag(FLAGS_update_threads));
-    member.set_update_nice(absl::GetFlag(FLAGS_update_nice));
-    if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
-    absl::Status member_status;
-    std::thread loop([&] { member_status = member.Run(); (*server)->Shutdown(); });
-    std::thread waiter([&] {
-      int sig = bertps::WaitForShutdownSignal();
-      LOG(INFO) << "signal " << sig << ": shutting down";
-      member.Stop();
-    });
-    (*server)->Wait();
-    loop.join();
-    waiter.detach();
-    if (!member_status.ok()) return Fail(member_status);
-    return 0;
-  }
   bertps::ps::ShardOptions o;
   o.shard = absl::GetFlag(FLAGS_shard);
   o.num_shards = absl::GetFlag(FLAGS_num_shards);
@@ -247,7 +327,7 @@ int main(int argc, char** argv) {
       !a.ok()) {
     return Fail(a);
   }
-  metrics_thread = StartMetrics(server->get(), &metrics_done, &metrics);
+  metrics_thread = StartMetrics({server->get()}, &metrics_done, &metrics);
   std::thread waiter([&] {
     int sig = bertps::WaitForShutdownSignal();
     LOG(INFO) << "signal " << sig << ": shutting down";

@@ -34,6 +34,11 @@ class ShardMember {
   void set_update_threads(int n) { update_threads_ = n; }
   // ShardOptions.update_nice of the jobs it installs.
   void set_update_nice(int n) { update_nice_ = n; }
+  // One of `slices` shard members this process serves (bertps_server
+  // --slices): registers as part of `daemon` with its share of the memory.
+  void set_daemon(const std::string& daemon, int slices) {
+    member_.set_daemon(daemon, slices);
+  }
   // Run() returns (OK) once the first job this shard served has ended, so
   // the process exits and its orchestrator starts a fresh one.
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }

@@ -29,29 +29,32 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry)
                          .Register(registry)) {}
 
 void ShardMetrics::Update(const std::string& job_id, const void* install,
-                          const StatsResponse& s) {
+                          const StatsResponse& s, const std::string& slice) {
   absl::MutexLock l(&mu_);
-  if (install != install_) {  // a new install counts from 0
-    install_ = install;
-    applied_ = duplicate_ = rejected_ = bytes_ = 0;
-  }
+  Seen& seen = seen_[slice];
+  if (install != seen.install) seen = Seen{install};  // a new install: from 0
+  auto labels = [&](prometheus::Labels l) {
+    l["job_id"] = job_id;
+    if (!slice.empty()) l["slice"] = slice;
+    return l;
+  };
   auto add = [&](prometheus::Family<prometheus::Counter>& f,
                  const prometheus::Labels& labels, int64_t now,
-                 int64_t* seen) {
+                 int64_t* last) {
     prometheus::Counter& c = f.Add(labels);  // exported from the first call
-    if (now > *seen) c.Increment(static_cast<double>(now - *seen));
-    *seen = std::max(*seen, now);
+    if (now > *last) c.Increment(static_cast<double>(now - *last));
+    *last = std::max(*last, now);
   };
-  add(pushes_, {{"job_id", job_id}, {"result", "applied"}},
-      s.pushes_applied(), &applied_);
-  add(pushes_, {{"job_id", job_id}, {"result", "duplicate"}},
-      s.pushes_duplicate(), &duplicate_);
-  add(pushes_, {{"job_id", job_id}, {"result", "rejected"}},
-      s.pushes_rejected(), &rejected_);
-  add(push_bytes_, {{"job_id", job_id}}, s.bytes_in(), &bytes_);
-  version_.Add({{"job_id", job_id}}).Set(static_cast<double>(s.version()));
-  grad_norm_.Add({{"job_id", job_id}}).Set(s.last_grad_norm());
-  learning_rate_.Add({{"job_id", job_id}}).Set(s.last_learning_rate());
+  add(pushes_, labels({{"result", "applied"}}), s.pushes_applied(),
+      &seen.applied);
+  add(pushes_, labels({{"result", "duplicate"}}), s.pushes_duplicate(),
+      &seen.duplicate);
+  add(pushes_, labels({{"result", "rejected"}}), s.pushes_rejected(),
+      &seen.rejected);
+  add(push_bytes_, labels({}), s.bytes_in(), &seen.bytes);
+  version_.Add(labels({})).Set(static_cast<double>(s.version()));
+  grad_norm_.Add(labels({})).Set(s.last_grad_norm());
+  learning_rate_.Add(labels({})).Set(s.last_learning_rate());
 }
 
 }  // namespace ps

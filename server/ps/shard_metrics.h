@@ -10,6 +10,8 @@
 //   bertps_shard_learning_rate{job_id}              gauge: the last applied
 // Counters count for the life of the process: a new install of a job (a
 // restart, a new incarnation) adds to them instead of starting them again.
+// A daemon of several slices (bertps_server --slices) labels each metric
+// with the slice's number too (`slice`, 0-based); a daemon of one does not.
 //
 // Thread-safety: thread-safe (the metrics loop and a retiring install's last
 // call may overlap).
@@ -17,6 +19,7 @@
 #define BERTPS_SERVER_PS_SHARD_METRICS_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -36,8 +39,10 @@ class ShardMetrics {
 
   // The stats of the installed core; `install` names the install (the
   // core's identity), so counters add what it counted since the last call.
+  // `slice`: the slice's label ("" for none).
   void Update(const std::string& job_id, const void* install,
-              const StatsResponse& stats) ABSL_LOCKS_EXCLUDED(mu_);
+              const StatsResponse& stats, const std::string& slice = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   prometheus::Family<prometheus::Gauge>& version_;
@@ -45,12 +50,13 @@ class ShardMetrics {
   prometheus::Family<prometheus::Counter>& push_bytes_;
   prometheus::Family<prometheus::Gauge>& grad_norm_;
   prometheus::Family<prometheus::Gauge>& learning_rate_;
+  // What a slice's install counted when last exported.
+  struct Seen {
+    const void* install = nullptr;
+    int64_t applied = 0, duplicate = 0, rejected = 0, bytes = 0;
+  };
   absl::Mutex mu_;
-  const void* install_ ABSL_GUARDED_BY(mu_) = nullptr;
-  int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t duplicate_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rejected_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Seen> seen_ ABSL_GUARDED_BY(mu_);  // by slice
 };
 
 }  // namespace ps

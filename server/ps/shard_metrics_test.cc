@@ -53,6 +53,30 @@ TEST(ShardMetrics, OneMetricPerQuantityWithJobIdAndCumulativeCounters) {
   EXPECT_EQ(text.find("job=\""), std::string::npos) << text;
 }
 
+TEST(ShardMetrics, SlicesOfOneDaemonCountApart) {
+  prometheus::Registry registry;
+  ShardMetrics m(registry);
+  int primary = 0, backup = 0;
+  // A daemon of 2 slices: the primary of one index and a backup of another,
+  // both in job-000001; each install's counts are its own.
+  m.Update("job-000001", &primary, Stats(4, 8, 800), "0");
+  m.Update("job-000001", &backup, Stats(4, 0, 0), "1");
+  m.Update("job-000001", &primary, Stats(5, 10, 1000), "0");
+  m.Update("job-000001", &backup, Stats(5, 0, 0), "1");
+  const std::string text = Scrape(registry);
+  EXPECT_NE(text.find("bertps_shard_pushes_total{job_id=\"job-000001\","
+                      "result=\"applied\",slice=\"0\"} 10"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("bertps_shard_pushes_total{job_id=\"job-000001\","
+                      "result=\"applied\",slice=\"1\"} 0"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("bertps_shard_version{job_id=\"job-000001\","
+                      "slice=\"1\"} 5"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("bertps_shard_version{job_id=\"job-000001\"}"),
+            std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace ps
 }  // namespace bertps
