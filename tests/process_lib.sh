@@ -85,13 +85,16 @@ start_coordinator() {
 # start_ps_daemons NAME...: a bertps_server ($SERVER) per NAME joining the
 # coordinator ($BERTPS_COORDINATOR) on a free port, logging to
 # $work/ps-NAME.log; returns once each wrote $work/ps-NAME.address.
-# ps_daemon_pid[NAME] is its pid.
+# ps_daemon_pid[NAME] is its pid. Each is started with ps_daemon_flags
+# (e.g. --slices 2) too.
 declare -A ps_daemon_pid
+ps_daemon_flags=()
 start_ps_daemons() {
   local s
   for s in "$@"; do
     "$SERVER" --coordinator "$BERTPS_COORDINATOR" --port 0 \
-      --address_file "$work/ps-$s.address" > "$work/ps-$s.log" 2>&1 &
+      --address_file "$work/ps-$s.address" "${ps_daemon_flags[@]}" \
+      > "$work/ps-$s.log" 2>&1 &
     pids+=($!); ps_daemon_pid[$s]=$!
   done
   for s in "$@"; do
