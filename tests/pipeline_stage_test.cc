@@ -350,6 +350,7 @@ TEST(PipelineStageTest, KilledStageFailsTheOthersFast) {
       [](PipelineStageOptions* o) {
         o->probe_interval = absl::Milliseconds(200);
         o->probe_timeout = absl::Seconds(1);
+        o->peer_restart_wait = absl::Seconds(1);
       });
   std::vector<absl::Status> st(3);
   std::vector<absl::Time> ended(3);

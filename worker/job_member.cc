@@ -52,6 +52,7 @@ void JobMember::Start(const Assignment& assignment, int slot) {
   a.clear_also_indices();
   Part& part = parts_[slot];
   part.ps_addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
+  part.peers.assign(a.peers().begin(), a.peers().end());
   std::atomic<bool>* cancel = part.cancel.get();
   part.thread = std::thread([this, a, slot, cancel] {
     auto report = [this, job = a.job_id(), slot](const StepReport& r) {
@@ -175,9 +176,15 @@ absl::Status JobMember::Run(absl::Duration give_up) {
         LOG(INFO) << job_ << ": slot " << slot << " went to another member";
         StopPart(slot);
       }
+      // A stage of the replica without a member (being replaced): its
+      // stages wait for the new one.
+      const bool peers_complete =
+          std::none_of(a->peers().begin(), a->peers().end(),
+                       [](const std::string& p) { return p.empty(); });
       for (int slot : want) {
         auto it = parts_.find(slot);
         if (it == parts_.end()) {
+          if (!peers_complete) continue;
           if (slot != own) {
             LOG(INFO) << job_ << ": taking over slot " << slot
                       << " beside slot " << own;
@@ -196,9 +203,14 @@ absl::Status JobMember::Run(absl::Duration give_up) {
         // A shard's primary was replaced by its backup: a part still
         // running is told to stop (it ends at its next check, or when its
         // call to the lost primary fails), then goes on at the new address.
-        const bool moved = !std::equal(
+        // A stage of the replica replaced: the same, with its new address.
+        const bool shards_moved = !std::equal(
             part.ps_addresses.begin(), part.ps_addresses.end(),
             a->ps_addresses().begin(), a->ps_addresses().end());
+        const bool peers_moved =
+            !std::equal(part.peers.begin(), part.peers.end(),
+                        a->peers().begin(), a->peers().end());
+        const bool moved = shards_moved || peers_moved;
         if (moved && !finished) {
           if (!part.moving) {
             part.moving = true;
@@ -207,9 +219,11 @@ absl::Status JobMember::Run(absl::Duration give_up) {
           continue;
         }
         if (!finished || !(transient || part.moving)) continue;
+        if (!peers_complete) continue;  // wait for the replica's new stage
         if (moved || part.moving) {
           LOG(INFO) << job_ << ": slot " << slot << " goes on with the "
-                    << "shards' new addresses";
+                    << (peers_moved ? "replica's new stage addresses"
+                                    : "shards' new addresses");
           Start(*a, slot);
         } else if (part.retry_at == absl::InfiniteFuture()) {
           part.retry_at = absl::Now() + absl::Seconds(1);

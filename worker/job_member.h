@@ -17,6 +17,10 @@
 // part per slot, each on its own thread with the assignment's index set to
 // that slot, started, retried and stopped alone; each step report names its
 // slot, and the heartbeat lists the slots whose part finished (done_slots).
+// A pipeline stage whose replica's stage addresses change (a lost stage's
+// slot given to another daemon) is stopped and started again at the shards'
+// step with the new addresses, as for a shard's new primary; while a stage
+// of its replica has no member, it waits.
 // A part that fails with UNAVAILABLE (a shard gone) says so on the next
 // heartbeat (HeartbeatRequest.unreachable): the coordinator probes the
 // shards at once instead of waiting out their member timeout.
@@ -98,6 +102,10 @@ class JobMember {
     // The shards' addresses it was started with: a part that failed is
     // started again at once when a shard index's primary was replaced.
     std::vector<std::string> ps_addresses;
+    // Pipeline stages: the replica's stage addresses it was started with;
+    // a stage replaced by another daemon restarts the replica's parts at
+    // the shards' step (none starts while a stage has no address).
+    std::vector<std::string> peers;
     // Told to stop because the addresses changed: started again once ended.
     bool moving = false;
   };

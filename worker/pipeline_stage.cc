@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/kernels/threads.h"
 #include "common/grpc_status.h"
 #include "common/model/batch_view.h"
@@ -15,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "common/ps/wire.h"
+#include "worker/stage_wire.h"
 
 namespace bertps {
 namespace {
@@ -25,12 +27,8 @@ double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-constexpr int64_t kMinChunk = 1 << 20, kMaxChunk = 4 << 20;
-constexpr int kMaxMessageBytes = 8 << 20;
-
-const char* KindName(int kind) {
-  return kind == ACTIVATION ? "activations" : "gradients";
-}
+using stage_internal::KindName;
+using stage_internal::kMaxMessageBytes;
 
 // A micro-batch: rows [m*mb, (m+1)*mb) of the replica's batch.
 BertBatchView MicroBatch(const BertBatchView& v, int m, int mb) {
@@ -49,51 +47,6 @@ BertBatchView MicroBatch(const BertBatchView& v, int m, int mb) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------- inbox
-
-void StageInbox::Put(Key key, std::vector<float> values) {
-  absl::MutexLock l(&mu_);
-  items_[key] = std::move(values);
-}
-
-absl::StatusOr<std::vector<float>> StageInbox::Take(
-    Key key, absl::Time deadline, absl::Duration probe_every,
-    const std::function<absl::Status()>& probe) {
-  for (;;) {
-    const absl::Time slice = std::min(deadline, absl::Now() + probe_every);
-    {
-      absl::MutexLock l(&mu_);
-      auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !aborted_.ok() || items_.count(key) > 0;
-      };
-      mu_.AwaitWithDeadline(absl::Condition(&ready), slice);
-      if (!aborted_.ok()) return aborted_;
-      auto it = items_.find(key);
-      if (it != items_.end()) {
-        std::vector<float> v = std::move(it->second);
-        items_.erase(it);
-        return v;
-      }
-    }
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError("no message before the deadline");
-    }
-    if (probe) RETURN_IF_ERROR(probe());
-  }
-}
-
-void StageInbox::Abort(absl::Status status) {
-  absl::MutexLock l(&mu_);
-  if (aborted_.ok()) aborted_ = std::move(status);
-}
-
-void StageInbox::Forget(int64_t step) {
-  absl::MutexLock l(&mu_);
-  while (!items_.empty() && std::get<1>(items_.begin()->first) < step) {
-    items_.erase(items_.begin());
-  }
-}
 
 // -------------------------------------------------------------- service
 
@@ -124,6 +77,14 @@ class PipelineStage::Service final : public StageService::Service {
                        " does not take ", KindName(h.kind()), " from stage ",
                        h.from_stage(), " of replica ", h.replica(),
                        " (micro-batch ", h.micro_batch(), ")"));
+    }
+    if (!h.peers().empty() && h.peers() != owner_->PeersKey()) {
+      return grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("stage ", o.stage, " of replica ", o.replica,
+                       " runs with stage addresses ", owner_->PeersKey(),
+                       ", the sender with ", h.peers(), " (a stage is being "
+                       "replaced): try again"));
     }
     const int64_t bytes = h.elements() * static_cast<int64_t>(sizeof(float));
     std::vector<float> values(h.elements());
@@ -167,6 +128,10 @@ class PipelineStage::Service final : public StageService::Service {
 
   grpc::Status Abort(grpc::ServerContext*, const StageAbortRequest* req,
                      StageAbortResponse*) override {
+    // From a start of the replica with other stage addresses: not ours.
+    if (!req->peers().empty() && req->peers() != owner_->PeersKey()) {
+      return grpc::Status::OK;
+    }
     owner_->inbox_.Abort(absl::AbortedError(
         absl::StrCat("pipeline stage ", req->from_stage(), " of replica ",
                      req->replica(), " failed: ", req->reason())));
@@ -280,144 +245,6 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
 std::string PipelineStage::address() const {
   const std::string host = options_.listen.substr(0, options_.listen.rfind(':'));
   return absl::StrCat(host == "0.0.0.0" ? "127.0.0.1" : host, ":", port_);
-}
-
-void PipelineStage::SetPeers(std::vector<std::string> peers) {
-  absl::MutexLock l(&peers_mu_);
-  peers_ = std::move(peers);
-  stubs_.clear();
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  for (const std::string& a : peers_) {
-    stubs_.push_back(
-        StageService::NewStub(MakeChannel(a, options_.ps.security, args)));
-  }
-}
-
-StageService::Stub* PipelineStage::Peer(int stage) {
-  absl::MutexLock l(&peers_mu_);
-  if (stage < 0 || stage >= static_cast<int>(stubs_.size())) return nullptr;
-  return stubs_[stage].get();
-}
-
-void PipelineStage::Kill() {
-  killed_ = true;
-  inbox_.Abort(absl::AbortedError("this stage was killed"));
-  if (server_) server_->Shutdown(std::chrono::system_clock::now());
-}
-
-absl::Status PipelineStage::SendTensor(int to, StageTensorKind kind,
-                                       int64_t step, int micro_batch,
-                                       const float* data, int64_t n) {
-  StageService::Stub* stub = Peer(to);
-  if (stub == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no address for pipeline stage ", to));
-  }
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.send_timeout));
-  StageSendResponse resp;
-  auto w = stub->Send(&ctx, &resp);
-  StageChunk msg;
-  StageTensorHeader* h = msg.mutable_header();
-  h->set_replica(options_.replica);
-  h->set_from_stage(options_.stage);
-  h->set_step(step);
-  h->set_micro_batch(micro_batch);
-  h->set_kind(kind);
-  h->set_elements(n);
-  bool ok = w->Write(msg);
-  const int64_t chunk =
-      std::clamp<int64_t>(options_.chunk_bytes, kMinChunk, kMaxChunk);
-  const char* bytes = reinterpret_cast<const char*>(data);
-  const int64_t total = n * static_cast<int64_t>(sizeof(float));
-  for (int64_t off = 0; ok && off < total; off += chunk) {
-    msg.set_data(bytes + off, std::min(chunk, total - off));
-    ok = w->Write(msg);
-  }
-  w->WritesDone();
-  absl::Status st = FromGrpcStatus(w->Finish());
-  if (!st.ok()) {
-    std::string addr;
-    {
-      absl::MutexLock l(&peers_mu_);
-      addr = peers_[to];
-    }
-    return Annotate(st, absl::StrCat("sending ", KindName(kind),
-                                     " of step ", step, " micro-batch ",
-                                     micro_batch, " to pipeline stage ", to,
-                                     " (", addr, ")"));
-  }
-  bytes_sent_ += total;
-  return absl::OkStatus();
-}
-
-absl::Status PipelineStage::Probe(int stage) {
-  StageService::Stub* stub = Peer(stage);
-  if (stub == nullptr) return absl::OkStatus();
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
-  StagePingResponse resp;
-  absl::Status st =
-      FromGrpcStatus(stub->Ping(&ctx, StagePingRequest(), &resp));
-  if (st.ok()) return st;
-  std::string addr;
-  {
-    absl::MutexLock l(&peers_mu_);
-    addr = peers_[stage];
-  }
-  return absl::UnavailableError(
-      absl::StrCat("pipeline stage ", stage, " of replica ", options_.replica,
-                   " (", addr, ") is not answering: ", st.ToString()));
-}
-
-absl::StatusOr<std::vector<float>> PipelineStage::Receive(
-    int from, StageTensorKind kind, int64_t step, int micro_batch,
-    int64_t n) {
-  absl::StatusOr<std::vector<float>> v = inbox_.Take(
-      {kind, step, micro_batch}, absl::Now() + options_.recv_timeout,
-      options_.probe_interval, [this, from] { return Probe(from); });
-  if (!v.ok()) {
-    return Annotate(v.status(),
-                    absl::StrCat("waiting for ", KindName(kind), " of step ",
-                                 step, " micro-batch ", micro_batch,
-                                 " from pipeline stage ", from));
-  }
-  if (static_cast<int64_t>(v->size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pipeline stage ", from, " sent ", v->size(), " ", KindName(kind),
-        " values for micro-batch ", micro_batch, ", expected ", n));
-  }
-  return v;
-}
-
-absl::Status PipelineStage::NameDeadPeer(absl::Status st) {
-  if (st.ok()) return st;
-  for (int s = 0; s < options_.num_stages; ++s) {
-    if (s == options_.stage) continue;
-    absl::Status p = Probe(s);
-    if (!p.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat(p.message(), " (and then: ", st.message(), ")"));
-    }
-  }
-  return st;
-}
-
-void PipelineStage::AbortPeers(const absl::Status& why) {
-  for (int s = 0; s < options_.num_stages; ++s) {
-    if (s == options_.stage) continue;
-    StageService::Stub* stub = Peer(s);
-    if (stub == nullptr) continue;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-    StageAbortRequest req;
-    req.set_replica(options_.replica);
-    req.set_from_stage(options_.stage);
-    req.set_reason(std::string(why.message()));
-    StageAbortResponse resp;
-    stub->Abort(&ctx, req, &resp);  // best effort
-  }
 }
 
 // Pulls this stage's tensors (version >= step) through the client, from

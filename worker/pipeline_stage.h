@@ -89,6 +89,12 @@ struct PipelineStageOptions {
   absl::Duration recv_timeout = absl::Seconds(300);  // longest wait for a peer
   absl::Duration probe_interval = absl::Seconds(1);
   absl::Duration probe_timeout = absl::Seconds(5);
+  // How long a peer that refuses a send as UNAVAILABLE, or does not answer
+  // the probes while this stage waits for it, is given before it counts as
+  // lost (it may be between two starts of its part, or started with other
+  // stage addresses: the replica's stages start a step again together when
+  // one of them is replaced).
+  absl::Duration peer_restart_wait = absl::Seconds(5);
   int64_t log_every = 10;
   std::ostream* log = nullptr;  // JSON lines; null: quiet
   // Run(): called after each step; Run() stops with CANCELLED at the next
@@ -140,6 +146,8 @@ class PipelineStage {
   std::string address() const;
   // The replica's stage addresses (when not known at Create).
   void SetPeers(std::vector<std::string> peers);
+  // The replica's stage addresses, comma-joined (StageTensorHeader.peers).
+  std::string PeersKey() ABSL_LOCKS_EXCLUDED(peers_mu_);
 
   absl::Status Run();
   absl::StatusOr<StageStepReport> Step(int64_t step);
@@ -159,6 +167,9 @@ class PipelineStage {
   absl::Status PullOwnTensors(int64_t step);
   absl::Status SendTensor(int to_stage, StageTensorKind kind, int64_t step,
                           int micro_batch, const float* data, int64_t n);
+  absl::Status SendTensorOnce(int to_stage, StageTensorKind kind,
+                              int64_t step, int micro_batch, const float* data,
+                              int64_t n);  // one try of SendTensor
   absl::StatusOr<std::vector<float>> Receive(int from_stage,
                                              StageTensorKind kind,
                                              int64_t step, int micro_batch,

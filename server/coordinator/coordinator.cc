@@ -253,6 +253,7 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   }
   job.status.set_restarts(job.status.restarts() + 1);
   job.status.set_incarnation(job.status.incarnation() + 1);
+  job.lost_stages.clear();  // the new start waits for stage daemons
   const int64_t from = RewindLocked(job);
   job.ready_shards.clear();
   // Joining backups become backups like the others: they reinstall and

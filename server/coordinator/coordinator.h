@@ -247,6 +247,10 @@ class Coordinator {
     // surviving worker takes it over once no idle member took it for
     // slot_takeover_after.
     std::vector<absl::Time> slot_free_since;
+    // Pipeline jobs: stage slots freed by a lost member in this incarnation
+    // and not taken yet, with what happened to it; one still free after
+    // slot_takeover_after restarts the job from its checkpoint.
+    std::map<int, std::string> lost_stages;
     // (step, slot) reported, for steps >= counted_floor; reports of older
     // steps are repeats of long-finished steps and are ignored.
     std::set<std::pair<int64_t, int>> counted;

@@ -306,11 +306,26 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
                                     " (member ", m.id, " at ", m.address,
                                     ") ", how));
   } else if (m.role == STAGE_ROLE) {
+    // Its slot goes to an idle stage daemon; the replica's other stages
+    // start the step again with it (JobMember), no restart. The job
+    // restarts from its checkpoint only if none takes it in time
+    // (FillSlotsLocked).
     const int S = StagesOf(job.status.spec());
-    if (index < static_cast<int>(job.slots.size())) job.slots[index].clear();
-    RestartLocked(job, absl::StrCat("pipeline stage ", index % S,
-                                    " of replica ", index / S, " (member ",
-                                    m.id, " at ", m.address, ") ", how));
+    const std::string what =
+        absl::StrCat("pipeline stage ", index % S, " of replica ", index / S,
+                     " (member ", m.id, " at ", m.address, ") ", how);
+    if (index >= static_cast<int>(job.slots.size())) {
+      RestartLocked(job, what);
+      return;
+    }
+    job.slots[index].clear();
+    job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+    job.slot_free_since[index] = options_.now();
+    job.lost_stages[index] = what;
+    EventLocked(job, absl::StrCat(what, "; its slot is free: an idle stage "
+                                  "daemon takes it and the replica's stages "
+                                  "start the step again, no restart"));
+    UpdateSlotHoldersLocked(job);
   }
 }
 

@@ -309,15 +309,40 @@ void Coordinator::FillSlotsLocked(Job& job) {
     }
     if (Member* m = idle()) {
       assign(*m, i);
-      EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id));
+      if (job.lost_stages.erase(i) > 0) {
+        const int S = StagesOf(job.status.spec());
+        EventLocked(job, absl::StrCat(
+                             "pipeline stage ", i % S, " of replica ", i / S,
+                             " is member ", m->id, " at ", m->address,
+                             ": the replica's stages start the step again "
+                             "with it, no restart"));
+      } else {
+        EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id));
+      }
       continue;
     }
-    // No idle member: after takeover_after, a surviving worker of the job
-    // computes the slot as well (pipeline stages restart the job instead).
-    if (trainer != TRAIN || job.training_done) continue;
+    if (job.training_done) continue;
     if (job.slot_free_since[i] == absl::InfiniteFuture()) {
       job.slot_free_since[i] = now;
     }
+    // A lost stage's slot no idle stage daemon took in time: the job
+    // restarts from its checkpoint (and waits there for a stage daemon).
+    auto lost = job.lost_stages.find(i);
+    if (lost != job.lost_stages.end()) {
+      if (takeover_after == absl::InfiniteDuration() ||
+          now - job.slot_free_since[i] < takeover_after) {
+        continue;
+      }
+      const std::string why = absl::StrCat(
+          lost->second, "; no idle stage daemon took its slot within ",
+          absl::FormatDuration(takeover_after));
+      if (changed) UpdateSlotHoldersLocked(job);
+      RestartLocked(job, why);
+      return;
+    }
+    // No idle member: after takeover_after, a surviving worker of the job
+    // computes the slot as well (pipeline stages wait for a daemon).
+    if (trainer != TRAIN) continue;
     if (takeover_after == absl::InfiniteDuration() ||
         now - job.slot_free_since[i] < takeover_after) {
       continue;

@@ -1,0 +1,118 @@
+// Pipeline jobs that lose a stage: its slot goes to an idle stage daemon
+// and the replica's stages are told its address (they start the step again
+// with it, worker/job_member.h), with no restart; while the slot has no
+// member its replica's stages are told none; with no idle stage daemon
+// within the takeover time the job restarts from its checkpoint.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/coordinator/coordinator_test_util.h"
+
+namespace bertps {
+namespace {
+
+std::string Events(ClockedCoordinator& t, const std::string& job) {
+  int64_t seq = 0;
+  auto events = t.c->WaitForEvents(job, &seq, absl::InfinitePast());
+  std::string all;
+  if (!events.ok()) return all;
+  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
+  return all;
+}
+
+TEST(CoordinatorStages, ALostStageIsReplacedByAnIdleDaemonWithoutARestart) {
+  ClockedCoordinator t;
+  const std::string ps = t.Join(PS, "127.0.0.1:1");
+  std::vector<std::string> stages;
+  for (int k = 0; k < 4; ++k) {
+    stages.push_back(t.Join(STAGE_ROLE, absl::StrCat("127.0.0.1:1", k)));
+  }
+  JobSpec spec = TrainSpec(1, 2, 50);  // 2 replicas
+  spec.mutable_pipeline()->set_stages(2);
+  spec.mutable_pipeline()->set_micro_batches(2);
+  spec.mutable_checkpoint()->set_dir("ckpt");
+  auto submitted = t.c->Submit(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const std::string id = *submitted;
+  t.Beat(ps, "");
+  t.Beat(ps, id);  // installed
+  std::vector<std::string> by_slot(4);
+  for (const auto& m : stages) {
+    const Assignment a = t.Beat(m, id);
+    ASSERT_EQ(a.job_id(), id);
+    ASSERT_FALSE(a.wait());
+    by_slot[a.index()] = m;
+  }
+  const int64_t incarnation = t.c->Get(id)->incarnation();
+  const std::string spare = t.Join(STAGE_ROLE, "127.0.0.1:20");
+  EXPECT_TRUE(t.Beat(spare, "").stop());
+  // Stage 1 of replica 0 goes silent: lost after the member timeout; the
+  // spare takes its slot at once.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    for (const auto& m : {ps, by_slot[0], by_slot[2], by_slot[3]}) {
+      t.Beat(m, id);
+    }
+    t.Beat(spare, "");
+  }
+  Assignment a = t.Beat(spare, "");
+  ASSERT_EQ(a.job_id(), id) << Events(t, id);
+  EXPECT_EQ(a.index(), 1);
+  EXPECT_EQ(a.incarnation(), incarnation);
+  // Its replica's other stage is told the new address; the other replica
+  // sees no change.
+  a = t.Beat(by_slot[0], id);
+  ASSERT_EQ(a.peers_size(), 2);
+  EXPECT_EQ(a.peers(1), "127.0.0.1:20");
+  EXPECT_EQ(a.incarnation(), incarnation);
+  JobStatus st = *t.c->Get(id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.restarts(), 0);
+  EXPECT_EQ(st.incarnation(), incarnation);
+  std::string events = Events(t, id);
+  EXPECT_NE(events.find("pipeline stage 1 of replica 0 (member " + by_slot[1] +
+                        " at 127.0.0.1:1"),
+            std::string::npos)
+      << events;
+  EXPECT_NE(events.find("its slot is free: an idle stage daemon takes it"),
+            std::string::npos)
+      << events;
+  EXPECT_NE(events.find("pipeline stage 1 of replica 0 is member " + spare +
+                        " at 127.0.0.1:20: the replica's stages start the "
+                        "step again with it, no restart"),
+            std::string::npos)
+      << events;
+  // Stage 1 of replica 1 is lost with no idle stage daemon: its replica's
+  // stage is told no address for it (it waits), and after the takeover time
+  // (the member timeout) the job restarts from its checkpoint.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    for (const auto& m : {ps, by_slot[0], spare, by_slot[2]}) t.Beat(m, id);
+  }
+  a = t.Beat(by_slot[2], id);
+  ASSERT_EQ(a.peers_size(), 2);
+  EXPECT_EQ(a.peers(1), "");
+  EXPECT_EQ(t.c->Get(id)->restarts(), 0);
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    for (const auto& m : {ps, by_slot[0], spare, by_slot[2]}) t.Beat(m, id);
+  }
+  std::string lost_at;
+  for (int k = 0; k < 4; ++k) {
+    if (stages[k] == by_slot[3]) lost_at = absl::StrCat("127.0.0.1:1", k);
+  }
+  st = *t.c->Get(id);
+  EXPECT_EQ(st.restarts(), 1);
+  EXPECT_EQ(st.incarnation(), incarnation + 1);
+  events = Events(t, id);
+  EXPECT_NE(events.find("pipeline stage 1 of replica 1 (member " + by_slot[3] +
+                        " at " + lost_at + ") stopped answering; no idle stage "
+                        "daemon took its slot within 10s"),
+            std::string::npos)
+      << events;
+}
+
+}  // namespace
+}  // namespace bertps
