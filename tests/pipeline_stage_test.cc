@@ -263,6 +263,14 @@ void CheckOneStep(int S, PipelineScheduleKind kind) {
   int64_t sent = 0;
   for (int s = 0; s < S; ++s) sent += reps[s]->bytes_sent;
   EXPECT_EQ(sent, int64_t{2} * (S - 1) * B * 16 * 32 * 4);
+  // Each stage pulled its own tensors (fp32 here), the tied word table by
+  // the first stage and the last: together at least the whole model.
+  int64_t pulled = 0;
+  for (int s = 0; s < S; ++s) {
+    EXPECT_GT(reps[s]->pull_bytes, 0) << "stage " << s;
+    pulled += reps[s]->pull_bytes;
+  }
+  EXPECT_GE(pulled, model->num_params() * int64_t{4});
 }
 
 TEST(PipelineStageTest, GradientsEqualSingleProcessS2) {

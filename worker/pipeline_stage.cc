@@ -249,14 +249,16 @@ std::string PipelineStage::address() const {
 
 // Pulls this stage's tensors (version >= step) through the client, from
 // the shards that hold any of them, straight into the stage's local buffer.
-absl::Status PipelineStage::PullOwnTensors(int64_t step) {
+absl::Status PipelineStage::PullOwnTensors(int64_t step,
+                                           int64_t* payload_bytes) {
   const ParamLayout& layout = stage_->model_layout();
   std::vector<float*> dest(layout.tensors().size(), nullptr);
   for (size_t t = 0; t < dest.size(); ++t) {
     const int64_t off = stage_->local_offset(static_cast<int>(t));
     if (off >= 0) dest[t] = stage_->params() + off;
   }
-  return client_->PullInto(ps_worker(), step, step, dest).status();
+  return client_->PullInto(ps_worker(), step, step, dest, payload_bytes)
+      .status();
 }
 
 absl::Status PipelineStage::ReadBatch(int64_t step) {
@@ -329,7 +331,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
   so.example_denominator = static_cast<double>(totals->examples_total());
   auto t1 = Clock::now();
   BertStage<float>& st = *stage_;
-  RETURN_IF_ERROR(NameDeadPeer(PullOwnTensors(step)));
+  RETURN_IF_ERROR(NameDeadPeer(PullOwnTensors(step, &rep.pull_bytes)));
   auto t2 = Clock::now();
 
   st.ZeroGrads();

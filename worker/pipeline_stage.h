@@ -112,6 +112,7 @@ struct StageStepReport {
   double bubble = 0;  // 1 - compute / schedule time
   kernels::Precision precision = kernels::Precision::kFp32;  // what ran
   int64_t bytes_sent = 0, bytes_received = 0;  // activations and gradients
+  int64_t pull_bytes = 0;  // parameter bytes pulled (bf16 pulls: fewer)
 };
 
 // Received activations and gradients by (kind, step, micro-batch).
@@ -164,7 +165,7 @@ class PipelineStage {
   explicit PipelineStage(const PipelineStageOptions& options);
   absl::Status ReadBatch(int64_t step);
   // This stage's tensors, through client_ (PsClient::PullInto).
-  absl::Status PullOwnTensors(int64_t step);
+  absl::Status PullOwnTensors(int64_t step, int64_t* payload_bytes);
   absl::Status SendTensor(int to_stage, StageTensorKind kind, int64_t step,
                           int micro_batch, const float* data, int64_t n);
   absl::Status SendTensorOnce(int to_stage, StageTensorKind kind,

@@ -111,6 +111,7 @@ absl::Status StageMember::RunPart(
     s.set_loss(r.loss);
     if (o.stage == S - 1) s.set_examples(o.batch);
     s.set_pull_ms(r.pull_ms);
+    s.set_pull_bytes(r.pull_bytes);
     s.set_compute_ms(r.compute_ms);
     s.set_precision(r.precision == kernels::Precision::kBf16 ? BF16 : F32);
     s.set_push_ms(r.push_ms);

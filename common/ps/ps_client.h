@@ -148,10 +148,12 @@ class PsClient {
   // layout tensor) receives tensor t's elements in order; null: not pulled
   // (the request names only the wanted tensors, and a shard holding none of
   // them is not asked). E.g. a pipeline stage's own layers into its local
-  // buffer. Returns the version, as Pull.
+  // buffer. Returns the version, as Pull; `payload_bytes` (if set): the
+  // tensor bytes received (PendingPull::payload_bytes).
   absl::StatusOr<int64_t> PullInto(int worker, int64_t min_version,
                                    int64_t step,
-                                   const std::vector<float*>& dest);
+                                   const std::vector<float*>& dest,
+                                   int64_t* payload_bytes = nullptr);
 
   // Starts a push of one step's gradient.
   absl::StatusOr<std::unique_ptr<PushStream>> BeginPush(const PushHeader& header);

@@ -244,15 +244,18 @@ std::unique_ptr<PsClient::PendingPull> PsClient::StartPull(
 
 absl::StatusOr<int64_t> PsClient::PullInto(int worker, int64_t min_version,
                                            int64_t step,
-                                           const std::vector<float*>& dest) {
+                                           const std::vector<float*>& dest,
+                                           int64_t* payload_bytes) {
   if (dest.size() != layout_.tensors().size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "PullInto: ", dest.size(), " destinations for ",
         layout_.tensors().size(), " tensors"));
   }
-  return StartPullInto(worker, min_version, step, dest, nullptr,
-                       options_.pull_bf16_products)
-      ->Finish();
+  std::unique_ptr<PendingPull> pull = StartPullInto(
+      worker, min_version, step, dest, nullptr, options_.pull_bf16_products);
+  absl::StatusOr<int64_t> version = pull->Finish();
+  if (payload_bytes != nullptr) *payload_bytes = pull->payload_bytes();
+  return version;
 }
 
 std::unique_ptr<PsClient::PendingPull> PsClient::StartPullInto(
