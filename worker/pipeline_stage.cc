@@ -16,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "common/ps/wire.h"
+#include "worker/stage_router.h"
 #include "worker/stage_wire.h"
 
 namespace bertps {
@@ -50,22 +51,29 @@ BertBatchView MicroBatch(const BertBatchView& v, int m, int mb) {
 
 // -------------------------------------------------------------- service
 
-class PipelineStage::Service final : public StageService::Service {
+// Serves one stage: on a server of its own, or through the daemon's
+// StageRouter (the calls' routing done there).
+class PipelineStage::Service final : public StageService::Service,
+                                     public StageRouter::Target {
  public:
   explicit Service(PipelineStage* owner) : owner_(owner) {}
 
   grpc::Status Send(grpc::ServerContext*, grpc::ServerReader<StageChunk>* r,
                     StageSendResponse*) override {
-    if (owner_->killed_) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stage killed");
-    }
-    const PipelineStageOptions& o = owner_->options_;
     StageChunk msg;
     if (!r->Read(&msg) || !msg.has_header()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "a stage stream starts with its header");
     }
-    const StageTensorHeader h = msg.header();
+    return Accept(msg.header(), r);
+  }
+
+  grpc::Status Accept(const StageTensorHeader& h,
+                      grpc::ServerReader<StageChunk>* r) override {
+    if (owner_->killed_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stage killed");
+    }
+    const PipelineStageOptions& o = owner_->options_;
     const int expect_from =
         h.kind() == ACTIVATION ? o.stage - 1 : o.stage + 1;
     if (h.replica() != o.replica || h.from_stage() != expect_from ||
@@ -89,6 +97,7 @@ class PipelineStage::Service final : public StageService::Service {
     const int64_t bytes = h.elements() * static_cast<int64_t>(sizeof(float));
     std::vector<float> values(h.elements());
     int64_t got = 0;
+    StageChunk msg;
     while (r->Read(&msg)) {
       if (!msg.has_data() && msg.has_header()) {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -117,6 +126,10 @@ class PipelineStage::Service final : public StageService::Service {
 
   grpc::Status Ping(grpc::ServerContext*, const StagePingRequest*,
                     StagePingResponse* resp) override {
+    return Answer(resp);
+  }
+
+  grpc::Status Answer(StagePingResponse* resp) override {
     if (owner_->killed_) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stage killed");
     }
@@ -128,13 +141,17 @@ class PipelineStage::Service final : public StageService::Service {
 
   grpc::Status Abort(grpc::ServerContext*, const StageAbortRequest* req,
                      StageAbortResponse*) override {
+    return TakeAbort(*req);
+  }
+
+  grpc::Status TakeAbort(const StageAbortRequest& req) override {
     // From a start of the replica with other stage addresses: not ours.
-    if (!req->peers().empty() && req->peers() != owner_->PeersKey()) {
+    if (!req.peers().empty() && req.peers() != owner_->PeersKey()) {
       return grpc::Status::OK;
     }
     owner_->inbox_.Abort(absl::AbortedError(
-        absl::StrCat("pipeline stage ", req->from_stage(), " of replica ",
-                     req->replica(), " failed: ", req->reason())));
+        absl::StrCat("pipeline stage ", req.from_stage(), " of replica ",
+                     req.replica(), " failed: ", req.reason())));
     return grpc::Status::OK;
   }
 
@@ -148,6 +165,9 @@ PipelineStage::PipelineStage(const PipelineStageOptions& options)
     : options_(options), mm_(options.precision) {}
 
 PipelineStage::~PipelineStage() {
+  if (routed_ != nullptr) {
+    options_.router->Remove(options_.replica, options_.stage, routed_);
+  }
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
@@ -224,7 +244,14 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
   }
   p->zeros_.assign(largest, 0.0f);
 
-  p->service_ = std::make_unique<Service>(p.get());
+  p->service_ = std::make_shared<Service>(p.get());
+  if (o.router != nullptr) {  // the daemon's server serves it
+    p->port_ = o.router->port();
+    p->routed_ = p->service_;
+    o.router->Add(o.replica, o.stage, p->routed_);
+    if (!o.peers.empty()) p->SetPeers(o.peers);
+    return p;
+  }
   MethodRoles roles = DefaultMethodRoles();
   roles.rules["/bertps.StageService/*"] = Access::kWorker;
   grpc::ServerBuilder builder;

@@ -53,6 +53,7 @@
 #include "common/model/stage.h"
 #include "grpcpp/server.h"
 #include "proto/pipeline.grpc.pb.h"
+#include "worker/stage_router.h"
 #include "common/ps/ps_client.h"
 
 namespace bertps {
@@ -100,6 +101,9 @@ struct PipelineStageOptions {
   // Run(): called after each step; Run() stops with CANCELLED at the next
   // step once *cancel is true.
   std::function<void(const struct StageStepReport&)> on_step;
+  // A stage daemon's one server for all its parts (worker/stage_router.h):
+  // the stage is served there, not on `listen` (whose host still names it).
+  StageRouter* router = nullptr;
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -193,7 +197,9 @@ class PipelineStage {
   int seq_ = 0, preds_ = 0;
   io::BertBatch batch_;
   StageInbox inbox_;
-  std::unique_ptr<Service> service_;
+  std::shared_ptr<Service> service_;
+  // service_ as served by options_.router (null: on server_).
+  std::shared_ptr<StageRouter::Target> routed_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::atomic<int64_t> current_step_{-1};

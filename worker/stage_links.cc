@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "worker/pipeline_stage.h"
+#include "worker/stage_router.h"
 #include "worker/stage_wire.h"
 
 namespace bertps {
@@ -92,6 +93,9 @@ StageService::Stub* PipelineStage::Peer(int stage) {
 
 void PipelineStage::Kill() {
   killed_ = true;
+  if (routed_ != nullptr) {
+    options_.router->Remove(options_.replica, options_.stage, routed_);
+  }
   inbox_.Abort(absl::AbortedError("this stage was killed"));
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
 }
@@ -163,11 +167,14 @@ absl::Status PipelineStage::SendTensorOnce(int to, StageTensorKind kind,
 absl::Status PipelineStage::Probe(int stage) {
   StageService::Stub* stub = Peer(stage);
   if (stub == nullptr) return absl::OkStatus();
+  StagePingRequest req;  // for that stage of this replica
+  req.set_replica(options_.replica);
+  req.set_stage(stage);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
   StagePingResponse resp;
   absl::Status st =
-      FromGrpcStatus(stub->Ping(&ctx, StagePingRequest(), &resp));
+      FromGrpcStatus(stub->Ping(&ctx, req, &resp));
   if (st.ok()) return st;
   std::string addr;
   {
@@ -242,6 +249,7 @@ void PipelineStage::AbortPeers(const absl::Status& why) {
     req.set_from_stage(options_.stage);
     req.set_reason(std::string(why.message()));
     req.set_peers(PeersKey());
+    req.set_to_stage(s);
     StageAbortResponse resp;
     stub->Abort(&ctx, req, &resp);  // best effort
   }

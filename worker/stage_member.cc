@@ -1,9 +1,5 @@
 #include "worker/stage_member.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/model/params.h"
@@ -13,28 +9,6 @@
 #include "worker/pipeline_stage.h"
 
 namespace bertps {
-namespace {
-
-// A free TCP port on the loopback or any interface (the kernel's choice).
-absl::StatusOr<int> FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return absl::UnavailableError("cannot find a free port");
-  }
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<StageMember>> StageMember::Create(
     const std::string& coordinator, const std::string& listen,
@@ -46,19 +20,23 @@ absl::StatusOr<std::unique_ptr<StageMember>> StageMember::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("--listen: '", listen, "' is not HOST:PORT"));
   }
-  std::string address = listen;
-  if (port == 0) {
-    ASSIGN_OR_RETURN(int p, FreePort());
-    address = absl::StrCat(listen.substr(0, colon), ":", p);
-  }
-  return std::unique_ptr<StageMember>(
-      new StageMember(coordinator, address, security));
+  // One server for every part this daemon runs, for its whole life (port
+  // 0: a free one, chosen now so the coordinator can hand it to the peers).
+  ASSIGN_OR_RETURN(std::unique_ptr<StageRouter> router,
+                   StageRouter::Start(listen, security));
+  std::string host = listen.substr(0, colon);
+  if (host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+  std::string address = absl::StrCat(host, ":", router->port());
+  return std::unique_ptr<StageMember>(new StageMember(
+      coordinator, std::move(address), security, std::move(router)));
 }
 
 StageMember::StageMember(const std::string& coordinator, std::string address,
-                         const SecurityConfig& security)
+                         const SecurityConfig& security,
+                         std::unique_ptr<StageRouter> router)
     : address_(std::move(address)),
       security_(security),
+      router_(std::move(router)),
       member_(coordinator, STAGE_ROLE, address_, security,
               [this](const Assignment& a, std::atomic<bool>* cancel,
                      const std::function<void(const StepReport&)>& report) {
@@ -84,6 +62,7 @@ absl::Status StageMember::RunPart(
   o.num_replicas = spec.num_workers();
   o.peers.assign(a.peers().begin(), a.peers().end());
   o.listen = address_;
+  o.router = router_.get();
   o.micro_batches = spec.pipeline().micro_batches();
   ASSIGN_OR_RETURN(o.schedule, ParsePipelineSchedule(spec.pipeline().schedule()));
   o.layers_per_stage.assign(spec.pipeline().layers_per_stage().begin(),

@@ -21,13 +21,15 @@
 #include "absl/status/status.h"
 #include "common/security.h"
 #include "worker/job_member.h"
+#include "worker/stage_router.h"
 
 namespace bertps {
 
 class StageMember {
  public:
-  // `listen`: host:port of this daemon's StageService (port 0: a free port
-  // is chosen now, so the coordinator can hand the address to the peers).
+  // `listen`: host:port of this daemon's StageService, started now for
+  // all its parts (port 0: a free port, so the coordinator can hand the
+  // address to the peers).
   static absl::StatusOr<std::unique_ptr<StageMember>> Create(
       const std::string& coordinator, const std::string& listen,
       const SecurityConfig& security);
@@ -39,12 +41,16 @@ class StageMember {
 
  private:
   StageMember(const std::string& coordinator, std::string address,
-              const SecurityConfig& security);
+              const SecurityConfig& security,
+              std::unique_ptr<StageRouter> router);
   absl::Status RunPart(const Assignment& a, std::atomic<bool>* cancel,
                        const std::function<void(const StepReport&)>& report);
 
   const std::string address_;
   const SecurityConfig security_;
+  // Serves every part's StageService on address_ (declared before member_:
+  // the parts, which member_ ends, use it).
+  std::unique_ptr<StageRouter> router_;
   JobMember member_;
 };
 
