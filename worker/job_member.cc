@@ -39,6 +39,18 @@ void JobMember::StopParts() {
   while (!parts_.empty()) StopPart(parts_.begin()->first);
 }
 
+std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
+  const int S = a.spec().pipeline().stages();
+  if (S <= 1 || a.stage_addresses_size() == 0) {
+    return {a.peers().begin(), a.peers().end()};
+  }
+  std::vector<std::string> peers;
+  for (int k = (slot / S) * S; k < (slot / S + 1) * S; ++k) {
+    peers.push_back(k < a.stage_addresses_size() ? a.stage_addresses(k) : "");
+  }
+  return peers;
+}
+
 void JobMember::Start(const Assignment& assignment, int slot) {
   StopPart(slot);
   started_as_ = member_.member_id();
@@ -50,6 +62,9 @@ void JobMember::Start(const Assignment& assignment, int slot) {
   Assignment a = assignment;
   a.set_index(slot);
   a.clear_also_indices();
+  const std::vector<std::string> peers = PeersOf(assignment, slot);
+  a.clear_peers();
+  for (const std::string& p : peers) a.add_peers(p);
   Part& part = parts_[slot];
   part.ps_addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   part.peers.assign(a.peers().begin(), a.peers().end());
@@ -176,12 +191,13 @@ absl::Status JobMember::Run(absl::Duration give_up) {
         LOG(INFO) << job_ << ": slot " << slot << " went to another member";
         StopPart(slot);
       }
-      // A stage of the replica without a member (being replaced): its
-      // stages wait for the new one.
-      const bool peers_complete =
-          std::none_of(a->peers().begin(), a->peers().end(),
-                       [](const std::string& p) { return p.empty(); });
       for (int slot : want) {
+        // A stage of the slot's replica without a member (being replaced):
+        // its stages wait for the new one.
+        const std::vector<std::string> peers = PeersOf(*a, slot);
+        const bool peers_complete =
+            std::none_of(peers.begin(), peers.end(),
+                         [](const std::string& p) { return p.empty(); });
         auto it = parts_.find(slot);
         if (it == parts_.end()) {
           if (!peers_complete) continue;
@@ -207,9 +223,7 @@ absl::Status JobMember::Run(absl::Duration give_up) {
         const bool shards_moved = !std::equal(
             part.ps_addresses.begin(), part.ps_addresses.end(),
             a->ps_addresses().begin(), a->ps_addresses().end());
-        const bool peers_moved =
-            !std::equal(part.peers.begin(), part.peers.end(),
-                        a->peers().begin(), a->peers().end());
+        const bool peers_moved = part.peers != peers;
         const bool moved = shards_moved || peers_moved;
         if (moved && !finished) {
           if (!part.moving) {

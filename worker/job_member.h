@@ -109,6 +109,9 @@ class JobMember {
     // Told to stop because the addresses changed: started again once ended.
     bool moving = false;
   };
+  // Pipeline stages: the stage addresses of slot's replica (those of
+  // Assignment.stage_addresses, else Assignment.peers).
+  static std::vector<std::string> PeersOf(const Assignment& a, int slot);
   // Starts (or starts again) the part of `slot` of assignment `a`.
   void Start(const Assignment& a, int slot);
   void StopPart(int slot);

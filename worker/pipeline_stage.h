@@ -179,7 +179,8 @@ class PipelineStage {
                                              StageTensorKind kind,
                                              int64_t step, int micro_batch,
                                              int64_t n);
-  absl::Status Probe(int stage);
+  // Pings `stage` of this replica; `peer_step`: the step it works on.
+  absl::Status Probe(int stage, int64_t* peer_step = nullptr);
   // A failed parameter-server call while a stage of the replica is dead
   // (its push or announcement never comes): names that stage.
   absl::Status NameDeadPeer(absl::Status st);

@@ -52,7 +52,16 @@ absl::StatusOr<std::vector<float>> StageInbox::Take(
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError("no message before the deadline");
     }
-    if (probe) RETURN_IF_ERROR(probe());
+    if (!probe) continue;
+    absl::Status st = probe();
+    if (st.ok()) continue;
+    // It may have come while the probe ran.
+    absl::MutexLock l(&mu_);
+    auto it = items_.find(key);
+    if (it == items_.end()) return st;
+    std::vector<float> v = std::move(it->second);
+    items_.erase(it);
+    return v;
   }
 }
 
@@ -164,7 +173,7 @@ absl::Status PipelineStage::SendTensorOnce(int to, StageTensorKind kind,
   return absl::OkStatus();
 }
 
-absl::Status PipelineStage::Probe(int stage) {
+absl::Status PipelineStage::Probe(int stage, int64_t* peer_step) {
   StageService::Stub* stub = Peer(stage);
   if (stub == nullptr) return absl::OkStatus();
   StagePingRequest req;  // for that stage of this replica
@@ -175,7 +184,10 @@ absl::Status PipelineStage::Probe(int stage) {
   StagePingResponse resp;
   absl::Status st =
       FromGrpcStatus(stub->Ping(&ctx, req, &resp));
-  if (st.ok()) return st;
+  if (st.ok()) {
+    if (peer_step != nullptr) *peer_step = resp.step();
+    return st;
+  }
   std::string addr;
   {
     absl::MutexLock l(&peers_mu_);
@@ -191,12 +203,24 @@ absl::StatusOr<std::vector<float>> PipelineStage::Receive(
     int64_t n) {
   // A peer that does not answer is lost once it stayed so for
   // peer_restart_wait (it may be starting again); a cancelled part ends.
+  // A peer past `step` sent all it had of it (a send ends once the
+  // receiver holds it): what is awaited will not come -- the step was done
+  // by an earlier start of this stage's part (the replica's stages started
+  // again apart, one after the shards' step moved on): start again at the
+  // shards' step.
   absl::Time silent_since = absl::InfiniteFuture();
-  auto probe = [this, from, &silent_since]() -> absl::Status {
+  auto probe = [this, from, step, &silent_since]() -> absl::Status {
     if (options_.cancel != nullptr && options_.cancel->load()) {
       return absl::CancelledError("pipeline stage cancelled");
     }
-    absl::Status st = Probe(from);
+    int64_t peer_step = -1;
+    absl::Status st = Probe(from, &peer_step);
+    if (st.ok() && peer_step > step) {
+      return absl::AbortedError(absl::StrCat(
+          "pipeline stage ", from, " of replica ", options_.replica,
+          " is at step ", peer_step, ", past step ", step,
+          " (done by an earlier start): starting again at the shards' step"));
+    }
     const absl::Time now = absl::Now();
     if (st.ok()) {
       silent_since = absl::InfiniteFuture();

@@ -358,9 +358,13 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   if (m.role == STAGE_ROLE) {
     const int S = StagesOf(job.status.spec());
     const int first = (m.index / S) * S;
-    for (int k = first; k < first + S; ++k) {
+    for (size_t k = 0; k < job.slots.size(); ++k) {
       auto it = members_.find(job.slots[k]);
-      a.add_peers(it == members_.end() ? "" : it->second.address);
+      const std::string& address =
+          it == members_.end() ? std::string() : it->second.address;
+      a.add_stage_addresses(address);
+      const int slot = static_cast<int>(k);
+      if (slot >= first && slot < first + S) a.add_peers(address);
     }
   }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);

@@ -276,6 +276,12 @@ void Coordinator::FillSlotsLocked(Job& job) {
     }
     return nullptr;
   };
+  const int S = StagesOf(job.status.spec());
+  auto slot_name = [S](int slot) {
+    return S > 1 ? absl::StrCat("pipeline stage ", slot % S, " of replica ",
+                                slot / S)
+                 : absl::StrCat("worker ", slot);
+  };
   // JobStatus.slots is rebuilt only when a holder changed (this runs on
   // every heartbeat).
   bool changed = job.status.slots_size() != static_cast<int>(job.slots.size());
@@ -302,20 +308,18 @@ void Coordinator::FillSlotsLocked(Job& job) {
       Member& h = host->second;
       h.also.erase(i);
       assign(*m, i);
-      EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id,
+      EventLocked(job, absl::StrCat(slot_name(i), " is member ", m->id,
                                     " (taken back from member ", h.id,
-                                    ", worker ", h.index, ")"));
+                                    ", ", slot_name(h.index), ")"));
       continue;
     }
     if (Member* m = idle()) {
       assign(*m, i);
       if (job.lost_stages.erase(i) > 0) {
-        const int S = StagesOf(job.status.spec());
         EventLocked(job, absl::StrCat(
-                             "pipeline stage ", i % S, " of replica ", i / S,
-                             " is member ", m->id, " at ", m->address,
-                             ": the replica's stages start the step again "
-                             "with it, no restart"));
+                             slot_name(i), " is member ", m->id, " at ",
+                             m->address, ": the replica's stages start the "
+                             "step again with it, no restart"));
       } else {
         EventLocked(job, absl::StrCat("worker ", i, " is member ", m->id));
       }
@@ -325,16 +329,47 @@ void Coordinator::FillSlotsLocked(Job& job) {
     if (job.slot_free_since[i] == absl::InfiniteFuture()) {
       job.slot_free_since[i] = now;
     }
-    // A lost stage's slot no idle stage daemon took in time: the job
-    // restarts from its checkpoint (and waits there for a stage daemon).
+    // A lost stage's slot no idle stage daemon took in time: the member
+    // running the same stage of another replica computes it as well (the
+    // fewest slots first); with none (one replica), the job restarts from
+    // its checkpoint (and waits there for a stage daemon).
     auto lost = job.lost_stages.find(i);
     if (lost != job.lost_stages.end()) {
       if (takeover_after == absl::InfiniteDuration() ||
           now - job.slot_free_since[i] < takeover_after) {
         continue;
       }
+      Member* host = nullptr;
+      for (auto& [id, m] : members_) {
+        if (!m.alive || m.job != job.status.id() || m.role != STAGE_ROLE ||
+            m.index < 0 || m.index % S != i % S ||
+            !FitsLocked(m, job, static_cast<int>(m.also.size()) + 2)) {
+          continue;
+        }
+        if (host == nullptr || m.also.size() < host->also.size() ||
+            (m.also.size() == host->also.size() && m.index < host->index)) {
+          host = &m;
+        }
+      }
+      if (host != nullptr) {
+        host->also[i] = NowMs();
+        changed = true;
+        job.slots[i] = host->id;
+        job.slot_free_since[i] = absl::InfiniteFuture();
+        job.lost_stages.erase(lost);
+        EventLocked(job, absl::StrCat(
+                             slot_name(i), " is taken over by member ",
+                             host->id, " (", slot_name(host->index),
+                             "): no idle stage daemon registered within ",
+                             absl::FormatDuration(takeover_after),
+                             "; it computes both, slower, until one does; "
+                             "the replica's stages start the step again, no "
+                             "restart"));
+        continue;
+      }
       const std::string why = absl::StrCat(
-          lost->second, "; no idle stage daemon took its slot within ",
+          lost->second, "; no idle stage daemon took its slot, and no stage "
+          "of another replica can, within ",
           absl::FormatDuration(takeover_after));
       if (changed) UpdateSlotHoldersLocked(job);
       RestartLocked(job, why);

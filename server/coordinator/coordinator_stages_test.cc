@@ -2,7 +2,8 @@
 // and the replica's stages are told its address (they start the step again
 // with it, worker/job_member.h), with no restart; while the slot has no
 // member its replica's stages are told none; with no idle stage daemon
-// within the takeover time the job restarts from its checkpoint.
+// within the takeover time the member running the same stage of another
+// replica computes it as well, until a stage daemon takes it back.
 #include <string>
 #include <vector>
 
@@ -85,8 +86,10 @@ TEST(CoordinatorStages, ALostStageIsReplacedByAnIdleDaemonWithoutARestart) {
             std::string::npos)
       << events;
   // Stage 1 of replica 1 is lost with no idle stage daemon: its replica's
-  // stage is told no address for it (it waits), and after the takeover time
-  // (the member timeout) the job restarts from its checkpoint.
+  // stage is told no address for it (it waits); after the takeover time (the
+  // member timeout) the member running stage 1 of replica 0 (the spare)
+  // computes it as well, no restart; every stage member is told every
+  // slot's address.
   for (int round = 0; round < 2; ++round) {
     t.now += absl::Seconds(6);
     for (const auto& m : {ps, by_slot[0], spare, by_slot[2]}) t.Beat(m, id);
@@ -99,19 +102,36 @@ TEST(CoordinatorStages, ALostStageIsReplacedByAnIdleDaemonWithoutARestart) {
     t.now += absl::Seconds(6);
     for (const auto& m : {ps, by_slot[0], spare, by_slot[2]}) t.Beat(m, id);
   }
-  std::string lost_at;
-  for (int k = 0; k < 4; ++k) {
-    if (stages[k] == by_slot[3]) lost_at = absl::StrCat("127.0.0.1:1", k);
-  }
+  a = t.Beat(spare, id);
+  EXPECT_EQ(a.index(), 1);
+  ASSERT_EQ(a.also_indices_size(), 1);
+  EXPECT_EQ(a.also_indices(0), 3);
+  ASSERT_EQ(a.stage_addresses_size(), 4);
+  EXPECT_EQ(a.stage_addresses(3), "127.0.0.1:20");
+  a = t.Beat(by_slot[2], id);
+  EXPECT_EQ(a.peers(1), "127.0.0.1:20");
   st = *t.c->Get(id);
-  EXPECT_EQ(st.restarts(), 1);
-  EXPECT_EQ(st.incarnation(), incarnation + 1);
+  EXPECT_EQ(st.restarts(), 0);
+  EXPECT_EQ(st.incarnation(), incarnation);
   events = Events(t, id);
-  EXPECT_NE(events.find("pipeline stage 1 of replica 1 (member " + by_slot[3] +
-                        " at " + lost_at + ") stopped answering; no idle stage "
-                        "daemon took its slot within 10s"),
+  EXPECT_NE(events.find("pipeline stage 1 of replica 1 is taken over by member " +
+                        spare + " (pipeline stage 1 of replica 0): no idle "
+                        "stage daemon registered within 10s"),
             std::string::npos)
       << events;
+  // A stage daemon registers: it takes the slot back.
+  const std::string late = t.Join(STAGE_ROLE, "127.0.0.1:21");
+  a = t.Beat(late, "");
+  EXPECT_EQ(a.job_id(), id);
+  EXPECT_EQ(a.index(), 3);
+  EXPECT_EQ(t.Beat(spare, id).also_indices_size(), 0);
+  EXPECT_EQ(t.Beat(by_slot[2], id).peers(1), "127.0.0.1:21");
+  events = Events(t, id);
+  EXPECT_NE(events.find("pipeline stage 1 of replica 1 is member " + late +
+                        " (taken back from member " + spare),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(t.c->Get(id)->restarts(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A lost pipeline stage with no idle stage daemon, real processes over
+# 127.0.0.1: a pipeline job of 2 replicas x 2 stages (BSP) on one shard and
+# 4 stage daemons, no spare. kill -9 of one stage daemon mid-job: once it is
+# declared dead and no stage daemon registered within the takeover time
+# (the member timeout, 3 s), the daemon running the same stage of the other
+# replica computes the lost slot as well (a second part, served on its own
+# address by its StageRouter); the lost replica's other stage starts the
+# step again with it; no restart. A stage daemon started later takes the
+# slot back. The job's parameters equal, bit for bit, those of the same job
+# run without a fault.
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+source "$(dirname "$0")/process_lib.sh"
+init_work stage_takeover
+tiny_model_data "$BERT_LOCAL"
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 3
+coord="$BERTPS_COORDINATOR"
+"$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
+pids+=($!)
+stage_pids=()
+for s in 0 1 2 3; do
+  "$WORKER" --role=stage --coordinator "$coord" > "$work/stage$s.log" 2>&1 &
+  pids+=($!); stage_pids+=($!)
+done
+spec() {  # spec NAME
+  cat <<EOF2
+name: "$1"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 8
+steps: 150
+num_workers: 2
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+export_path: "$work/$1.safetensors"
+pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }
+EOF2
+}
+spec takeover > "$work/takeover.pbtxt"
+job=$("$CTL" submit "$work/takeover.pbtxt") || fail "submit"
+for _ in $(seq 1 600); do
+  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 20 ] && break
+  sleep 0.1
+done
+kill -9 "${stage_pids[3]}"
+killed=$(date +%s%N)
+for _ in $(seq 1 400); do
+  "$CTL" status "$job" | grep -q "taken over beside slot" && break
+  sleep 0.05
+done
+"$CTL" status "$job" | grep -E "^workers" || true
+"$CTL" status "$job" | grep -q "taken over beside slot" \
+  || fail "no stage took the lost slot over: $("$CTL" status "$job" | tail -5)"
+echo "a stage daemon killed: its slot taken over after $(( ($(date +%s%N) - killed) / 1000000 )) ms (member timeout 3 s, takeover 3 s)"
+at=$(field "$job" 's.get("progress", {}).get("step", 0)')
+for _ in $(seq 1 600); do
+  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge $((at + 10)) ] && break
+  sleep 0.1
+done
+[ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge $((at + 10)) ] \
+  || fail "no progress after the takeover (step $at)"
+echo "steps $at -> $((at + 10)) with one daemon computing two slots"
+"$WORKER" --role=stage --coordinator "$coord" > "$work/stage4.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 400); do
+  "$CTL" status "$job" | grep -q "taken over beside slot" || break
+  sleep 0.05
+done
+"$CTL" status "$job" | grep -q "taken over beside slot" \
+  && fail "the new stage daemon did not take the slot back"
+"$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "the job failed: $(tail -3 "$work/watch.out")"
+grep -o "pipeline stage [01] of replica [01] is taken over by .*" "$work/watch.out" | head -1 | sed 's/member [^ ]* //g' | cut -c1-220
+grep -o "pipeline stage [01] of replica [01] is member [^ ]* (taken back.*" "$work/watch.out" | head -1 | sed 's/member [^ ]* //g'
+[ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "the job was restarted: $(grep -i restart "$work/watch.out" | head -3)"
+[ "$(field "$job" 's.get("incarnation", 0)')" = 1 ] || fail "the incarnation changed"
+grep -q "is taken over by member" "$work/watch.out" || fail "no takeover event"
+grep -q "(taken back from member" "$work/watch.out" || fail "no take-back event"
+
+spec clean > "$work/clean.pbtxt"
+clean=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
+"$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed: $(tail -3 "$work/watch-clean.out")"
+for _ in $(seq 1 100); do [ -f "$work/clean.safetensors" ] && [ -f "$work/takeover.safetensors" ] && break; sleep 0.1; done
+worst=$(max_relative_difference "$work/takeover.safetensors" "$work/clean.safetensors") \
+  || fail "cannot compare the exports"
+echo "a stage taken over and back vs no fault: worst relative difference $worst"
+[ "$worst" = "0.000e+00" ] || fail "the parameters differ ($worst)"
+echo PASS
