@@ -6,9 +6,12 @@
 // assignment, heartbeats with step reports (the last stage's carry the
 // loss), and, as stage 0 of replica 0, writes the job's checkpoints and
 // export like train worker 0. The member loop is a JobMember
-// (worker/job_member.h). A stage that dies is replaced: the coordinator
-// starts the job again from its newest checkpoint with another member in the
-// slot (the other stages' parts end and start again with the new peers).
+// (worker/job_member.h). A stage that dies is replaced with no restart: its
+// slot goes to an idle stage daemon or, with none, to the member running the
+// same stage of another replica as a second part (Assignment.also_indices);
+// the replica's other stages end their parts and start again with the new
+// addresses at the shards' step. All parts are served by one StageRouter on
+// the daemon's address.
 // Thread-safety: Run() from one thread; Stop() from any.
 #ifndef BERTPS_WORKER_STAGE_MEMBER_H_
 #define BERTPS_WORKER_STAGE_MEMBER_H_
