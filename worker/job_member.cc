@@ -52,11 +52,19 @@ std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
 }
 
 void JobMember::Start(const Assignment& assignment, int slot) {
+  // A new start of a part that kept failing keeps when it began failing
+  // (transient_limit counts from there until a step is reported).
+  PartState fresh;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = states_.find(slot);
+    if (it != states_.end()) fresh.failing_since = it->second.failing_since;
+  }
   StopPart(slot);
   started_as_ = member_.member_id();
   {
     absl::MutexLock l(&mu_);
-    states_[slot] = PartState();
+    states_[slot] = fresh;
   }
   // The part sees an assignment of its slot alone.
   Assignment a = assignment;
@@ -208,12 +216,15 @@ absl::Status JobMember::Run(absl::Duration give_up) {
           Start(*a, slot);
           continue;
         }
-        bool finished, transient;
+        bool finished, transient, done;
         {
           absl::MutexLock l(&mu_);
           const PartState& st = states_[slot];
           finished = st.finished;
           transient = st.transient;
+          // Ran to its end (a stop asked too late changes nothing).
+          done = st.finished && !st.transient && !st.cancelled &&
+                 st.error.empty();
         }
         Part& part = it->second;
         // A shard's primary was replaced by its backup: a part still
@@ -232,7 +243,7 @@ absl::Status JobMember::Run(absl::Duration give_up) {
           }
           continue;
         }
-        if (!finished || !(transient || part.moving)) continue;
+        if (!finished || done || !(transient || part.moving)) continue;
         if (!peers_complete) continue;  // wait for the replica's new stage
         if (moved || part.moving) {
           LOG(INFO) << job_ << ": slot " << slot << " goes on with the "

@@ -247,9 +247,9 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
   p->service_ = std::make_shared<Service>(p.get());
   if (o.router != nullptr) {  // the daemon's server serves it
     p->port_ = o.router->port();
+    if (!o.peers.empty()) p->SetPeers(o.peers);  // before any call comes
     p->routed_ = p->service_;
     o.router->Add(o.replica, o.stage, p->routed_);
-    if (!o.peers.empty()) p->SetPeers(o.peers);
     return p;
   }
   MethodRoles roles = DefaultMethodRoles();

@@ -90,6 +90,14 @@ grpc::Status StageRouter::Send(grpc::ServerContext*,
                         "a stage stream starts with its header");
   }
   const StageTensorHeader& h = msg.header();
+  if ((h.kind() != ACTIVATION && h.kind() != GRADIENT) || h.from_stage() < 0 ||
+      h.replica() < 0 || (h.kind() == GRADIENT && h.from_stage() == 0)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("a stage tensor from stage ",
+                                     h.from_stage(), " of replica ",
+                                     h.replica(), " of kind ", h.kind(),
+                                     " goes to no stage"));
+  }
   const int to =
       h.kind() == ACTIVATION ? h.from_stage() + 1 : h.from_stage() - 1;
   Held t = Find(h.replica(), to);

@@ -241,6 +241,12 @@ int64_t Coordinator::RewindLocked(Job& job) {
 }
 
 void Coordinator::RestartLocked(Job& job, const std::string& why) {
+  // Members lost together (the slices of one daemon): one restart.
+  if (batch_restarted_ != nullptr &&
+      !batch_restarted_->insert(job.status.id()).second) {
+    EventLocked(job, absl::StrCat(why, " (the same restart)"));
+    return;
+  }
   const JobSpec& spec = job.status.spec();
   const int max = spec.checkpoint().max_restarts() == 0
                       ? kDefaultMaxRestarts

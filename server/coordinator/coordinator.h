@@ -213,6 +213,10 @@ class Coordinator {
     // The process it is part of (RegisterRequest.daemon; "" for its own):
     // replicas of one shard index go to different daemons.
     std::string daemon;
+    // Declared lost while it held work: given none until a heartbeat has
+    // told it to stop (a member that was only silent may still run its old
+    // part, which must end before it takes a slot again).
+    bool needs_stop = false;
   };
   struct Item {
     WorkItem item;
@@ -296,6 +300,12 @@ class Coordinator {
   // ago is alive until member_timeout; work given to it would wait out
   // that timeout (and, for a shard, restart the job).
   bool HeardLocked(const Member& m) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether m may be given work now: heard lately and, if it was declared
+  // lost while holding work, told to stop since.
+  bool MayTakeWorkLocked(const Member& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return HeardLocked(m) && !m.needs_stop;
+  }
   // "" or, for the waiting message, the idle members of `role` not heard
   // lately ("; 1 idle train worker not heard for 4.2 s").
   std::string UnheardLocked(Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -462,6 +472,9 @@ class Coordinator {
   // (silence before it does not count).
   absl::Time last_tick_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int64_t ticks_ ABSL_GUARDED_BY(mu_) = 0;
+  // While members lost together are handled (ProbeMembers): the jobs
+  // restarted so far, each restarted once.
+  std::set<std::string>* batch_restarted_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_);
   absl::Time resumed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Jobs to write to the store; whether one changed state; the last write.

@@ -3,6 +3,7 @@
 // taken back), the worker slots a train member holds (its own and those it
 // took over), and probes of the shards a train member could not reach.
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,12 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
       !resp.assignment().wait()) {
     me.told = true;
   }
+  if (me.job.empty() && me.needs_stop) {
+    // Told to stop now: work may go to it from here (on its next
+    // heartbeat's answer).
+    me.needs_stop = false;
+    TickLocked();
+  }
   return resp;
 }
 
@@ -273,6 +280,7 @@ std::string Coordinator::UnheardLocked(Role role) const {
 
 void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   if (m.job.empty()) return;
+  m.needs_stop = true;
   if (IsPool(m.role)) {
     ReleaseLocked(m);
     return;
@@ -283,6 +291,8 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     return;
   }
   const int index = m.index;
+  std::vector<int> held = {m.index};  // slots: its own and those taken over
+  for (const auto& [k, since] : m.also) held.push_back(k);
   if (m.role == TRAIN && job.status.state() == RUNNING) {
     FreeSlotsLocked(job, m, how);
   }
@@ -306,25 +316,29 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
                                     " (member ", m.id, " at ", m.address,
                                     ") ", how));
   } else if (m.role == STAGE_ROLE) {
-    // Its slot goes to an idle stage daemon; the replica's other stages
-    // start the step again with it (JobMember), no restart. The job
-    // restarts from its checkpoint only if none takes it in time
-    // (FillSlotsLocked).
+    // Each slot it held (its own, those it took over) goes to an idle stage
+    // daemon, else to the same stage of another replica; the replica's
+    // other stages start the step again with it (JobMember), no restart.
+    // The job restarts from its checkpoint only if none takes it in time
+    // (FillSlotsLocked). A slot whose part was done stays as it is.
     const int S = StagesOf(job.status.spec());
-    const std::string what =
-        absl::StrCat("pipeline stage ", index % S, " of replica ", index / S,
-                     " (member ", m.id, " at ", m.address, ") ", how);
-    if (index >= static_cast<int>(job.slots.size())) {
-      RestartLocked(job, what);
-      return;
-    }
-    job.slots[index].clear();
     job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
-    job.slot_free_since[index] = options_.now();
-    job.lost_stages[index] = what;
-    EventLocked(job, absl::StrCat(what, "; its slot is free: an idle stage "
-                                  "daemon takes it and the replica's stages "
-                                  "start the step again, no restart"));
+    for (int k : held) {
+      if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
+          job.slots[k] != m.id || job.slot_done[k]) {
+        continue;
+      }
+      const std::string what =
+          absl::StrCat("pipeline stage ", k % S, " of replica ", k / S,
+                       " (member ", m.id, " at ", m.address, ") ", how);
+      job.slots[k].clear();
+      job.slot_free_since[k] = options_.now();
+      job.lost_stages[k] = what;
+      EventLocked(job, absl::StrCat(what, "; its slot is free: an idle stage "
+                                    "daemon takes it and the replica's "
+                                    "stages start the step again, no "
+                                    "restart"));
+    }
     UpdateSlotHoldersLocked(job);
   }
 }
@@ -423,23 +437,31 @@ void Coordinator::ProbeMembers() {
     }
     LOG(WARNING) << "member " << p.member << " at " << p.address
                  << " failed a probe: " << st;
+    // The other slices of its daemon are the same process: gone with it
+    // (a primary among them fails over now, not after the member timeout);
+    // a job that loses several of them at once restarts once.
+    const std::string daemon = m->second.daemon;
+    std::vector<Member*> siblings;
+    for (auto& [id, sibling] : members_) {
+      if (!daemon.empty() && sibling.alive && sibling.daemon == daemon &&
+          id != p.member) {
+        sibling.alive = false;
+        siblings.push_back(&sibling);
+      }
+    }
+    std::set<std::string> restarted;
+    batch_restarted_ = &restarted;
     m->second.alive = false;
     LoseMemberLocked(m->second,
                      absl::StrCat("did not answer a probe (", st.message(),
                                   ") after ", p.why));
-    // The other slices of its daemon are the same process: gone with it
-    // (a primary among them fails over now, not after the member timeout).
-    const std::string daemon = m->second.daemon;
-    for (auto& [id, sibling] : members_) {
-      if (daemon.empty() || !sibling.alive || sibling.daemon != daemon) {
-        continue;
-      }
-      sibling.alive = false;
-      LoseMemberLocked(sibling, absl::StrCat("is part of daemon ", daemon,
-                                             " with member ", p.member,
-                                             ", which did not answer a "
-                                             "probe"));
+    for (Member* sibling : siblings) {
+      LoseMemberLocked(*sibling, absl::StrCat("is part of daemon ", daemon,
+                                              " with member ", p.member,
+                                              ", which did not answer a "
+                                              "probe"));
     }
+    batch_restarted_ = nullptr;
     TickLocked();
   }
 }

@@ -5,6 +5,7 @@
 // to the restart from the newest checkpoint (docs/ps.md "Replicas"). No two
 // replicas of one index share a daemon (bertps_server --slices).
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,22 +42,38 @@ std::vector<std::vector<Coordinator::Member*>> Coordinator::PlaceShards(
     placed[i].push_back(spread[i]);
     used[i] = true;
   }
-  // Each index's next replica: the first member left whose daemon holds
-  // none of the index's.
+  // Each index's next replica: a member left whose daemon holds none of the
+  // index's, chosen for all indices at once (a bipartite matching by
+  // augmenting paths; candidates tried in spread order), so a placement is
+  // found whenever one exists for the round.
+  auto fits = [&](int i, size_t j) {
+    for (const Member* r : placed[i]) {
+      if (DaemonOf(*r) == DaemonOf(*spread[j])) return false;
+    }
+    return true;
+  };
   for (int k = 1; k < replicas; ++k) {
+    std::vector<int> owner(spread.size(), -1);  // index matched to member j
+    std::function<bool(int, std::vector<bool>&)> augment =
+        [&](int i, std::vector<bool>& seen) {
+          for (size_t j = 0; j < spread.size(); ++j) {
+            if (used[j] || seen[j] || !fits(i, j)) continue;
+            seen[j] = true;
+            if (owner[j] < 0 || augment(owner[j], seen)) {
+              owner[j] = i;
+              return true;
+            }
+          }
+          return false;
+        };
     for (int i = 0; i < shards; ++i) {
-      size_t pick = spread.size();
-      for (size_t j = 0; j < spread.size() && pick == spread.size(); ++j) {
-        if (used[j]) continue;
-        bool shared = false;
-        for (const Member* r : placed[i]) {
-          shared = shared || DaemonOf(*r) == DaemonOf(*spread[j]);
-        }
-        if (!shared) pick = j;
-      }
-      if (pick == spread.size()) return {};
-      used[pick] = true;
-      placed[i].push_back(spread[pick]);
+      std::vector<bool> seen(spread.size(), false);
+      if (!augment(i, seen)) return {};
+    }
+    for (size_t j = 0; j < spread.size(); ++j) {
+      if (owner[j] < 0) continue;
+      used[j] = true;
+      placed[owner[j]].push_back(spread[j]);
     }
   }
   return placed;
@@ -286,7 +303,7 @@ void Coordinator::AddBackupsLocked(Job& job) {
            want) {
       Member* idle = nullptr;
       for (auto& [id, m] : members_) {
-        if (HeardLocked(m) && m.job.empty() && m.role == PS &&
+        if (MayTakeWorkLocked(m) && m.job.empty() && m.role == PS &&
             now >= m.no_join_before && FitsLocked(m, job) &&
             !DaemonHoldsIndexLocked(job, static_cast<int>(i), m)) {
           idle = &m;

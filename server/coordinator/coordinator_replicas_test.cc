@@ -278,5 +278,31 @@ TEST(CoordinatorReplicas, SlicesOfOneDaemonHoldNoTwoReplicasOfAnIndex) {
   EXPECT_TRUE(t.Beat(b3, "").stop());
 }
 
+// 3 daemons of 2 slices hold 3 indices x 2 replicas (the backups found all
+// at once: one index at a time, the first free slice of another daemon,
+// would leave the last index only a slice of its own daemon).
+TEST(CoordinatorReplicas, ThreeDaemonsOfTwoSlicesHoldThreeIndicesTwice) {
+  ClockedCoordinator t;
+  std::vector<std::string> slices;
+  int port = 40;
+  for (const char* d : {"A", "B", "C"}) {
+    for (int k = 0; k < 2; ++k) {
+      slices.push_back(JoinSlice(t, absl::StrCat("127.0.0.1:", port++), d));
+    }
+  }
+  const std::string w = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(3, 1, 50);
+  spec.set_replicas(2);
+  const std::string id = *t.c->Submit(spec);
+  for (const auto& m : slices) t.Beat(m, "");
+  const JobStatus st = *t.c->Get(id);
+  ASSERT_EQ(st.state(), RUNNING) << st.waiting();
+  ASSERT_EQ(st.shards_size(), 3);
+  for (const ShardReplicas& r : st.shards()) {
+    ASSERT_EQ(r.backup_daemons_size(), 1);
+    EXPECT_NE(r.primary_daemon(), r.backup_daemons(0)) << r.DebugString();
+  }
+}
+
 }  // namespace
 }  // namespace bertps

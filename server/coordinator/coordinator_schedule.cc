@@ -111,7 +111,7 @@ void Coordinator::FillShardsLocked(Job& job) {
   for (size_t i = 0; i < job.shards.size(); ++i) {
     if (!job.shards[i].empty()) continue;
     for (auto& [id, m] : members_) {
-      if (HeardLocked(m) && m.job.empty() && m.role == PS &&
+      if (MayTakeWorkLocked(m) && m.job.empty() && m.role == PS &&
           FitsLocked(m, job) &&
           !DaemonHoldsIndexLocked(job, static_cast<int>(i), m)) {
         m.job = job.status.id();
@@ -175,7 +175,7 @@ void Coordinator::StartJobsLocked() {
     const Role trainer = S > 1 ? STAGE_ROLE : TRAIN;
     std::vector<Member*> ps, train;
     for (auto& [id, m] : members_) {
-      if (!HeardLocked(m) || !m.job.empty() || !FitsLocked(m, job)) continue;
+      if (!MayTakeWorkLocked(m) || !m.job.empty() || !FitsLocked(m, job)) continue;
       if (m.role == PS) ps.push_back(&m);
       if (m.role == trainer) train.push_back(&m);
     }
@@ -269,7 +269,7 @@ void Coordinator::FillSlotsLocked(Job& job) {
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   auto idle = [&]() -> Member* {
     for (auto& [id, m] : members_) {
-      if (HeardLocked(m) && m.job.empty() && m.role == trainer &&
+      if (MayTakeWorkLocked(m) && m.job.empty() && m.role == trainer &&
           FitsLocked(m, job)) {
         return &m;
       }

@@ -134,5 +134,77 @@ TEST(CoordinatorStages, ALostStageIsReplacedByAnIdleDaemonWithoutARestart) {
   EXPECT_EQ(t.c->Get(id)->restarts(), 0);
 }
 
+// A pipeline job of 2 replicas x 2 stages on 4 stage members, every slot
+// held and the shard installed.
+struct Staged {
+  std::string ps, id;
+  std::vector<std::string> by_slot = std::vector<std::string>(4);
+};
+Staged StartStaged(ClockedCoordinator& t) {
+  Staged r;
+  r.ps = t.Join(PS, "127.0.0.1:1");
+  std::vector<std::string> stages;
+  for (int k = 0; k < 4; ++k) {
+    stages.push_back(t.Join(STAGE_ROLE, absl::StrCat("127.0.0.1:1", k)));
+  }
+  JobSpec spec = TrainSpec(1, 2, 50);
+  spec.mutable_pipeline()->set_stages(2);
+  spec.mutable_pipeline()->set_micro_batches(2);
+  r.id = *t.c->Submit(spec);
+  t.Beat(r.ps, "");
+  t.Beat(r.ps, r.id);
+  for (const auto& m : stages) r.by_slot[t.Beat(m, r.id).index()] = m;
+  return r;
+}
+
+TEST(CoordinatorStages, AStageBackFromSilenceIsToldToStopBeforeItsSlot) {
+  ClockedCoordinator t;
+  const Staged r = StartStaged(t);
+  // Slot 3's member is silent past the member timeout: lost.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    for (int k : {0, 1, 2}) t.Beat(r.by_slot[k], r.id);
+    t.Beat(r.ps, r.id);
+  }
+  EXPECT_EQ(t.c->Get(r.id)->slots(3).member(), "");
+  // It heartbeats again (it was only stopped): its old part may still run,
+  // so it is told to stop first; the heartbeat after gets the slot.
+  Assignment a = t.Beat(r.by_slot[3], r.id);
+  EXPECT_TRUE(a.stop() || a.job_id().empty()) << a.DebugString();
+  a = t.Beat(r.by_slot[3], "");
+  EXPECT_EQ(a.job_id(), r.id);
+  EXPECT_EQ(a.index(), 3);
+  EXPECT_EQ(t.c->Get(r.id)->restarts(), 0);
+}
+
+TEST(CoordinatorStages, AHostLostFreesEverySlotItHeld) {
+  ClockedCoordinator t;
+  const Staged r = StartStaged(t);
+  // Slot 3 lost, no idle stage daemon: slot 1's member takes it over.
+  for (int round = 0; round < 4; ++round) {
+    t.now += absl::Seconds(6);
+    for (int k : {0, 1, 2}) t.Beat(r.by_slot[k], r.id);
+    t.Beat(r.ps, r.id);
+  }
+  const std::string host = r.by_slot[1];
+  ASSERT_EQ(t.Beat(host, r.id).also_indices_size(), 1);
+  // The host is lost too: both its slots are free (no member for stage 1
+  // left), and once none is taken in time the job restarts, once.
+  for (int round = 0; round < 4; ++round) {
+    t.now += absl::Seconds(6);
+    for (int k : {0, 2}) t.Beat(r.by_slot[k], r.id);
+    t.Beat(r.ps, r.id);
+  }
+  const JobStatus st = *t.c->Get(r.id);
+  const std::string events = Events(t, r.id);
+  EXPECT_NE(events.find("pipeline stage 1 of replica 0 (member " + host),
+            std::string::npos)
+      << events;
+  EXPECT_NE(events.find("pipeline stage 1 of replica 1 (member " + host),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(st.restarts(), 1) << events;
+}
+
 }  // namespace
 }  // namespace bertps
