@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A lost pipeline stage with no idle stage daemon, real processes over
 # 127.0.0.1: a pipeline job of 2 replicas x 2 stages (BSP) on one shard and
-# 4 stage daemons, no spare. kill -9 of one stage daemon mid-job: once it is
-# declared dead and no stage daemon registered within the takeover time
-# (the member timeout, 3 s), the daemon running the same stage of the other
+# 4 stage daemons, no spare. kill -9 of one stage daemon mid-job: the stage
+# of its replica that waits for it reports it unreachable, the coordinator's
+# probe finds it gone (long before the member timeout, 20 s), and once no
+# stage daemon registered within the takeover time (2 s) the daemon running
+# the same stage of the other
 # replica computes the lost slot as well (a second part, served on its own
 # address by its StageRouter); the lost replica's other stage starts the
 # step again with it; no restart. A stage daemon started later takes the
@@ -14,7 +16,8 @@ BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work stage_takeover
 tiny_model_data "$BERT_LOCAL"
-start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 3
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 20 \
+  --slot_takeover_s 2
 coord="$BERTPS_COORDINATOR"
 "$SERVER" --coordinator "$coord" --port 0 > "$work/ps.log" 2>&1 &
 pids+=($!)
@@ -45,14 +48,16 @@ for _ in $(seq 1 600); do
 done
 kill -9 "${stage_pids[3]}"
 killed=$(date +%s%N)
-for _ in $(seq 1 400); do
+for _ in $(seq 1 600); do
   "$CTL" status "$job" | grep -q "taken over beside slot" && break
   sleep 0.05
 done
 "$CTL" status "$job" | grep -E "^workers" || true
 "$CTL" status "$job" | grep -q "taken over beside slot" \
   || fail "no stage took the lost slot over: $("$CTL" status "$job" | tail -5)"
-echo "a stage daemon killed: its slot taken over after $(( ($(date +%s%N) - killed) / 1000000 )) ms (member timeout 3 s, takeover 3 s)"
+took=$(( ($(date +%s%N) - killed) / 1000000 ))
+echo "a stage daemon killed: its slot taken over after $took ms (found by a probe; member timeout 20 s, takeover 2 s)"
+[ "$took" -lt 16000 ] || fail "the takeover waited for the member timeout ($took ms)"
 at=$(field "$job" 's.get("progress", {}).get("step", 0)')
 for _ in $(seq 1 600); do
   [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge $((at + 10)) ] && break

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "common/tcp_tuning.h"
 #include "worker/stage_wire.h"
 
@@ -15,6 +16,9 @@ absl::StatusOr<std::unique_ptr<StageRouter>> StageRouter::Start(
   std::unique_ptr<StageRouter> r(new StageRouter());
   MethodRoles roles = DefaultMethodRoles();
   roles.rules["/bertps.StageService/*"] = Access::kWorker;
+  // grpc.health.v1 too: the coordinator probes a stage daemon another
+  // stage could not reach.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, ServerCredentials(security, roles),
                            &r->port_);

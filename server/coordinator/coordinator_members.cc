@@ -404,6 +404,22 @@ void Coordinator::QueueProbesLocked(Job& job, const Member& reporter,
                                     "the shards (", why, ")"),
                        job.status.incarnation()});
   }
+  // A pipeline stage's failure may be another stage gone: the job's stage
+  // daemons are asked too (each serves its StageService, with health, for
+  // its whole life).
+  if (reporter.role != STAGE_ROLE) return;
+  std::set<std::string> asked;
+  for (const std::string& id : job.slots) {
+    auto it = members_.find(id);
+    if (id.empty() || id == reporter.id || it == members_.end() ||
+        !it->second.alive || !asked.insert(id).second) {
+      continue;
+    }
+    probes_.push_back({job.status.id(), id, it->second.address,
+                       absl::StrCat("member ", reporter.id, " could not reach "
+                                    "a stage (", why, ")"),
+                       job.status.incarnation()});
+  }
 }
 
 void Coordinator::ProbeMembers() {

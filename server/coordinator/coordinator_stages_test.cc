@@ -4,6 +4,7 @@
 // member its replica's stages are told none; with no idle stage daemon
 // within the takeover time the member running the same stage of another
 // replica computes it as well, until a stage daemon takes it back.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -204,6 +205,46 @@ TEST(CoordinatorStages, AHostLostFreesEverySlotItHeld) {
             std::string::npos)
       << events;
   EXPECT_EQ(st.restarts(), 1) << events;
+}
+
+// A stage that could not reach another says so on its heartbeat: the
+// coordinator probes the job's stage daemons (and its shards) at once; one
+// that fails the probe is lost now, not after the member timeout, and its
+// slot goes to an idle stage daemon.
+TEST(CoordinatorStages, AStageThatFailsAProbeIsLostAtOnce) {
+  std::vector<std::string> probed;
+  std::string gone;
+  ClockedCoordinator t([&](CoordinatorOptions& o) {
+    o.member_timeout = absl::Seconds(60);
+    o.probe = [&](const std::string& address) {
+      probed.push_back(address);
+      return address == gone ? absl::UnavailableError("connection refused")
+                             : absl::OkStatus();
+    };
+  });
+  const Staged r = StartStaged(t);
+  const std::string spare = t.Join(STAGE_ROLE, "127.0.0.1:20");
+  EXPECT_TRUE(t.Beat(spare, "").stop());
+  // Slot 3 (stage 1 of replica 1) is the one gone: its own address.
+  for (int k = 0; k < 4; ++k) {
+    const Assignment a = t.Beat(r.by_slot[k], r.id);
+    if (k == 3) gone = a.peers(1);
+  }
+  t.Beat(r.by_slot[2], r.id, "pipeline stage 1 of replica 1 (" + gone +
+                                 ") is not answering");
+  t.c->Tick();
+  EXPECT_NE(std::find(probed.begin(), probed.end(), gone), probed.end());
+  EXPECT_NE(std::find(probed.begin(), probed.end(), "127.0.0.1:1"),
+            probed.end());  // the shard too
+  const Assignment a = t.Beat(spare, "");
+  EXPECT_EQ(a.job_id(), r.id);
+  EXPECT_EQ(a.index(), 3);
+  const std::string events = Events(t, r.id);
+  EXPECT_NE(events.find("did not answer a probe (connection refused) after "
+                        "member " + r.by_slot[2] + " could not reach a stage"),
+            std::string::npos)
+      << events;
+  EXPECT_EQ(t.c->Get(r.id)->restarts(), 0);
 }
 
 }  // namespace
