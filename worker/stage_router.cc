@@ -94,8 +94,10 @@ grpc::Status StageRouter::Send(grpc::ServerContext*,
                         "a stage stream starts with its header");
   }
   const StageTensorHeader& h = msg.header();
+  constexpr int kMaxStages = 1 << 16;
   if ((h.kind() != ACTIVATION && h.kind() != GRADIENT) || h.from_stage() < 0 ||
-      h.replica() < 0 || (h.kind() == GRADIENT && h.from_stage() == 0)) {
+      h.from_stage() >= kMaxStages || h.replica() < 0 ||
+      (h.kind() == GRADIENT && h.from_stage() == 0)) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("a stage tensor from stage ",
                                      h.from_stage(), " of replica ",

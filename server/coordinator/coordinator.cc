@@ -188,6 +188,10 @@ void Coordinator::TickLocked() {
   last_tick_ = now;
   ++ticks_;
   int64_t alive = 0;
+  // Members silent together (e.g. the slices of one daemon): a job that
+  // loses several restarts once.
+  std::set<std::string> restarted;
+  batch_restarted_ = &restarted;
   for (auto& [id, m] : members_) {
     if (!m.alive ||
         now - std::max(m.last_seen, resumed_at_) <= options_.member_timeout) {
@@ -197,6 +201,7 @@ void Coordinator::TickLocked() {
     m.alive = false;
     LoseMemberLocked(m, "stopped answering");
   }
+  batch_restarted_ = nullptr;
   SetHeartbeatIntervalLocked(alive);
   for (auto& [id, job] : jobs_) {
     if (job.status.state() != RUNNING) continue;

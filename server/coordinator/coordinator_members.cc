@@ -50,6 +50,8 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   // processes cannot listen on one address), so its job recovers now rather
   // than after the member timeout.
   if (!r.address().empty()) {
+    std::set<std::string> restarted;  // its slices: one restart
+    batch_restarted_ = &restarted;
     for (auto& [id, old] : members_) {
       if (old.alive && old.role == r.role() && old.address == r.address()) {
         old.alive = false;
@@ -57,6 +59,7 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
                               "its address)");
       }
     }
+    batch_restarted_ = nullptr;
   }
   Member m;
   // Ids carry this coordinator's instance, so a member still holding an id
@@ -280,11 +283,11 @@ std::string Coordinator::UnheardLocked(Role role) const {
 
 void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   if (m.job.empty()) return;
-  m.needs_stop = true;
   if (IsPool(m.role)) {
     ReleaseLocked(m);
     return;
   }
+  m.needs_stop = true;
   Job& job = jobs_[m.job];
   if (m.role == PS && m.backup) {  // the index runs with fewer backups
     DropBackupLocked(job, m, how);
@@ -326,7 +329,7 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     for (int k : held) {
       if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
           job.slots[k] != m.id || job.slot_done[k]) {
-        continue;
+        continue;  // a done slot keeps its holder: its part is over
       }
       const std::string what =
           absl::StrCat("pipeline stage ", k % S, " of replica ", k / S,
@@ -394,8 +397,10 @@ void Coordinator::QueueProbesLocked(Job& job, const Member& reporter,
   job.last_probe = now;
   // Said in the job's events also when every shard answers (a pull that
   // stalled, a link that dropped): the user sees why a step started again.
-  EventLocked(job, absl::StrCat("member ", reporter.id, " could not reach the "
-                                "shards (", why, "): probing them"));
+  const bool stage = reporter.role == STAGE_ROLE;
+  EventLocked(job, absl::StrCat("member ", reporter.id, " could not reach ",
+                                stage ? "a shard or a stage" : "the shards",
+                                " (", why, "): probing them"));
   for (const std::string& id : job.shards) {
     auto it = members_.find(id);
     if (it == members_.end() || !it->second.alive) continue;
@@ -404,12 +409,17 @@ void Coordinator::QueueProbesLocked(Job& job, const Member& reporter,
                                     "the shards (", why, ")"),
                        job.status.incarnation()});
   }
-  // A pipeline stage's failure may be another stage gone: the job's stage
-  // daemons are asked too (each serves its StageService, with health, for
-  // its whole life).
-  if (reporter.role != STAGE_ROLE) return;
+  // A pipeline stage's failure may be another stage gone: the stage
+  // daemons of the replicas it computes are asked too (each serves its
+  // StageService, with health, for its whole life).
+  if (!stage) return;
+  const int S = StagesOf(job.status.spec());
+  std::set<int> replicas = {reporter.index / S};
+  for (const auto& [k, since] : reporter.also) replicas.insert(k / S);
   std::set<std::string> asked;
-  for (const std::string& id : job.slots) {
+  for (size_t k = 0; k < job.slots.size(); ++k) {
+    if (replicas.count(static_cast<int>(k) / S) == 0) continue;
+    const std::string& id = job.slots[k];
     auto it = members_.find(id);
     if (id.empty() || id == reporter.id || it == members_.end() ||
         !it->second.alive || !asked.insert(id).second) {
@@ -443,7 +453,7 @@ void Coordinator::ProbeMembers() {
     // heartbeating (a loaded host or a full link answers late): it is a
     // verdict only once the member was silent for 3 heartbeat intervals too.
     // Refused or not serving is a verdict at once.
-    if (st.code() == absl::StatusCode::kDeadlineExceeded &&
+    if (st.code() != absl::StatusCode::kUnavailable &&
         options_.now() - m->second.last_seen <
             3 * absl::Milliseconds(heartbeat_interval_ms_)) {
       LOG(INFO) << "member " << p.member << " at " << p.address

@@ -32,12 +32,7 @@ Assignment ShardBeat(ClockedCoordinator& t, const std::string& m,
 }
 
 std::string Events(ClockedCoordinator& t, const std::string& job) {
-  int64_t seq = 0;
-  auto events = t.c->WaitForEvents(job, &seq, absl::InfinitePast());
-  std::string all;
-  if (!events.ok()) return all;
-  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
-  return all;
+  return JobEventsText(*t.c, job);
 }
 
 // A job with replicas: 2 over 2 shard indices on 4 shard daemons at

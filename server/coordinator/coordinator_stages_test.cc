@@ -16,12 +16,7 @@ namespace bertps {
 namespace {
 
 std::string Events(ClockedCoordinator& t, const std::string& job) {
-  int64_t seq = 0;
-  auto events = t.c->WaitForEvents(job, &seq, absl::InfinitePast());
-  std::string all;
-  if (!events.ok()) return all;
-  for (const JobEvent& e : *events) absl::StrAppend(&all, e.message(), "\n");
-  return all;
+  return JobEventsText(*t.c, job);
 }
 
 TEST(CoordinatorStages, ALostStageIsReplacedByAnIdleDaemonWithoutARestart) {

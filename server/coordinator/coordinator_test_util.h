@@ -56,6 +56,19 @@ inline Assignment BeatIn(Coordinator& c, const std::string& m, const std::string
   return c.Heartbeat(r)->assignment();
 }
 
+// The messages of `job`'s events so far, one per line.
+inline std::string JobEventsText(Coordinator& c, const std::string& job) {
+  int64_t seq = 0;
+  auto events = c.WaitForEvents(job, &seq, absl::InfinitePast());
+  std::string all;
+  if (!events.ok()) return all;
+  for (const JobEvent& e : *events) {
+    all += e.message();
+    all += "\n";
+  }
+  return all;
+}
+
 // A coordinator on a fake clock for tests that need options of their own:
 // `tweak` sets them over the defaults (member timeout 10 s, no stall
 // detection, 100 examples per epoch).
