@@ -299,5 +299,28 @@ TEST(CoordinatorReplicas, ThreeDaemonsOfTwoSlicesHoldThreeIndicesTwice) {
   }
 }
 
+// A daemon of 2 slices holding both primaries of a job without replicas
+// goes silent: both slices are lost in one tick, and the job restarts once.
+TEST(CoordinatorReplicas, SlicesLostTogetherRestartAJobOnce) {
+  ClockedCoordinator t;
+  const std::string a1 = JoinSlice(t, "127.0.0.1:11", "A");
+  const std::string a2 = JoinSlice(t, "127.0.0.1:12", "A");
+  const std::string w = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(2, 1, 50);
+  spec.mutable_checkpoint()->set_max_restarts(5);
+  const std::string id = *t.c->Submit(spec);
+  for (const auto& m : {a1, a2, w}) t.Beat(m, "");
+  for (const auto& m : {a1, a2, w}) t.Beat(m, id);
+  ASSERT_EQ(t.c->Get(id)->state(), RUNNING);
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    t.Beat(w, id);
+  }
+  const JobStatus st = *t.c->Get(id);
+  EXPECT_EQ(st.restarts(), 1) << Events(t, id);
+  EXPECT_NE(Events(t, id).find("(the same restart)"), std::string::npos)
+      << Events(t, id);
+}
+
 }  // namespace
 }  // namespace bertps
