@@ -151,6 +151,25 @@ ${5:-}
 EOF2
 }
 
+# wait_for_step JOB N: returns once JOB's progress reached step N (60 s at
+# most; the caller checks what it needs).
+wait_for_step() {
+  for _ in $(seq 1 600); do
+    [ "$(field "$1" 's.get("progress", {}).get("step", 0)')" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+}
+
+# expect_same_parameters A B WHAT: the exports A and B (waited for up to
+# 10 s) are equal bit for bit; prints the comparison as WHAT.
+expect_same_parameters() {
+  local worst
+  for _ in $(seq 1 100); do [ -f "$1" ] && [ -f "$2" ] && break; sleep 0.1; done
+  worst=$(max_relative_difference "$1" "$2") || fail "cannot compare $1 and $2"
+  echo "$3: worst relative difference $worst"
+  [ "$worst" = "0.000e+00" ] || fail "the parameters differ ($worst): $3"
+}
+
 # max_relative_difference A B: prints the largest over tensors of
 # max|a - b| / (1e-3 + max|b|) of two float32 safetensors files with the
 # same tensors; fails on a non-finite value.

@@ -25,10 +25,7 @@ start_train_daemons a b
 spec() { replicated_spec "$1" "$2" "$3" 400 'checkpoint { every_steps: 50 }'; }  # spec NAME REPLICAS EXPORT
 spec replicated 2 "$work/replicated.safetensors" > "$work/replicated.pbtxt"
 job=$("$CTL" submit "$work/replicated.pbtxt") || fail "submit"
-for _ in $(seq 1 600); do
-  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 30 ] && break
-  sleep 0.1
-done
+wait_for_step "$job" 30
 [ "$(field "$job" 'len(s.get("shards", []))')" = 2 ] || fail "no replica status: $("$CTL" status "$job" --json | head -c 600)"
 victim=$(field "$job" 's["ps_addresses"][1]')
 for s in a b c d; do

@@ -35,10 +35,7 @@ daemon_of() {
 spec() { replicated_spec "$1" "$2" "$3" 300 'checkpoint { every_steps: 50 }'; }  # spec NAME REPLICAS EXPORT
 spec replicated 2 "$work/replicated.safetensors" > "$work/replicated.pbtxt"
 job=$("$CTL" submit "$work/replicated.pbtxt") || fail "submit"
-for _ in $(seq 1 600); do
-  [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 30 ] && break
-  sleep 0.1
-done
+wait_for_step "$job" 30
 [ "$(field "$job" 'len(s.get("shards", []))')" = 2 ] || fail "no replica status: $("$CTL" status "$job" --json | head -c 600)"
 for i in 0 1; do
   primary=$(field "$job" "s['shards'][$i].get('primary_daemon', '')")
@@ -79,9 +76,6 @@ grep -o "backup of shard 0 .*" "$work/watch.out" | head -1 | sed 's/(member [^)]
 spec clean 1 "$work/clean.safetensors" > "$work/clean.pbtxt"
 clean=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
 "$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed: $(tail -3 "$work/watch-clean.out")"
-for _ in $(seq 1 100); do [ -f "$work/clean.safetensors" ] && [ -f "$work/replicated.safetensors" ] && break; sleep 0.1; done
-worst=$(max_relative_difference "$work/replicated.safetensors" "$work/clean.safetensors") \
-  || fail "cannot compare the exports"
-echo "after losing a daemon of two slices vs the same job without faults or replicas: worst relative difference $worst"
-[ "$worst" = "0.000e+00" ] || fail "the parameters differ ($worst)"
+expect_same_parameters "$work/replicated.safetensors" "$work/clean.safetensors" \
+  "after losing a daemon of two slices vs the same job without faults or replicas"
 echo PASS
