@@ -68,6 +68,11 @@
 #                                              primary's kill -9 to its backup
 #                                              promoted and stepping (tools/
 #                                              bench_replicas.sh; default 3 40)
+#   tools/bench.sh slices [runs]               shard daemons of 2 slices vs
+#                                              of 1: BERT-mini, replicas 2,
+#                                              the daemons' RSS, threads and
+#                                              step time (tools/bench_slices.sh;
+#                                              default 3)
 #   tools/bench.sh fidelity [steps] [seeds] [batch]
 #                                              bf16 vs fp32 products: BERT-mini
 #                                              pretrained on real text, loss
@@ -205,6 +210,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_input.sh"
 # scale: tools/bench_scale.sh; replicas: tools/bench_replicas.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_slices.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_soak_scale.sh"
 # build_service_bins: builds the daemons, bert_local and bertpsctl (opt) and sets
 # $service_bins to their paths, in the order the process tests take them.
@@ -558,7 +564,8 @@ case "$what" in
   input) bench_input "${2:-}" ;;
   scale) bench_scale "${2:-}" "${3:-}" "${4:-}" "${5:-}" "${6:-}" ;;
   replicas) bench_replicas "${2:-}" "${3:-}" ;;
+  slices) bench_slices "${2:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
   spam-precision) bench_spam_precision ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas, fidelity, spam-precision)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
 esac
