@@ -202,6 +202,29 @@ TEST(CoordinatorStages, AHostLostFreesEverySlotItHeld) {
   EXPECT_EQ(st.restarts(), 1) << events;
 }
 
+TEST(CoordinatorStages, AWholeReplicaLostIsTakenOverSlotBySlot) {
+  ClockedCoordinator t;
+  const Staged r = StartStaged(t);
+  // Both stages of replica 1 go silent, no idle stage daemon: after the
+  // member and takeover times each slot goes to the same stage of replica
+  // 0, no restart.
+  for (int round = 0; round < 4; ++round) {
+    t.now += absl::Seconds(6);
+    for (int k : {0, 1}) t.Beat(r.by_slot[k], r.id);
+    t.Beat(r.ps, r.id);
+  }
+  for (int k : {0, 1}) {
+    const Assignment a = t.Beat(r.by_slot[k], r.id);
+    ASSERT_EQ(a.also_indices_size(), 1) << "slot " << k;
+    EXPECT_EQ(a.also_indices(0), k + 2);
+    ASSERT_EQ(a.stage_addresses_size(), 4);
+    EXPECT_EQ(a.stage_addresses(k + 2), a.stage_addresses(k));
+  }
+  const JobStatus st = *t.c->Get(r.id);
+  EXPECT_EQ(st.restarts(), 0) << Events(t, r.id);
+  EXPECT_EQ(st.state(), RUNNING);
+}
+
 // A stage that could not reach another says so on its heartbeat: the
 // coordinator probes the job's stage daemons (and its shards) at once; one
 // that fails the probe is lost now, not after the member timeout, and its
