@@ -297,6 +297,14 @@ absl::Status TrainWorker::Run() {
     }
     return absl::OkStatus();
   };
+  // BSP: a worker 0 started again at a multiple of `every` may have ended
+  // between that step and its checkpoint: the checkpoint is written now (the
+  // same bits again if it was), so none is skipped. The shards hold that
+  // version until this worker pushes.
+  if (checkpoints && bsp && every > 0 && start > 0 && start % every == 0 &&
+      start < options_.steps) {
+    RETURN_IF_ERROR(write_checkpoint(start));
+  }
   auto begin = Clock::now();
   double loss_sum = 0;
   int64_t count = 0;
