@@ -328,6 +328,12 @@ class Coordinator {
   // idle trainers, and has a surviving worker take over a slot free for
   // slot_takeover_after.
   void FillSlotsLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The slots a trainer member holds: its own, then those taken over.
+  static std::vector<int> HeldSlots(const Member& m) {
+    std::vector<int> held = {m.index};
+    for (const auto& [k, since] : m.also) held.push_back(k);
+    return held;
+  }
   // Frees every slot `m` holds in `job` (its own and those taken over).
   void FreeSlotsLocked(Job& job, Member& m, const std::string& how)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -294,8 +294,7 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     return;
   }
   const int index = m.index;
-  std::vector<int> held = {m.index};  // slots: its own and those taken over
-  for (const auto& [k, since] : m.also) held.push_back(k);
+  const std::vector<int> held = HeldSlots(m);
   if (m.role == TRAIN && job.status.state() == RUNNING) {
     FreeSlotsLocked(job, m, how);
   }
@@ -353,8 +352,7 @@ int Coordinator::SlotOfLocked(const Member& m, int slot) {
 }
 
 void Coordinator::FreeSlotsLocked(Job& job, Member& m, const std::string& how) {
-  std::vector<int> held = {m.index};
-  for (const auto& [k, since] : m.also) held.push_back(k);
+  const std::vector<int> held = HeldSlots(m);
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   for (int k : held) {
     if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
