@@ -449,6 +449,7 @@ absl::Status PipelineStage::Run() {
   kernels::UseConfiguredThreads();  // a member runs this on its own thread
   ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
   const int64_t start = stats[0].version();
+  if (options_.on_start) RETURN_IF_ERROR(options_.on_start(start));
   double loss = 0, bubble = 0;
   int64_t n = 0;
   for (int64_t step = start; step < options_.steps; ++step) {

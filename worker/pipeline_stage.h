@@ -101,6 +101,9 @@ struct PipelineStageOptions {
   // Run(): called after each step; Run() stops with CANCELLED at the next
   // step once *cancel is true.
   std::function<void(const struct StageStepReport&)> on_step;
+  // Run(): called once with the step it starts at (the shards' version),
+  // before that step; an error ends Run() with it.
+  std::function<absl::Status(int64_t start)> on_start;
   // A stage daemon's one server for all its parts (worker/stage_router.h):
   // the stage is served there, not on `listen` (whose host still names it).
   StageRouter* router = nullptr;

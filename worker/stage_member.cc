@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/crash_point.h"
 #include "common/model/params.h"
 #include "common/status.h"
 #include "glog/logging.h"
@@ -83,6 +84,11 @@ absl::Status StageMember::RunPart(
   const bool leader = o.stage == 0 && o.replica == 0;
   PipelineStage* stage = nullptr;
   absl::Status side;  // a failed checkpoint (reported at the end)
+  const int64_t every = spec.checkpoint().every_steps();
+  auto due = [&](int64_t version) {
+    return !spec.checkpoint().dir().empty() &&
+           ((every > 0 && version % every == 0) || version == o.steps);
+  };
   o.on_step = [&](const StageStepReport& r) {
     StepReport s;
     s.set_step(r.step);
@@ -95,9 +101,8 @@ absl::Status StageMember::RunPart(
     s.set_precision(r.precision == kernels::Precision::kBf16 ? BF16 : F32);
     s.set_push_ms(r.push_ms);
     s.set_wait_ms(r.wait_ms);
-    const int64_t every = spec.checkpoint().every_steps();
-    if (leader && !spec.checkpoint().dir().empty() && side.ok() &&
-        ((every > 0 && (r.step + 1) % every == 0) || r.step + 1 == o.steps)) {
+    if (leader && due(r.step + 1) && side.ok()) {
+      CrashPoint("leader_checkpoint", r.step + 1, 0);
       absl::StatusOr<std::string> m =
           stage->client()->Checkpoint(spec.checkpoint().dir(), r.step + 1);
       if (m.ok()) {
@@ -108,6 +113,22 @@ absl::Status StageMember::RunPart(
       }
     }
     report(s);
+  };
+  // A leader started again at a checkpoint's step (or at the last one) may
+  // have ended between that step and its checkpoint: the checkpoint is
+  // written now (the same bits again if it was), so none is skipped. The
+  // shards hold that version until this stage pushes the next step (BSP).
+  o.on_start = [&](int64_t start) -> absl::Status {
+    if (!leader || start == 0 || !due(start)) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::string m, stage->client()->Checkpoint(
+                                        spec.checkpoint().dir(), start));
+    StepReport s;
+    s.set_step(start - 1);
+    s.set_version(start);
+    s.set_checkpoint(m);
+    s.set_checkpoint_version(start);
+    report(s);
+    return absl::OkStatus();
   };
   ASSIGN_OR_RETURN(std::unique_ptr<PipelineStage> p, PipelineStage::Create(o));
   stage = p.get();

@@ -50,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/aligned_vector.h"
+#include "common/crash_point.h"
 #include "common/huge_buffer.h"
 #include "common/memory_limit.h"
 #include "common/model/bert_config.h"
@@ -147,19 +148,6 @@ struct StepNorms {
   std::optional<double> grad_sq;              // global squared norm
   std::optional<std::vector<double>> lamb;    // LAMB split-tensor totals
 };
-
-// Test-only crash points: with BERTPS_CRASH_AT="point:version:shard" in its
-// environment, a process exits at once (SIGKILL, as kill -9) the first time
-// shard `shard`'s primary reaches `point` in the step of `version`, after
-// saying so on stderr ("crash point P of version V hit"). Points: "push" (a
-// push of the step staged, the step not complete), "exchange" (the step's
-// aggregate replicated, its norms not yet exchanged), "commit" (the step
-// applied, its commit not yet sent), "publish" (every backup has the step,
-// the version not yet published: pulls of it waiting); and in a backup
-// that joins a running job, "snapshot" (its primary's snapshot of that
-// version received whole, not yet installed). A version of "*" matches
-// any.
-void CrashPoint(const char* point, int64_t version, int shard);
 
 // Delivers this shard's partial sums to a peer shard (its Exchange RPC).
 class PeerLink {

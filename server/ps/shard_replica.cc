@@ -5,9 +5,6 @@
 // bits (docs/ps.md "Replicas").
 #include <algorithm>
 #include <cmath>
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -27,22 +24,6 @@ bool ShardCore::backup() const {
 int64_t ShardCore::term() const {
   absl::MutexLock l(&mu_);
   return term_;
-}
-
-void CrashPoint(const char* point, int64_t version, int shard) {
-  static const std::string* const spec = [] {
-    const char* env = std::getenv("BERTPS_CRASH_AT");
-    return new std::string(env == nullptr ? "" : env);
-  }();
-  if (spec->empty()) return;
-  if (*spec != absl::StrCat(point, ":", version, ":", shard) &&
-      *spec != absl::StrCat(point, ":*:", shard)) {
-    return;
-  }
-  std::fprintf(stderr, "crash point %s of version %lld hit\n", point,
-               static_cast<long long>(version));
-  std::fflush(stderr);
-  std::raise(SIGKILL);
 }
 
 void ShardCore::NewShardLayout(int64_t layout) {

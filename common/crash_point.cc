@@ -1,0 +1,28 @@
+#include "common/crash_point.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace bertps {
+
+void CrashPoint(const char* point, int64_t version, int index) {
+  static const std::string* const spec = [] {
+    const char* env = std::getenv("BERTPS_CRASH_AT");
+    return new std::string(env == nullptr ? "" : env);
+  }();
+  if (spec->empty()) return;
+  if (*spec != absl::StrCat(point, ":", version, ":", index) &&
+      *spec != absl::StrCat(point, ":*:", index)) {
+    return;
+  }
+  std::fprintf(stderr, "crash point %s of version %lld hit\n", point,
+               static_cast<long long>(version));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+}  // namespace bertps

@@ -1,0 +1,32 @@
+// Test-only crash points: with BERTPS_CRASH_AT="point:version:index" in its
+// environment, a process exits at once (SIGKILL, as kill -9) the first time
+// it reaches `point` in the step of `version` as member `index`, after
+// saying so on stderr ("crash point P of version V hit"). A version of "*"
+// matches any. Tests use them to kill a process at a moment they name and
+// prove it was reached (the line). Without the variable a call costs a
+// comparison.
+//
+// Points (each says what `index` is):
+//  - a shard's primary (index: the shard; server/ps): "push" (a push of the
+//    step staged, the step not complete), "exchange" (the step's aggregate
+//    replicated, its norms not yet exchanged), "commit" (the step applied,
+//    its commit not yet sent), "publish" (every backup has the step, the
+//    version not yet published: pulls of it waiting);
+//  - a shard backup that joins a running job (index: the shard): "snapshot"
+//    (its primary's snapshot of that version received whole, not yet
+//    installed);
+//  - a pipeline job's leader (index 0; worker/stage_member.cc):
+//    "leader_checkpoint" (its push of the step acknowledged, the step's
+//    checkpoint not yet written).
+#ifndef BERTPS_COMMON_CRASH_POINT_H_
+#define BERTPS_COMMON_CRASH_POINT_H_
+
+#include <cstdint>
+
+namespace bertps {
+
+void CrashPoint(const char* point, int64_t version, int index);
+
+}  // namespace bertps
+
+#endif  // BERTPS_COMMON_CRASH_POINT_H_
