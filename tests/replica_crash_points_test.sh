@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A primary lost at each point of a BSP step costs no restart and no bit of
 # the result, with real processes over 127.0.0.1. For each test-only crash
-# point (BERTPS_CRASH_AT, server/ps/shard.h) -- a push of the step staged;
+# point (BERTPS_CRASH_AT, common/crash_point.h) -- a push of the step staged;
 # the step's aggregate on the backup, its norms not yet exchanged; the step
 # applied, its commit not sent; every backup has the step, its version not
 # yet published (pulls waiting) -- a fresh cluster (4 shard daemons, 2

@@ -62,7 +62,11 @@ std::vector<std::pair<std::string, std::string>> HolderRows(
   if (s.slots_size() > 0) {
     std::vector<std::string> slots;
     for (const SlotHolder& h : s.slots()) {
-      if (h.member().empty()) {
+      if (h.done()) {  // its part is over: no member is needed
+        slots.push_back(h.member().empty()
+                            ? absl::StrCat(h.slot(), " done")
+                            : absl::StrCat(h.slot(), " ", h.member(), " (done)"));
+      } else if (h.member().empty()) {
         slots.push_back(absl::StrCat(h.slot(), " free"));
       } else if (h.shared()) {
         slots.push_back(absl::StrCat(h.slot(), " ", h.member(),

@@ -442,15 +442,16 @@ TEST_F(BertpsctlTest, ResubmitAnEndedJobFromItsCheckpoint) {
 
 TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
   JobStatus s = Running("job-4", 7, 40, 5.0);
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 4; ++k) {
     SlotHolder* h = s.add_slots();
     h->set_slot(k);
-    if (k < 2) h->set_member("m-000007");
+    if (k != 2) h->set_member("m-000007");
     if (k == 1) {
       h->set_shared(true);
       h->set_own_slot(0);
       h->set_since_ms(absl::ToUnixMillis(absl::Now()));
     }
+    h->set_done(k == 3);
   }
   service_.Put(s);
   EXPECT_EQ(CmdStatus(stub_.get(), options_, "job-4", out_, err_), kExitOk);
@@ -458,7 +459,8 @@ TEST_F(BertpsctlTest, StatusShowsWhoComputesEachWorkerSlot) {
       out_.str(), "workers    0 m-000007, 1 m-000007 (taken over beside slot "
                   "0 since "))
       << out_.str();
-  EXPECT_TRUE(absl::StrContains(out_.str(), "), 2 free\n")) << out_.str();
+  EXPECT_TRUE(absl::StrContains(out_.str(), "), 2 free, 3 m-000007 (done)\n"))
+      << out_.str();
 }
 
 TEST_F(BertpsctlTest, StatusShowsEachShardsPrimaryAndBackups) {

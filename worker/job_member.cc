@@ -62,6 +62,9 @@ void JobMember::Start(const Assignment& assignment, int slot) {
   }
   StopPart(slot);
   started_as_ = member_.member_id();
+  LOG(INFO) << assignment.job_id() << ": slot " << slot << " starts (member "
+            << member_.member_id() << ", incarnation "
+            << assignment.incarnation() << ")";
   {
     absl::MutexLock l(&mu_);
     states_[slot] = fresh;

@@ -172,6 +172,7 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
           const int slot = SlotOfLocked(m, d);
           if (slot >= 0) job.slot_done[slot] = true;
         }
+        UpdateSlotHoldersLocked(job);
         if (!job.training_done &&
             std::all_of(job.slot_done.begin(), job.slot_done.end(),
                         [](bool d) { return d; })) {

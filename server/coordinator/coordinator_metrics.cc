@@ -99,12 +99,12 @@ void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
           .Add({{"job_id", id}, {"shard", shard}})
           .Set(static_cast<double>(r.applied() - slowest));
     }
-    int slots[3] = {0, 0, 0};  // own, taken over, free
+    int slots[4] = {0, 0, 0, 0};  // own, taken over, free, done
     for (const SlotHolder& h : j.slots()) {
-      ++slots[h.member().empty() ? 2 : h.shared() ? 1 : 0];
+      ++slots[h.done() ? 3 : h.member().empty() ? 2 : h.shared() ? 1 : 0];
     }
-    const char* holders[3] = {"own", "taken_over", "free"};
-    for (int k = 0; k < 3; ++k) {
+    const char* holders[4] = {"own", "taken_over", "free", "done"};
+    for (int k = 0; k < 4; ++k) {
       Gauge("bertps_job_worker_slots", "")
           .Add({{"job_id", id}, {"holder", holders[k]}})
           .Set(slots[k]);

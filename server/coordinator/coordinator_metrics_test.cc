@@ -25,12 +25,14 @@ TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
   jobs[1].set_id("job-000002");
   jobs[1].set_state(RUNNING);
   jobs[1].mutable_progress()->set_step(3);
-  // Slot 0 its own daemon's, slot 1 taken over by it, slot 2 free.
-  for (int k = 0; k < 3; ++k) {
+  // Slot 0 its own daemon's, slot 1 taken over by it, slot 2 free, slot 3
+  // done (its part over).
+  for (int k = 0; k < 4; ++k) {
     SlotHolder* h = jobs[1].add_slots();
     h->set_slot(k);
-    if (k < 2) h->set_member("m-000004");
+    if (k != 2) h->set_member("m-000004");
     h->set_shared(k == 1);
+    h->set_done(k == 3);
   }
   // replicas: 2, shard 0's backup a step behind, shard 1 failed over.
   ShardReplicas* r = jobs[1].add_shards();
@@ -62,6 +64,7 @@ TEST(CoordinatorMetrics, OneMetricPerQuantityLabelledByJobId) {
            "bertps_job_worker_slots{holder=\"own\",job_id=\"job-000002\"} 1",
            "bertps_job_worker_slots{holder=\"taken_over\",job_id=\"job-000002\"} 1",
            "bertps_job_worker_slots{holder=\"free\",job_id=\"job-000002\"} 1",
+           "bertps_job_worker_slots{holder=\"done\",job_id=\"job-000002\"} 1",
            "bertps_job_waiting_seconds{job_id=\"job-000001\"} 0",
            "bertps_job_failovers{job_id=\"job-000002\"} 1",
            "bertps_job_shard_backups{job_id=\"job-000002\",shard=\"0\"} 1",

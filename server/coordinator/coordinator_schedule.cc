@@ -413,6 +413,7 @@ void Coordinator::UpdateSlotHoldersLocked(Job& job) {
     h->set_slot(static_cast<int>(k));
     h->set_member(job.slots[k]);
     if (job.fp32_members.count(job.slots[k]) > 0) h->set_precision(F32);
+    if (k < job.slot_done.size() && job.slot_done[k]) h->set_done(true);
     auto it = members_.find(job.slots[k]);
     if (it == members_.end() || it->second.index == static_cast<int>(k)) {
       continue;

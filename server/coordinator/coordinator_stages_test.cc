@@ -202,6 +202,34 @@ TEST(CoordinatorStages, AHostLostFreesEverySlotItHeld) {
   EXPECT_EQ(st.restarts(), 1) << events;
 }
 
+// A stage whose part is over (every step pushed) and that is lost after:
+// the slot needs no member; it stays done, named by who finished it, in
+// status and metrics; nothing is freed or restarted.
+TEST(CoordinatorStages, AStageLostAfterItsPartIsOverLeavesItsSlotDone) {
+  ClockedCoordinator t;
+  const Staged r = StartStaged(t);
+  HeartbeatRequest done;
+  done.set_member_id(r.by_slot[3]);
+  done.set_job_id(r.id);
+  done.set_incarnation(t.c->Get(r.id)->incarnation());
+  done.set_done(true);
+  ASSERT_TRUE(t.c->Heartbeat(done).ok());
+  EXPECT_TRUE(t.c->Get(r.id)->slots(3).done());
+  EXPECT_FALSE(t.c->Get(r.id)->slots(2).done());
+  for (int round = 0; round < 4; ++round) {
+    t.now += absl::Seconds(6);
+    for (int k : {0, 1, 2}) t.Beat(r.by_slot[k], r.id);
+    t.Beat(r.ps, r.id);
+  }
+  const JobStatus st = *t.c->Get(r.id);
+  const std::string events = Events(t, r.id);
+  EXPECT_EQ(st.slots(3).member(), r.by_slot[3]) << events;
+  EXPECT_TRUE(st.slots(3).done());
+  EXPECT_EQ(events.find("its slot is free"), std::string::npos) << events;
+  EXPECT_EQ(st.restarts(), 0) << events;
+  EXPECT_EQ(st.state(), RUNNING);
+}
+
 TEST(CoordinatorStages, AWholeReplicaLostIsTakenOverSlotBySlot) {
   ClockedCoordinator t;
   const Staged r = StartStaged(t);
