@@ -6,6 +6,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 namespace bertps {
 
@@ -15,10 +17,13 @@ void CrashPoint(const char* point, int64_t version, int index) {
     return new std::string(env == nullptr ? "" : env);
   }();
   if (spec->empty()) return;
-  if (*spec != absl::StrCat(point, ":", version, ":", index) &&
-      *spec != absl::StrCat(point, ":*:", index)) {
-    return;
+  const std::string exact = absl::StrCat(point, ":", version, ":", index);
+  const std::string any = absl::StrCat(point, ":*:", index);
+  bool hit = false;
+  for (absl::string_view one : absl::StrSplit(*spec, ',')) {
+    hit = hit || one == exact || one == any;
   }
+  if (!hit) return;
   std::fprintf(stderr, "crash point %s of version %lld hit\n", point,
                static_cast<long long>(version));
   std::fflush(stderr);

@@ -2,7 +2,7 @@
 // environment, a process exits at once (SIGKILL, as kill -9) the first time
 // it reaches `point` in the step of `version` as member `index`, after
 // saying so on stderr ("crash point P of version V hit"). A version of "*"
-// matches any. Tests use them to kill a process at a moment they name and
+// matches any; several points are separated by commas. Tests use them to kill a process at a moment they name and
 // prove it was reached (the line). Without the variable a call costs a
 // comparison.
 //
@@ -17,7 +17,10 @@
 //    installed);
 //  - a pipeline job's leader (index 0; worker/stage_member.cc):
 //    "leader_checkpoint" (its push of the step acknowledged, the step's
-//    checkpoint not yet written).
+//    checkpoint not yet written);
+//  - a pipeline stage (index: its slot, replica x stages + stage;
+//    worker/pipeline_stage.cc): "stage_push" (its step computed and its
+//    gradients sent to the stage before, not yet pushed).
 #ifndef BERTPS_COMMON_CRASH_POINT_H_
 #define BERTPS_COMMON_CRASH_POINT_H_
 

@@ -246,6 +246,21 @@ absl::Status JobMember::Run(absl::Duration give_up) {
           }
           continue;
         }
+        // A part that ran to its end while the shards or its replica's
+        // stages moved starts again too: its last push may have been lost
+        // with a primary that had only staged it, or the replica's new stage
+        // needs it for a step not yet applied. It starts at the shards' step
+        // (at the last one there is nothing left and it ends at once) and
+        // pushes again what the shards lack (a duplicate is applied once).
+        if (done && moved && peers_complete) {
+          LOG(INFO) << job_ << ": slot " << slot << " had ended; it starts "
+                    << "again with the "
+                    << (peers_moved ? "replica's new stage addresses"
+                                    : "shards' new addresses")
+                    << " (its last step may not be applied)";
+          Start(*a, slot);
+          continue;
+        }
         if (!finished || done || !(transient || part.moving)) continue;
         if (!peers_complete) continue;  // wait for the replica's new stage
         if (moved || part.moving) {

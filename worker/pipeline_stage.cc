@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/crash_point.h"
 #include "common/kernels/threads.h"
 #include "common/grpc_status.h"
 #include "common/model/batch_view.h"
@@ -408,6 +409,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
     }
   }
   auto t3 = Clock::now();
+  CrashPoint("stage_push", step + 1, o.replica * o.num_stages + o.stage);
 
   // Push: own tensors, zeros for the rest (the shards check coverage).
   PushHeader header;
