@@ -41,6 +41,7 @@ EOF2
 spec replica > "$work/replica.pbtxt"
 job=$("$CTL" submit "$work/replica.pbtxt") || fail "submit"
 wait_for_step "$job" 20
+[ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge 20 ] || fail "step 20 not reached"
 # The daemons of slots 2 and 3 (stages 0 and 1 of replica 1), from the line
 # each writes when a slot's part starts.
 lost=()
@@ -61,8 +62,8 @@ done
 [ "$(taken)" = 2 ] || fail "replica 1 was not taken over: $("$CTL" status "$job" | tail -5)"
 took=$(( ($(date +%s%N) - killed) / 1000000 ))
 echo "replica 1 killed: both its slots taken over after $took ms (member timeout 3 s, takeover 2 s)"
-"$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "the job failed: $(tail -3 "$work/watch.out")"
-grep -o "pipeline stage [01] of replica 1 is taken over by .*" "$work/watch.out" | sed 's/member [^ ]* //g' | cut -c1-120
+timeout 120 "$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "the job failed: $(tail -3 "$work/watch.out")"
+grep -o "pipeline stage [01] of replica 1 is taken over by .*" "$work/watch.out" | sed 's/member [^ ]* //g' | cut -c1-120 || true
 [ "$(grep -c "of replica 1 is taken over by member" "$work/watch.out")" = 2 ] \
   || fail "expected 2 takeover events: $(grep -i "replica 1" "$work/watch.out" | head -5)"
 [ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "the job was restarted: $(grep -i restart "$work/watch.out" | head -3)"
@@ -72,7 +73,7 @@ grep -o "pipeline stage [01] of replica 1 is taken over by .*" "$work/watch.out"
 start_stage 4; start_stage 5
 spec clean > "$work/clean.pbtxt"
 clean=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
-"$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed: $(tail -3 "$work/watch-clean.out")"
+timeout 120 "$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed: $(tail -3 "$work/watch-clean.out")"
 expect_same_parameters "$work/replica.safetensors" "$work/clean.safetensors" \
   "a whole replica taken over vs no fault"
 echo PASS

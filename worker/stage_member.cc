@@ -1,5 +1,8 @@
 #include "worker/stage_member.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/crash_point.h"
@@ -117,15 +120,19 @@ absl::Status StageMember::RunPart(
   // A leader started again at a checkpoint's step (or at the last one) may
   // have ended between that step and its checkpoint: the checkpoint is
   // written now (the same bits again if it was), so none is skipped. The
-  // shards hold that version until this stage pushes the next step (BSP).
+  // shards hold that version until this slot pushes the next step (BSP); if
+  // they are past it, the member that pushed it wrote it (a slot taken back
+  // may run briefly on both).
   o.on_start = [&](int64_t start) -> absl::Status {
     if (!leader || start == 0 || !due(start)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string m, stage->client()->Checkpoint(
-                                        spec.checkpoint().dir(), start));
+    ASSIGN_OR_RETURN(std::optional<std::string> m,
+                     stage->client()->CheckpointUnlessPast(
+                         spec.checkpoint().dir(), start));
+    if (!m.has_value()) return absl::OkStatus();
     StepReport s;
     s.set_step(start - 1);
     s.set_version(start);
-    s.set_checkpoint(m);
+    s.set_checkpoint(*m);
     s.set_checkpoint_version(start);
     report(s);
     return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -285,9 +286,19 @@ absl::Status TrainWorker::Run() {
   std::string pending_checkpoint;
   int64_t pending_version = 0;
   bool final_written = false;
-  auto write_checkpoint = [&](int64_t version) -> absl::Status {
-    ASSIGN_OR_RETURN(pending_checkpoint,
-                     client_->Checkpoint(options_.checkpoint_dir, version));
+  // `unless_past`: nothing if the shards are past `version` already.
+  auto write_checkpoint = [&](int64_t version,
+                              bool unless_past = false) -> absl::Status {
+    if (unless_past) {
+      ASSIGN_OR_RETURN(std::optional<std::string> m,
+                       client_->CheckpointUnlessPast(options_.checkpoint_dir,
+                                                     version));
+      if (!m.has_value()) return absl::OkStatus();
+      pending_checkpoint = *std::move(m);
+    } else {
+      ASSIGN_OR_RETURN(pending_checkpoint,
+                       client_->Checkpoint(options_.checkpoint_dir, version));
+    }
     pending_version = version;
     if (options_.log) {
       nlohmann::ordered_json j;
@@ -300,10 +311,12 @@ absl::Status TrainWorker::Run() {
   // BSP: a worker 0 started again at a multiple of `every` may have ended
   // between that step and its checkpoint: the checkpoint is written now (the
   // same bits again if it was), so none is skipped. The shards hold that
-  // version until this worker pushes.
+  // version until this slot pushes (a slot taken back may run briefly on
+  // two members).
   if (checkpoints && bsp && every > 0 && start > 0 && start % every == 0 &&
       start < options_.steps) {
-    RETURN_IF_ERROR(write_checkpoint(start));
+    // (Past it already: the member that pushed that step wrote it.)
+    RETURN_IF_ERROR(write_checkpoint(start, /*unless_past=*/true));
   }
   auto begin = Clock::now();
   double loss_sum = 0;

@@ -212,6 +212,18 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
   return ps::WriteManifest(dir, m);
 }
 
+absl::StatusOr<std::optional<std::string>> PsClient::CheckpointUnlessPast(
+    const std::string& dir, int64_t version) {
+  absl::StatusOr<std::string> m = Checkpoint(dir, version);
+  if (m.ok()) return std::optional<std::string>(*std::move(m));
+  if (!absl::IsFailedPrecondition(m.status())) return m.status();
+  ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, Stats());
+  for (const StatsResponse& s : stats) {
+    if (s.version() > version) return std::optional<std::string>();
+  }
+  return m.status();
+}
+
 absl::Status PsClient::Restore(const std::string& manifest) {
   for (int i = 0; i < num_shards(); ++i) {
     grpc::ClientContext ctx;

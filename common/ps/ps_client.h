@@ -166,6 +166,11 @@ class PsClient {
   // manifest path.
   absl::StatusOr<std::string> Checkpoint(const std::string& dir,
                                          int64_t version);
+  // Checkpoint(dir, version) written again by a part started at `version`
+  // (BSP), unless the shards are already past it (nullopt): then another
+  // member of its slot pushed that step, and wrote the checkpoint first.
+  absl::StatusOr<std::optional<std::string>> CheckpointUnlessPast(
+      const std::string& dir, int64_t version);
   absl::Status Restore(const std::string& manifest);
   absl::StatusOr<std::vector<StatsResponse>> Stats();
   // Pulls the latest parameters and writes them as Hugging Face safetensors,

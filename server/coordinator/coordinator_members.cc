@@ -326,11 +326,13 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     // (FillSlotsLocked). A slot whose part was done stays as it is.
     const int S = StagesOf(job.status.spec());
     job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+    std::set<int> replicas;  // those with a slot freed
     for (int k : held) {
       if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
           job.slots[k] != m.id || job.slot_done[k]) {
         continue;  // a done slot keeps its holder: its part is over
       }
+      replicas.insert(k / S);
       const std::string what =
           absl::StrCat("pipeline stage ", k % S, " of replica ", k / S,
                        " (member ", m.id, " at ", m.address, ") ", how);
@@ -342,8 +344,44 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
                                     "stages start the step again, no "
                                     "restart"));
     }
+    for (int r : replicas) {
+      ReopenDoneSlotsLocked(job, r, absl::StrCat("a stage of replica ", r,
+                                                 " was lost"));
+    }
     UpdateSlotHoldersLocked(job);
   }
+}
+
+void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
+                                        const std::string& why) {
+  if (job.training_done) return;
+  const int S = StagesOf(job.status.spec());
+  job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+  bool changed = false;
+  for (int k = 0; k < static_cast<int>(job.slots.size()); ++k) {
+    if (!job.slot_done[k] || (replica >= 0 && k / S != replica)) continue;
+    auto it = job.slots[k].empty() ? members_.end()
+                                   : members_.find(job.slots[k]);
+    if (it != members_.end() && it->second.alive &&
+        it->second.job == job.status.id() &&
+        SlotOfLocked(it->second, k) == k) {
+      continue;  // its member starts the part again itself
+    }
+    const std::string slot =
+        S > 1 ? absl::StrCat("pipeline stage ", k % S, " of replica ", k / S)
+              : absl::StrCat("worker ", k);
+    const std::string what = absl::StrCat(
+        slot, " (its part was over; member ",
+        job.slots[k].empty() ? "none" : job.slots[k], " gone) is needed again: ",
+        why);
+    job.slot_done[k] = false;
+    job.slots[k].clear();
+    job.slot_free_since[k] = options_.now();
+    if (S > 1) job.lost_stages[k] = what;
+    EventLocked(job, absl::StrCat(what, "; its slot is free"));
+    changed = true;
+  }
+  if (changed) UpdateSlotHoldersLocked(job);
 }
 
 int Coordinator::SlotOfLocked(const Member& m, int slot) {
@@ -377,8 +415,10 @@ void Coordinator::RecordReportsLocked(Job& job, const Member& m,
   for (const StepReport& s : r.steps()) {
     const int slot = SlotOfLocked(m, s.has_slot() ? s.slot() : m.index);
     if (slot >= 0) RecordLocked(job, slot, s);
+    // (A report of a checkpoint alone computed nothing: no precision.)
     if (slot >= 0 && job.status.spec().precision() == BF16 &&
-        s.precision() != BF16 && job.fp32_members.insert(m.id).second) {
+        s.precision() != BF16 && s.compute_ms() > 0 &&
+        job.fp32_members.insert(m.id).second) {
       EventLocked(job, absl::StrCat(
                            "worker ", slot, " (member ", m.id,
                            ") computes in F32, not BF16: its CPU has no "

@@ -262,6 +262,9 @@ bool Coordinator::FailOverLocked(Job& job, int index, const Member& lost,
   // the new primary's index takes new ones.
   EndJoinsLocked(job, index, "its primary was replaced");
   UpdateShardReplicasLocked(job);
+  ReopenDoneSlotsLocked(job, -1, absl::StrCat("shard ", index,
+                                               " failed over (a last push "
+                                               "may have been lost)"));
   return true;
 }
 

@@ -204,8 +204,10 @@ TEST(CoordinatorStages, AHostLostFreesEverySlotItHeld) {
 
 // A stage whose part is over (every step pushed) and that is lost after:
 // the slot needs no member; it stays done, named by who finished it, in
-// status and metrics; nothing is freed or restarted.
-TEST(CoordinatorStages, AStageLostAfterItsPartIsOverLeavesItsSlotDone) {
+// status and metrics; nothing is freed or restarted -- until another stage
+// of its replica is lost before the step is applied everywhere: then it is
+// needed again, and taken like a lost slot.
+TEST(CoordinatorStages, AStageLostAfterItsPartIsOverIsNeededAgainOnlyWithItsReplica) {
   ClockedCoordinator t;
   const Staged r = StartStaged(t);
   HeartbeatRequest done;
@@ -228,6 +230,28 @@ TEST(CoordinatorStages, AStageLostAfterItsPartIsOverLeavesItsSlotDone) {
   EXPECT_EQ(events.find("its slot is free"), std::string::npos) << events;
   EXPECT_EQ(st.restarts(), 0) << events;
   EXPECT_EQ(st.state(), RUNNING);
+  // Then stage 0 of replica 1 is lost before its last push: its replica's
+  // done slot, whose member is gone, is needed again (the new stage 0 needs
+  // a stage 1). No idle stage daemon: replica 0's stages take both, no
+  // restart.
+  for (int round = 0; round < 5; ++round) {
+    t.now += absl::Seconds(6);
+    for (int k : {0, 1}) t.Beat(r.by_slot[k], r.id);
+    t.Beat(r.ps, r.id);
+  }
+  const JobStatus after = *t.c->Get(r.id);
+  const std::string all = Events(t, r.id);
+  EXPECT_FALSE(after.slots(3).done()) << all;
+  EXPECT_NE(all.find("pipeline stage 1 of replica 1 (its part was over; "
+                     "member " + r.by_slot[3] + " gone) is needed again"),
+            std::string::npos)
+      << all;
+  for (int k : {0, 1}) {
+    const Assignment a = t.Beat(r.by_slot[k], r.id);
+    ASSERT_EQ(a.also_indices_size(), 1) << "slot " << k << "\n" << all;
+    EXPECT_EQ(a.also_indices(0), k + 2);
+  }
+  EXPECT_EQ(t.c->Get(r.id)->restarts(), 0) << all;
 }
 
 TEST(CoordinatorStages, AWholeReplicaLostIsTakenOverSlotBySlot) {

@@ -589,8 +589,18 @@ TEST_F(CoordinatorTest, Bf16JobSaysWhichWorkersComputeInFp32) {
   EXPECT_EQ(a0.spec().precision(), BF16);
   StepReport bf = Report(0, a0.index(), 2, 10, 1.0);
   bf.set_precision(BF16);
+  bf.set_compute_ms(50);
   StepReport fp = Report(0, a1.index(), 2, 10, 1.0);
   fp.set_precision(F32);
+  fp.set_compute_ms(80);
+  // A report of a checkpoint alone (a part started again at a checkpoint's
+  // step) computed nothing and says no precision: not an F32 member.
+  StepReport ckpt;
+  ckpt.set_step(0);
+  ckpt.set_version(1);
+  ckpt.set_checkpoint("ckpt/ckpt-1/manifest.json");
+  ckpt.set_checkpoint_version(1);
+  Beat(w0, id, {ckpt});
   Beat(w0, id, {bf});
   Beat(w1, id, {fp});
   fp.set_step(1);
