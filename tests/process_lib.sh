@@ -151,6 +151,26 @@ ${5:-}
 EOF2
 }
 
+# pipeline_spec NAME STEPS [MORE]: a PRETRAIN spec of the tiny model over
+# $work/data (tiny_model_data) run as 2 replicas x 2 pipeline stages (1F1B,
+# 2 micro-batches), batch 8, exported to $work/NAME.safetensors; MORE lines
+# appended.
+pipeline_spec() {
+  cat <<EOF2
+name: "$1"
+task: PRETRAIN
+model: "$work/model.json"
+data: "$work/data/*.tfrecord"
+batch_size: 8
+steps: $2
+num_workers: 2
+optimizer { learning_rate: 2e-3 warmup_steps: 2 }
+export_path: "$work/$1.safetensors"
+pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }
+${3:-}
+EOF2
+}
+
 # wait_for_step JOB N: returns once JOB's progress reached step N (60 s at
 # most; the caller checks what it needs).
 wait_for_step() {

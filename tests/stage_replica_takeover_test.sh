@@ -24,20 +24,7 @@ start_stage() {  # start_stage N
   pids+=($!); stage_pids[$1]=$!
 }
 for s in 0 1 2 3; do start_stage $s; done
-spec() {  # spec NAME
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 120
-num_workers: 2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$work/$1.safetensors"
-pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }
-EOF2
-}
+spec() { pipeline_spec "$1" 120; }  # spec NAME
 spec replica > "$work/replica.pbtxt"
 job=$("$CTL" submit "$work/replica.pbtxt") || fail "submit"
 wait_for_step "$job" 20

@@ -41,19 +41,7 @@ start_spares() {  # unarmed: a replacement must not die at the same point
 spec() {  # spec NAME [CHECKPOINT-DIR]
   local ckpt=""
   [ -n "${2:-}" ] && ckpt="checkpoint { dir: \"$2\" every_steps: 10 }"
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 60
-num_workers: 2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$work/$1.safetensors"
-pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }
-$ckpt
-EOF2
+  pipeline_spec "$1" 60 "$ckpt"
 }
 spec leader "$work/ckpt" > "$work/leader.pbtxt"
 job=$("$CTL" submit "$work/leader.pbtxt") || fail "submit"

@@ -26,20 +26,7 @@ for s in 0 1 2 3; do
   "$WORKER" --role=stage --coordinator "$coord" > "$work/stage$s.log" 2>&1 &
   pids+=($!); stage_pids+=($!)
 done
-spec() {  # spec NAME
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 150
-num_workers: 2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$work/$1.safetensors"
-pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }
-EOF2
-}
+spec() { pipeline_spec "$1" 150; }  # spec NAME
 spec takeover > "$work/takeover.pbtxt"
 job=$("$CTL" submit "$work/takeover.pbtxt") || fail "submit"
 wait_for_step "$job" 20
