@@ -1,5 +1,6 @@
 #include "common/crash_point.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,23 +12,42 @@
 
 namespace bertps {
 
-void CrashPoint(const char* point, int64_t version, int index) {
-  static const std::string* const spec = [] {
-    const char* env = std::getenv("BERTPS_CRASH_AT");
-    return new std::string(env == nullptr ? "" : env);
-  }();
-  if (spec->empty()) return;
+namespace {
+
+// Whether `env`'s list names `point` of `version` (or "*") for `index`.
+bool Named(const std::string& env, const char* point, int64_t version,
+           int index) {
+  if (env.empty()) return false;
   const std::string exact = absl::StrCat(point, ":", version, ":", index);
   const std::string any = absl::StrCat(point, ":*:", index);
-  bool hit = false;
-  for (absl::string_view one : absl::StrSplit(*spec, ',')) {
-    hit = hit || one == exact || one == any;
+  for (absl::string_view one : absl::StrSplit(env, ',')) {
+    if (one == exact || one == any) return true;
   }
-  if (!hit) return;
-  std::fprintf(stderr, "crash point %s of version %lld hit\n", point,
-               static_cast<long long>(version));
+  return false;
+}
+
+const std::string& Env(const char* name) {
+  const char* v = std::getenv(name);
+  return *new std::string(v == nullptr ? "" : v);
+}
+
+}  // namespace
+
+void CrashPoint(const char* point, int64_t version, int index) {
+  static const std::string& crash = Env("BERTPS_CRASH_AT");
+  static const std::string& pause = Env("BERTPS_PAUSE_AT");
+  if (crash.empty() && pause.empty()) return;
+  const bool kill = Named(crash, point, version, index);
+  static std::atomic<bool> paused{false};
+  if (!kill && (!Named(pause, point, version, index) || paused.exchange(true))) {
+    return;
+  }
+  std::fprintf(stderr,
+               kill ? "crash point %s of version %lld hit\n"
+                    : "pause point %s of version %lld reached (SIGSTOP)\n",
+               point, static_cast<long long>(version));
   std::fflush(stderr);
-  std::raise(SIGKILL);
+  std::raise(kill ? SIGKILL : SIGSTOP);
 }
 
 }  // namespace bertps

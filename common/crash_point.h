@@ -2,7 +2,11 @@
 // environment, a process exits at once (SIGKILL, as kill -9) the first time
 // it reaches `point` in the step of `version` as member `index`, after
 // saying so on stderr ("crash point P of version V hit"). A version of "*"
-// matches any; several points are separated by commas. Tests use them to kill a process at a moment they name and
+// matches any; several points are separated by commas. With
+// BERTPS_PAUSE_AT (the same form) the process stops itself instead, the
+// first time only (SIGSTOP, "pause point P of version V reached
+// (SIGSTOP)"): a test resumes it with SIGCONT once it arranged what it
+// wants to happen meanwhile. Tests use them to kill a process at a moment they name and
 // prove it was reached (the line). Without the variable a call costs a
 // comparison.
 //
@@ -18,6 +22,9 @@
 //  - a pipeline job's leader (index 0; worker/stage_member.cc):
 //    "leader_checkpoint" (its push of the step acknowledged, the step's
 //    checkpoint not yet written);
+//  - a train worker (index: its worker slot; worker/train_step.cc):
+//    "train_step" (the step of that version - 1 about to start: nothing of
+//    it pulled or pushed);
 //  - a pipeline stage (index: its slot, replica x stages + stage;
 //    worker/pipeline_stage.cc): "stage_push" (its step computed and its
 //    gradients sent to the stage before, not yet pushed).

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/crash_point.h"
 #include "common/kernels/threads.h"
 #include "common/model/batch_view.h"
 #include "common/optim/optimizer.h"
@@ -102,6 +103,7 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
 }
 
 absl::Status TrainWorker::StartStep(StepState& s) {
+  CrashPoint("train_step", s.step + 1, options_.worker);
   if (prepared_step_ != s.step) {
     pull_.reset();
     RETURN_IF_ERROR(Prepare(s.step, &batch_, &mlm_denominator_,
