@@ -3,10 +3,10 @@
 // it reaches `point` in the step of `version` as member `index`, after
 // saying so on stderr ("crash point P of version V hit"). A version of "*"
 // matches any; several points are separated by commas. With
-// BERTPS_PAUSE_AT (the same form) the process stops itself instead, the
-// first time only (SIGSTOP, "pause point P of version V reached
-// (SIGSTOP)"): a test resumes it with SIGCONT once it arranged what it
-// wants to happen meanwhile. Tests use them to kill a process at a moment they name and
+// BERTPS_PAUSE_AT (the same form) the process stops itself instead, at the
+// first pause point of the list it reaches and never again (SIGSTOP, "pause
+// point P of version V reached (SIGSTOP)"): a test resumes it with SIGCONT
+// once it arranged what it wants to happen meanwhile. Tests use them to kill a process at a moment they name and
 // prove it was reached (the line). Without the variable a call costs a
 // comparison.
 //
@@ -24,7 +24,7 @@
 //    checkpoint not yet written);
 //  - a train worker (index: its worker slot; worker/train_step.cc):
 //    "train_step" (the step of that version - 1 about to start: nothing of
-//    it pulled or pushed);
+//    it pushed; with overlapped pushes its pull began in the step before);
 //  - a pipeline stage (index: its slot, replica x stages + stage;
 //    worker/pipeline_stage.cc): "stage_push" (its step computed and its
 //    gradients sent to the stage before, not yet pushed).

@@ -19,7 +19,9 @@ BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
 init_work last_push
 tiny_model_data "$BERT_LOCAL"
-start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 10
+# (A long member timeout: a stopped worker does not heartbeat; the failover
+# comes from worker 0's report and the probe, not from the timeout.)
+start_coordinator "$COORD" 0 "$work/coordinator.log" --member_timeout_s 30
 coord="$BERTPS_COORDINATOR"
 start_ps_daemons a b c d
 paused=()

@@ -344,10 +344,12 @@ absl::Status TrainWorker::Run() {
     // BSP: worker 0 checkpoints every checkpoint_every steps and after the
     // last step, before reporting the step, so the report names the
     // manifest (the coordinator evaluates it).
+    // (Unless the shards are past it: a slot being taken back runs on two
+    // members for a moment, and the other one wrote it.)
     if (checkpoints && bsp &&
         ((every > 0 && (step + 1) % every == 0) ||
          step + 1 == options_.steps)) {
-      RETURN_IF_ERROR(write_checkpoint(step + 1));
+      RETURN_IF_ERROR(write_checkpoint(step + 1, /*unless_past=*/true));
     }
     const bool last = ticket(step + 1) >= options_.steps;
     if (checkpoints && !bsp && last) {

@@ -337,12 +337,13 @@ class Coordinator {
   // Frees every slot `m` holds in `job` (its own and those taken over).
   void FreeSlotsLocked(Job& job, Member& m, const std::string& how)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Done slots (their part over) whose member is no longer in the job, of
-  // `replica` (-1: every slot): free again, so that another member computes
-  // what is not applied yet (a replica's stage lost before its last push
-  // needs its other stages; a failover may lose a last push that was only
-  // staged). Members still holding a done slot start it again themselves
-  // (worker/job_member.h). Nothing once training is done.
+  // Done slots (their part over) of `replica` (-1: every slot) are needed
+  // again: a replica's stage lost before its last push needs its other
+  // stages; a failover may lose a last push that was only staged. They are
+  // no longer done: a member still holding one starts it again itself
+  // (worker/job_member.h) and says "done" again; one whose member is gone
+  // is free, for another member to compute what is not applied yet.
+  // Nothing once training is done.
   void ReopenDoneSlotsLocked(Job& job, int replica, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // JobStatus.slots from job.slots and the members (after a change).

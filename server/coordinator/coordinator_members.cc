@@ -360,12 +360,17 @@ void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
   bool changed = false;
   for (int k = 0; k < static_cast<int>(job.slots.size()); ++k) {
     if (!job.slot_done[k] || (replica >= 0 && k / S != replica)) continue;
+    // Not done any more: a member still holding it starts the part again
+    // itself (and says "done" again when it ends); a loss of that member
+    // meanwhile frees it as any other slot.
+    job.slot_done[k] = false;
+    changed = true;
     auto it = job.slots[k].empty() ? members_.end()
                                    : members_.find(job.slots[k]);
     if (it != members_.end() && it->second.alive &&
         it->second.job == job.status.id() &&
         SlotOfLocked(it->second, k) == k) {
-      continue;  // its member starts the part again itself
+      continue;
     }
     const std::string slot =
         S > 1 ? absl::StrCat("pipeline stage ", k % S, " of replica ", k / S)
@@ -374,12 +379,10 @@ void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
         slot, " (its part was over; member ",
         job.slots[k].empty() ? "none" : job.slots[k], " gone) is needed again: ",
         why);
-    job.slot_done[k] = false;
     job.slots[k].clear();
     job.slot_free_since[k] = options_.now();
     if (S > 1) job.lost_stages[k] = what;
     EventLocked(job, absl::StrCat(what, "; its slot is free"));
-    changed = true;
   }
   if (changed) UpdateSlotHoldersLocked(job);
 }

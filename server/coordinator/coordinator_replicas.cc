@@ -262,9 +262,13 @@ bool Coordinator::FailOverLocked(Job& job, int index, const Member& lost,
   // the new primary's index takes new ones.
   EndJoinsLocked(job, index, "its primary was replaced");
   UpdateShardReplicasLocked(job);
-  ReopenDoneSlotsLocked(job, -1, absl::StrCat("shard ", index,
-                                               " failed over (a last push "
-                                               "may have been lost)"));
+  // A last push staged only on the lost primary is lost with it; none
+  // is once the promoted backup applied every step.
+  if (best->applied < job.status.progress().total_steps()) {
+    ReopenDoneSlotsLocked(job, -1, absl::StrCat("shard ", index,
+                                                 " failed over (a last push "
+                                                 "may have been lost)"));
+  }
   return true;
 }
 

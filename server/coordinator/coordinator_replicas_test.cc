@@ -322,5 +322,55 @@ TEST(CoordinatorReplicas, SlicesLostTogetherRestartAJobOnce) {
       << Events(t, id);
 }
 
+// A failover before the last step is applied may lose a last push that was
+// only staged on the lost primary: a worker whose part had ended is needed
+// again. Here worker 1 ended, then it and shard 1's primary go silent
+// together: the backup is promoted, worker 1's slot is no longer done and,
+// its member lost, it is free; the surviving worker takes it over.
+TEST(CoordinatorReplicas, AFailoverMakesAnEndedWorkerComputeAgain) {
+  ClockedCoordinator t;
+  std::vector<std::string> ps;
+  for (int i = 1; i <= 4; ++i) {
+    ps.push_back(t.Join(PS, absl::StrCat("127.0.0.1:", i)));
+  }
+  const std::string w0 = t.Join(TRAIN), w1 = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(2, 2, 50);
+  spec.set_replicas(2);
+  const std::string id = *t.c->Submit(spec);
+  std::string primary1;
+  for (const auto& p : ps) {
+    const Assignment a = t.Beat(p, "");
+    if (!a.backup() && a.index() == 1) primary1 = p;
+  }
+  for (const auto& p : ps) t.Beat(p, id);  // installed
+  const int slot1 = t.Beat(w1, id).index();
+  std::string other = w0;
+  ASSERT_EQ(t.Beat(w0, id).index(), 1 - slot1);
+  HeartbeatRequest done;
+  done.set_member_id(w1);
+  done.set_job_id(id);
+  done.set_incarnation(t.c->Get(id)->incarnation());
+  done.set_done(true);
+  ASSERT_TRUE(t.c->Heartbeat(done).ok());
+  EXPECT_TRUE(t.c->Get(id)->slots(slot1).done());
+  for (int round = 0; round < 4; ++round) {
+    t.now += absl::Seconds(6);
+    for (const auto& p : ps) {
+      if (p != primary1) t.Beat(p, id);
+    }
+    t.Beat(other, id);
+  }
+  const JobStatus st = *t.c->Get(id);
+  const std::string events = Events(t, id);
+  EXPECT_EQ(st.failovers(), 1) << events;
+  EXPECT_EQ(st.restarts(), 0) << events;
+  EXPECT_FALSE(st.slots(slot1).done()) << events;
+  EXPECT_EQ(st.slots(slot1).member(), other) << events;  // taken over
+  EXPECT_TRUE(st.slots(slot1).shared());
+  const Assignment a = t.Beat(other, id);
+  ASSERT_EQ(a.also_indices_size(), 1) << events;
+  EXPECT_EQ(a.also_indices(0), slot1);
+}
+
 }  // namespace
 }  // namespace bertps
