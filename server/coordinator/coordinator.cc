@@ -265,6 +265,23 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   job.status.set_restarts(job.status.restarts() + 1);
   job.status.set_incarnation(job.status.incarnation() + 1);
   job.lost_stages.clear();  // the new start waits for stage daemons
+  // Every slot computes again from the checkpoint: none is done (a member
+  // says so again when its new part ends), and one whose member is gone is
+  // free.
+  job.slot_done.assign(job.slots.size(), false);
+  job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+  for (size_t k = 0; k < job.slots.size(); ++k) {
+    if (job.slots[k].empty()) continue;
+    auto it = members_.find(job.slots[k]);
+    if (it == members_.end() || !it->second.alive ||
+        it->second.job != job.status.id() ||
+        SlotOfLocked(it->second, static_cast<int>(k)) !=
+            static_cast<int>(k)) {
+      job.slots[k].clear();
+      job.slot_free_since[k] = options_.now();
+    }
+  }
+  UpdateSlotHoldersLocked(job);
   const int64_t from = RewindLocked(job);
   job.ready_shards.clear();
   // Joining backups become backups like the others: they reinstall and

@@ -372,5 +372,46 @@ TEST(CoordinatorReplicas, AFailoverMakesAnEndedWorkerComputeAgain) {
   EXPECT_EQ(a.also_indices(0), slot1);
 }
 
+// Losing every replica of a shard restarts the job from its checkpoint:
+// every slot computes again from there, so none stays done (an ended
+// worker's member starts its part again with the new start); a slot whose
+// member is lost after that is free, not kept as done.
+TEST(CoordinatorReplicas, ARestartLeavesNoSlotDone) {
+  ClockedCoordinator t;
+  const std::string ps = t.Join(PS, "127.0.0.1:1");
+  const std::string w0 = t.Join(TRAIN), w1 = t.Join(TRAIN);
+  JobSpec spec = TrainSpec(1, 2, 50);
+  spec.mutable_checkpoint()->set_dir("ckpt");
+  const std::string id = *t.c->Submit(spec);
+  t.Beat(ps, "");
+  t.Beat(ps, id);  // installed
+  const int slot1 = t.Beat(w1, id).index();
+  t.Beat(w0, id);
+  HeartbeatRequest done;
+  done.set_member_id(w1);
+  done.set_job_id(id);
+  done.set_incarnation(t.c->Get(id)->incarnation());
+  done.set_done(true);
+  ASSERT_TRUE(t.c->Heartbeat(done).ok());
+  ASSERT_TRUE(t.c->Get(id)->slots(slot1).done());
+  // The only shard is lost: a restart.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    t.Beat(w0, id), t.Beat(w1, id);
+  }
+  JobStatus st = *t.c->Get(id);
+  ASSERT_EQ(st.restarts(), 1) << Events(t, id);
+  EXPECT_FALSE(st.slots(slot1).done());
+  EXPECT_EQ(st.slots(slot1).member(), w1);
+  // Its member lost now: the slot is free, not done.
+  for (int round = 0; round < 2; ++round) {
+    t.now += absl::Seconds(6);
+    t.Beat(w0, id);
+  }
+  st = *t.c->Get(id);
+  EXPECT_FALSE(st.slots(slot1).done()) << Events(t, id);
+  EXPECT_NE(st.slots(slot1).member(), w1) << Events(t, id);
+}
+
 }  // namespace
 }  // namespace bertps
