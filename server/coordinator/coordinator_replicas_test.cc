@@ -346,12 +346,7 @@ TEST(CoordinatorReplicas, AFailoverMakesAnEndedWorkerComputeAgain) {
   const int slot1 = t.Beat(w1, id).index();
   std::string other = w0;
   ASSERT_EQ(t.Beat(w0, id).index(), 1 - slot1);
-  HeartbeatRequest done;
-  done.set_member_id(w1);
-  done.set_job_id(id);
-  done.set_incarnation(t.c->Get(id)->incarnation());
-  done.set_done(true);
-  ASSERT_TRUE(t.c->Heartbeat(done).ok());
+  ASSERT_TRUE(t.Done(w1, id));
   EXPECT_TRUE(t.c->Get(id)->slots(slot1).done());
   for (int round = 0; round < 4; ++round) {
     t.now += absl::Seconds(6);
@@ -387,12 +382,7 @@ TEST(CoordinatorReplicas, ARestartLeavesNoSlotDone) {
   t.Beat(ps, id);  // installed
   const int slot1 = t.Beat(w1, id).index();
   t.Beat(w0, id);
-  HeartbeatRequest done;
-  done.set_member_id(w1);
-  done.set_job_id(id);
-  done.set_incarnation(t.c->Get(id)->incarnation());
-  done.set_done(true);
-  ASSERT_TRUE(t.c->Heartbeat(done).ok());
+  ASSERT_TRUE(t.Done(w1, id));
   ASSERT_TRUE(t.c->Get(id)->slots(slot1).done());
   // The only shard is lost: a restart.
   for (int round = 0; round < 2; ++round) {

@@ -210,12 +210,7 @@ TEST(CoordinatorStages, AHostLostFreesEverySlotItHeld) {
 TEST(CoordinatorStages, AStageLostAfterItsPartIsOverIsNeededAgainOnlyWithItsReplica) {
   ClockedCoordinator t;
   const Staged r = StartStaged(t);
-  HeartbeatRequest done;
-  done.set_member_id(r.by_slot[3]);
-  done.set_job_id(r.id);
-  done.set_incarnation(t.c->Get(r.id)->incarnation());
-  done.set_done(true);
-  ASSERT_TRUE(t.c->Heartbeat(done).ok());
+  ASSERT_TRUE(t.Done(r.by_slot[3], r.id));
   EXPECT_TRUE(t.c->Get(r.id)->slots(3).done());
   EXPECT_FALSE(t.c->Get(r.id)->slots(2).done());
   for (int round = 0; round < 4; ++round) {

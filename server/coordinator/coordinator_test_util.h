@@ -99,6 +99,15 @@ class ClockedCoordinator {
     if (!job.empty()) r.set_incarnation(c->Get(job)->incarnation());
     return c->Heartbeat(r)->assignment();
   }
+  // A heartbeat saying the member's own slot's part ended.
+  bool Done(const std::string& member, const std::string& job) {
+    HeartbeatRequest r;
+    r.set_member_id(member);
+    r.set_job_id(job);
+    r.set_incarnation(c->Get(job)->incarnation());
+    r.set_done(true);
+    return c->Heartbeat(r).ok();
+  }
 
   absl::Time now = absl::FromUnixSeconds(1000);
   std::unique_ptr<Coordinator> c;
