@@ -271,12 +271,8 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   job.slot_done.assign(job.slots.size(), false);
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   for (size_t k = 0; k < job.slots.size(); ++k) {
-    if (job.slots[k].empty()) continue;
-    auto it = members_.find(job.slots[k]);
-    if (it == members_.end() || !it->second.alive ||
-        it->second.job != job.status.id() ||
-        SlotOfLocked(it->second, static_cast<int>(k)) !=
-            static_cast<int>(k)) {
+    if (!job.slots[k].empty() &&
+        !HolderAliveLocked(job, static_cast<int>(k))) {
       job.slots[k].clear();
       job.slot_free_since[k] = options_.now();
     }

@@ -346,6 +346,9 @@ class Coordinator {
   // Nothing once training is done.
   void ReopenDoneSlotsLocked(Job& job, int replica, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether slot k's recorded member is alive, in the job and holds k.
+  bool HolderAliveLocked(const Job& job, int k) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // JobStatus.slots from job.slots and the members (after a change).
   void UpdateSlotHoldersLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replicas (coordinator_replicas.cc). JobStatus.shards from the members.

@@ -352,6 +352,13 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   }
 }
 
+bool Coordinator::HolderAliveLocked(const Job& job, int k) const {
+  if (job.slots[k].empty()) return false;
+  auto it = members_.find(job.slots[k]);
+  return it != members_.end() && it->second.alive &&
+         it->second.job == job.status.id() && SlotOfLocked(it->second, k) == k;
+}
+
 void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
                                         const std::string& why) {
   if (job.training_done) return;
@@ -365,13 +372,7 @@ void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
     // meanwhile frees it as any other slot.
     job.slot_done[k] = false;
     changed = true;
-    auto it = job.slots[k].empty() ? members_.end()
-                                   : members_.find(job.slots[k]);
-    if (it != members_.end() && it->second.alive &&
-        it->second.job == job.status.id() &&
-        SlotOfLocked(it->second, k) == k) {
-      continue;
-    }
+    if (HolderAliveLocked(job, k)) continue;
     const std::string slot =
         S > 1 ? absl::StrCat("pipeline stage ", k % S, " of replica ", k / S)
               : absl::StrCat("worker ", k);
