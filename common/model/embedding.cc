@@ -1,6 +1,9 @@
 #include "common/model/embedding.h"
 
+#include <algorithm>
+
 #include "Eigen/Core"
+#include "common/kernels/threads.h"
 
 namespace bertps {
 
@@ -26,11 +29,26 @@ template <typename T>
 void EmbeddingBackward(const T* dout, const int32_t* ids, const int32_t* types,
                        int64_t b, int64_t s, int64_t h, T* dword,
                        T* dposition, T* dtoken_type) {
-  for (int64_t r = 0; r < b * s; ++r) {
-    CVec<T> d(dout + r * h, h);
-    Vec<T>(dword + int64_t{ids[r]} * h, h) += d;
-    Vec<T>(dposition + (r % s) * h, h) += d;
-    Vec<T>(dtoken_type + int64_t{types[r]} * h, h) += d;
+  // One run of hidden columns per compute thread, the rows in order in each:
+  // every element sums its rows in the same order on any number of threads
+  // (the same bits), no two threads write the same columns, and each table
+  // row a token touches is fetched once in all (runs of whole cache lines).
+  const int64_t lines = (h + 15) / 16;
+  const int64_t blocks =
+      b * s * h > 65536
+          ? std::max<int64_t>(1, std::min<int64_t>(kernels::NumThreads(), lines))
+          : 1;
+  const int64_t per = (lines + blocks - 1) / blocks * 16;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t c0 = k * per, w = std::min(per, h - c0);
+    if (w <= 0) continue;
+    for (int64_t r = 0; r < b * s; ++r) {
+      CVec<T> d(dout + r * h + c0, w);
+      Vec<T>(dword + int64_t{ids[r]} * h + c0, w) += d;
+      Vec<T>(dposition + (r % s) * h + c0, w) += d;
+      Vec<T>(dtoken_type + int64_t{types[r]} * h + c0, w) += d;
+    }
   }
 }
 

@@ -20,7 +20,6 @@ namespace bertps {
 namespace {
 
 using model_maps::CVec;
-using model_maps::RowMat;
 using model_maps::Vec;
 
 int64_t ForcedTileColumns() {
@@ -119,8 +118,7 @@ void MlmBackward(kernels::MatmulEngine* mm, const BertConfig& c, int64_t np,
       const int32_t label = f.mlm_labels[r];
       if (label >= j0 && label < j0 + n) row[label - j0] -= static_cast<T>(ws);
     }
-    Vec<T>(g.mlm_bias + j0, n) +=
-        RowMat<T>(f.logits, np, n).colwise().sum().transpose();
+    AddColumnSums(f.logits, np, n, g.mlm_bias + j0);
     kernels::Gemm(mm, kernels::GemmDims{1, n, h, np, true, false}, f.logits,
                   f.t3, g.word_embeddings + j0 * h, T(1), /*accumulate=*/true);
     kernels::Gemm(mm, kernels::GemmDims{1, np, h, n, false, false}, f.logits,
@@ -235,8 +233,7 @@ void HeadsBackward(kernels::MatmulEngine* mm, const BertConfig& c,
     const int64_t np = b * bt.preds, v = c.vocab_size;
     if (MlmVocabTile(np, v) == v) {
       // f.logits holds dlogits (B*P, V).
-      Vec<T>(g.mlm_bias, v) +=
-          RowMat<T>(f.logits, np, v).colwise().sum().transpose();
+      AddColumnSums(f.logits, np, v, g.mlm_bias);
       kernels::Gemm(mm, kernels::GemmDims{1, v, h, np, true, false}, f.logits,
                     f.t3, g.word_embeddings, T(1), /*accumulate=*/true);
       if (word_grad_done) word_grad_done();  // the decoder's share is done

@@ -29,6 +29,11 @@ void LinearBackward(kernels::MatmulEngine* mm, const T* dy,  // (N, OUT)
                     T* dw,   // (OUT, IN) accumulated
                     T* db);  // (OUT) accumulated, or null
 
+// db (OUT) += the column sums of dy (N, OUT), on the compute threads, each
+// column summed over the rows in order: the same bits on any thread count.
+template <typename T>
+void AddColumnSums(const T* dy, int64_t n, int64_t out, T* db);
+
 }  // namespace bertps
 
 #endif  // BERTPS_COMMON_MODEL_LINEAR_H_

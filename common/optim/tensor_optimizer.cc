@@ -53,7 +53,17 @@ TensorOptimizer::TensorOptimizer(const OptimizerConfig& config,
                                  std::vector<Entry> entries, int64_t scratch_n)
     : config_(config),
       entries_(std::move(entries)),
-      scratch_(static_cast<size_t>(scratch_n)) {}
+      scratch_(static_cast<size_t>(scratch_n)) {
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const int64_t n = entries_[i].tensor.n;
+    total_n_ += n;
+    for (int64_t off = 0; off < n; off += kPart) {
+      parts_.push_back(Part{static_cast<int64_t>(i), off,
+                            std::min(kPart, n - off)});
+    }
+  }
+  part_status_.resize(parts_.size());
+}
 
 absl::Status TensorOptimizer::Step(int64_t step) {
   if (step < 0) {
@@ -75,21 +85,40 @@ absl::Status TensorOptimizer::Step(int64_t step) {
   const double global_norm = std::sqrt(grad_sq);
   const float scale = ClipScale(config_, global_norm);
 
-  for (const Entry& e : entries_) {
-    Slice slice;
-    slice.param = e.tensor.param;
-    slice.grad = e.tensor.grad;
-    slice.state = e.tensor.state;
-    slice.n = e.tensor.n;
-    slice.decay = e.decay;
-    if (NeedsTrustRatio(config_.kind)) {
+  if (NeedsTrustRatio(config_.kind)) {
+    // LAMB: each tensor's norms first, then its update (serial).
+    for (const Entry& e : entries_) {
+      Slice slice;
+      slice.param = e.tensor.param;
+      slice.grad = e.tensor.grad;
+      slice.state = e.tensor.state;
+      slice.n = e.tensor.n;
+      slice.decay = e.decay;
       const PartialNorms norms =
           ComputeUpdate(config_, step, slice, scale, scratch_.data());
       const float ratio = TrustRatio(config_, slice.decay, norms);
       ApplyUpdate(config_, step, slice, scratch_.data(), ratio);
-    } else {
-      RETURN_IF_ERROR(StepSlice(config_, step, slice, scale));
     }
+  } else {
+    // Element-wise: the parts run on the compute threads, each element's
+    // arithmetic the same as in one pass over the tensor (the same bits).
+    const int64_t parts = static_cast<int64_t>(parts_.size());
+#pragma omp parallel for schedule(dynamic, 1) if (total_n_ > kPart)
+    for (int64_t i = 0; i < parts; ++i) {
+      const Part& part = parts_[static_cast<size_t>(i)];
+      const Entry& e = entries_[static_cast<size_t>(part.entry)];
+      Slice slice;
+      slice.param = e.tensor.param + part.offset;
+      slice.grad = e.tensor.grad + part.offset;
+      slice.state =
+          e.tensor.state != nullptr ? e.tensor.state + part.offset : nullptr;
+      slice.n = part.n;
+      slice.slot_stride = e.tensor.n;
+      slice.decay = e.decay;
+      part_status_[static_cast<size_t>(i)] =
+          StepSlice(config_, step, slice, scale);
+    }
+    for (const absl::Status& st : part_status_) RETURN_IF_ERROR(st);
   }
   last_global_norm_ = global_norm;
   last_learning_rate_ = LearningRate(config_, step);

@@ -11,6 +11,8 @@
 // optimizer's lifetime. The optimizer owns only a scratch buffer for LAMB
 // (as large as the largest tensor), allocated by Create; Step allocates
 // nothing.
+// Element-wise optimizers update the tensors in pieces on the compute
+// threads (OpenMP; the same bits on any number of threads).
 // Thread-safety: not thread-safe; one Step at a time, and the caller must not
 // touch the buffers during a Step.
 #ifndef BERTPS_COMMON_OPTIM_TENSOR_OPTIMIZER_H_
@@ -60,6 +62,13 @@ class TensorOptimizer {
     NamedTensor tensor;
     bool decay = false;
   };
+  // A piece of one tensor updated alone (element-wise optimizers).
+  struct Part {
+    int64_t entry = 0;
+    int64_t offset = 0;
+    int64_t n = 0;
+  };
+  static constexpr int64_t kPart = int64_t{1} << 16;
 
   TensorOptimizer(const OptimizerConfig& config, std::vector<Entry> entries,
                   int64_t scratch_n);
@@ -67,6 +76,9 @@ class TensorOptimizer {
   OptimizerConfig config_;
   std::vector<Entry> entries_;
   std::vector<float> scratch_;  // (max n) LAMB update directions; else empty
+  std::vector<Part> parts_;     // every tensor in pieces of at most kPart
+  std::vector<absl::Status> part_status_;  // (parts_) of the last Step
+  int64_t total_n_ = 0;
   double last_global_norm_ = 0;
   float last_learning_rate_ = 0;
 };

@@ -1,6 +1,9 @@
 #include "common/optim/tensor_optimizer.h"
 
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -130,6 +133,70 @@ TEST(TensorOptimizerTest, BertAdamWithClippingAndScheduleMatchesReference) {
         EXPECT_NEAR(owned[t].p[i], ref[t].p[i], 1e-6);
         EXPECT_NEAR(owned[t].s[i], ref[t].m[i], 1e-7);
         EXPECT_NEAR(owned[t].s[owned[t].p.size() + i], ref[t].v[i], 1e-9);
+      }
+    }
+  }
+}
+
+// Tensors larger than a part are updated in pieces on the compute threads:
+// every bit as one StepSlice over each whole tensor in order.
+TEST(TensorOptimizerTest, PiecesOnTwoThreadsGiveTheBitsOfOnePass) {
+  omp_set_num_threads(2);
+  for (OptimizerKind kind : {OptimizerKind::kAdamWeightDecay,
+                             OptimizerKind::kAdamW, OptimizerKind::kSgd}) {
+    SCOPED_TRACE(OptimizerKindName(kind));
+    OptimizerConfig c;
+    c.kind = kind;
+    c.learning_rate = 0.01;
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    std::vector<Owned> owned = {{kWeight, {}, {}, {}},
+                                {kBias, {}, {}, {}},
+                                {kLayerNorm, {}, {}, {}}};
+    const size_t sizes[] = {150001, 70000, 5};
+    for (size_t t = 0; t < owned.size(); ++t) {
+      owned[t].p.resize(sizes[t]);
+      for (size_t i = 0; i < sizes[t]; ++i) {
+        owned[t].p[i] = std::sin(0.001 * static_cast<double>(i + 7 * t));
+      }
+      owned[t].g.assign(sizes[t], 0.0f);
+      owned[t].s.assign(StateSlots(c) * sizes[t], 0.0f);
+    }
+    std::vector<Owned> ref = owned;
+    absl::StatusOr<TensorOptimizer> opt =
+        TensorOptimizer::Create(c, Views(&owned));
+    ASSERT_TRUE(opt.ok()) << opt.status();
+    for (int64_t step = 0; step < 3; ++step) {
+      for (size_t t = 0; t < owned.size(); ++t) {
+        for (size_t i = 0; i < sizes[t]; ++i) {
+          owned[t].g[i] = static_cast<float>(
+              std::cos(0.0037 * static_cast<double>(i) + step + t));
+        }
+        ref[t].g = owned[t].g;
+      }
+      ASSERT_TRUE(opt->Step(step).ok());
+      double sq = 0;
+      for (const Owned& o : ref) {
+        sq += GradSquaredSum(o.g.data(), static_cast<int64_t>(o.g.size()));
+      }
+      const float scale = ClipScale(c, std::sqrt(sq));
+      ASSERT_LT(scale, 1.0f);  // clipping is exercised
+      for (Owned& o : ref) {
+        Slice slice;
+        slice.param = o.p.data();
+        slice.grad = o.g.data();
+        slice.state = o.s.empty() ? nullptr : o.s.data();
+        slice.n = static_cast<int64_t>(o.p.size());
+        slice.decay = UsesWeightDecay(o.name);
+        ASSERT_TRUE(StepSlice(c, step, slice, scale).ok());
+      }
+      for (size_t t = 0; t < owned.size(); ++t) {
+        ASSERT_EQ(0, std::memcmp(owned[t].p.data(), ref[t].p.data(),
+                                 sizeof(float) * sizes[t]))
+            << owned[t].name << " step " << step;
+        ASSERT_EQ(0, std::memcmp(owned[t].s.data(), ref[t].s.data(),
+                                 sizeof(float) * owned[t].s.size()))
+            << owned[t].name << " state, step " << step;
       }
     }
   }
