@@ -11,6 +11,13 @@
 #   tools/netsim.sh measure [A B [MB]]  what the links deliver: one TCP stream
 #                                       host A -> host B (default 0 1 200),
 #                                       prints JSON with Gbit/s
+#   tools/netsim.sh mesh S W BYTES [ROUNDS [GAP_MS]]
+#                                       raw TCP in a BSP step's pattern: hosts
+#                                       0..S-1 "shards", S..S+W-1 "workers",
+#                                       each round a pull phase (every shard
+#                                       sends BYTES/S to every worker) and a
+#                                       push phase (the reverse); JSON with
+#                                       each phase's time (netsim_mesh.py)
 #   tools/netsim.sh trace FILE [MS]     until stopped, every MS ms (default
 #                                       50) one line of JSON: each link's
 #                                       bytes so far both ways and the real
@@ -20,6 +27,9 @@
 #   NETSIM_RTO_MIN=10ms tools/netsim.sh up ...  hosts whose TCP retransmits
 #                                       after 10 ms at the least (default:
 #                                       the kernel's 200 ms)
+#   NETSIM_QUEUE_MS=3000 tools/netsim.sh up ...  each link direction queues
+#                                       3 s of traffic before it drops
+#                                       (default 100 ms; a deep-buffer switch)
 #   tools/netsim.sh run HOSTS RATE -- CMD...
 #                                       up, run CMD on the real host with
 #                                       NETSIM set to this script, down (also
@@ -61,14 +71,15 @@ PY
 }
 
 # One direction of a link: a token bucket of `rate` whose bucket holds 10 ms
-# of traffic (at least 1 MB: the veths hand over 64 KB segments whole).
+# of traffic (at least 1 MB: the veths hand over 64 KB segments whole), and a
+# drop-tail queue of NETSIM_QUEUE_MS of traffic (default 100 ms) before it.
 shape() {  # NS DEV RATE
   local bps burst
   bps=$(rate_bytes "$3")
   burst=$((bps / 100))
   [ "$burst" -ge 1048576 ] || burst=1048576
   ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" \
-      burst "$burst" latency 100ms
+      burst "$burst" latency "${NETSIM_QUEUE_MS:-100}ms"
 }
 
 NEIGH=/proc/sys/net/ipv4/neigh/default
@@ -104,6 +115,8 @@ cmd_up() {
   [[ "$hosts" =~ ^[0-9]+$ ]] && [ "$hosts" -ge 2 ] && [ "$hosts" -le 250 ] ||
     die "HOSTS must be in [2, 250], got $hosts"
   rate_bytes "$rate" >/dev/null
+  [[ "${NETSIM_QUEUE_MS:-100}" =~ ^[1-9][0-9]{0,4}$ ]] ||
+    die "NETSIM_QUEUE_MS must be milliseconds in [1, 99999], got '${NETSIM_QUEUE_MS}'"
   [ "$(hosts_up)" -eq 0 ] || die "already up ($(hosts_up) hosts); run 'down' first"
   mkdir -p "$STATE"
   echo "$hosts" > "$STATE/hosts"
@@ -150,6 +163,22 @@ cmd_down() {
   done
   restore_neighbour_limits
   rm -rf "$STATE"
+}
+
+cmd_mesh() {
+  local shards="$1" workers="$2" bytes="$3" rounds="${4:-8}" gap="${5:-200}"
+  [[ "$shards" =~ ^[1-9][0-9]*$ && "$workers" =~ ^[1-9][0-9]*$ &&
+     "$bytes" =~ ^[1-9][0-9]*$ && "$rounds" =~ ^[1-9][0-9]*$ &&
+     "$gap" =~ ^[0-9]+$ ]] ||
+    die "usage: mesh SHARDS WORKERS BYTES [ROUNDS [GAP_MS]] (positive integers)"
+  [ $((shards + workers)) -le "$(hosts_up)" ] ||
+    die "mesh: $shards + $workers hosts needed, $(hosts_up) up"
+  # The rate the links deliver, host 0 -> host S (frozen for the link time).
+  local rate
+  rate=$(cmd_measure 0 "$shards" 100 | /usr/bin/python3 -c \
+      'import json, sys; print(json.load(sys.stdin)["gbit_s"] * 1e9 / 8)')
+  /usr/bin/python3 "$(dirname "$0")/netsim_mesh.py" "$0" "$shards" "$workers" \
+      "$bytes" "$rounds" "$gap" "$rate"
 }
 
 cmd_exec() {
@@ -252,6 +281,8 @@ case "${1:-}" in
   addr) [ "$#" -eq 2 ] || die "usage: addr I"; addr_of "$2" ;;
   exec) [ "$#" -ge 3 ] || die "usage: exec I CMD..."; shift; cmd_exec "$@" ;;
   measure) shift; need_root; cmd_measure "$@" ;;
+  mesh) [ "$#" -ge 4 ] || die "usage: mesh SHARDS WORKERS BYTES [ROUNDS [GAP_MS]]"
+        shift; need_root; cmd_mesh "$@" ;;
   trace) [ "$#" -ge 2 ] || die "usage: trace FILE [MS]"; shift; need_root; cmd_trace "$@" ;;
   run) [ "$#" -ge 4 ] || die "usage: run HOSTS RATE -- CMD..."; shift; cmd_run "$@" ;;
   *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
