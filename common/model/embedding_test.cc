@@ -135,15 +135,24 @@ TEST(EmbeddingBackward, ScatterAddsAndSumsRepeatsDouble) {
   CheckScatter<double>(1e-14);
 }
 
+// Word ids (v words, each used many times) and token types (tv) of `rows`
+// positions, for the large batches below.
+void LargeBatchIds(int64_t rows, int64_t v, int64_t tv,
+                   std::vector<int32_t>* ids, std::vector<int32_t>* types) {
+  ids->resize(rows);
+  types->resize(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    (*ids)[r] = static_cast<int32_t>((r * 37 + 11) % v);
+    (*types)[r] = static_cast<int32_t>((r / 7) % tv);
+  }
+}
+
 // A bigger batch takes the parallel forward path; it agrees with the naive
 // gather row by row.
 TEST(EmbeddingForward, LargeBatchMatchesNaive) {
   const int64_t b = 40, s = 64, h = 32, v = 100, p = 64, tv = 2;
-  std::vector<int32_t> ids(b * s), types(b * s);
-  for (int64_t r = 0; r < b * s; ++r) {
-    ids[r] = static_cast<int32_t>((r * 37 + 11) % v);
-    types[r] = static_cast<int32_t>((r / 7) % tv);
-  }
+  std::vector<int32_t> ids, types;
+  LargeBatchIds(b * s, v, tv, &ids, &types);
   const std::vector<float> word = Cast<float>(RandomNormal(v * h, 31));
   const std::vector<float> pos = Cast<float>(RandomNormal(p * h, 32));
   const std::vector<float> type = Cast<float>(RandomNormal(tv * h, 33));
@@ -165,11 +174,8 @@ TEST(EmbeddingForward, LargeBatchMatchesNaive) {
 // every bit as the serial scatter-add, rows in order, on 1 and 2 threads.
 TEST(EmbeddingBackward, LargeBatchGivesTheSerialBitsOnAnyThreads) {
   const int64_t b = 40, s = 64, h = 40, v = 100, p = 64, tv = 2;
-  std::vector<int32_t> ids(b * s), types(b * s);
-  for (int64_t r = 0; r < b * s; ++r) {
-    ids[r] = static_cast<int32_t>((r * 37 + 11) % v);
-    types[r] = static_cast<int32_t>((r / 7) % tv);
-  }
+  std::vector<int32_t> ids, types;
+  LargeBatchIds(b * s, v, tv, &ids, &types);
   const std::vector<float> dout = Cast<float>(RandomNormal(b * s * h, 41));
   const std::vector<float> word0 = Cast<float>(RandomNormal(v * h, 42));
   const std::vector<float> pos0 = Cast<float>(RandomNormal(p * h, 43));
