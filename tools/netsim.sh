@@ -28,8 +28,8 @@
 #                                       after 10 ms at the least (default:
 #                                       the kernel's 200 ms)
 #   NETSIM_QUEUE_MS=3000 tools/netsim.sh up ...  each link direction queues
-#                                       3 s of traffic before it drops
-#                                       (default 100 ms; a deep-buffer switch)
+#                                       3 s of traffic before it drops, as a
+#                                       deep-buffer switch (default 100 ms)
 #   tools/netsim.sh run HOSTS RATE -- CMD...
 #                                       up, run CMD on the real host with
 #                                       NETSIM set to this script, down (also
@@ -117,6 +117,12 @@ cmd_up() {
   rate_bytes "$rate" >/dev/null
   [[ "${NETSIM_QUEUE_MS:-100}" =~ ^[1-9][0-9]{0,4}$ ]] ||
     die "NETSIM_QUEUE_MS must be milliseconds in [1, 99999], got '${NETSIM_QUEUE_MS}'"
+  # tc holds a queue's bytes (rate x time + bucket) in 32 bits.
+  local bps queue_bytes
+  bps=$(rate_bytes "$rate")
+  queue_bytes=$(( bps * ${NETSIM_QUEUE_MS:-100} / 1000 + (bps / 100 > 1048576 ? bps / 100 : 1048576) ))
+  [ "$queue_bytes" -lt $((1 << 32)) ] ||
+    die "NETSIM_QUEUE_MS=${NETSIM_QUEUE_MS} at $rate is a queue of $queue_bytes bytes, over tc's 4 GiB"
   [ "$(hosts_up)" -eq 0 ] || die "already up ($(hosts_up) hosts); run 'down' first"
   mkdir -p "$STATE"
   echo "$hosts" > "$STATE/hosts"
@@ -171,13 +177,14 @@ cmd_mesh() {
      "$bytes" =~ ^[1-9][0-9]*$ && "$rounds" =~ ^[1-9][0-9]*$ &&
      "$gap" =~ ^[0-9]+$ ]] ||
     die "usage: mesh SHARDS WORKERS BYTES [ROUNDS [GAP_MS]] (positive integers)"
+  [ "$bytes" -ge "$shards" ] || die "mesh: BYTES ($bytes) must be at least SHARDS ($shards)"
   [ $((shards + workers)) -le "$(hosts_up)" ] ||
     die "mesh: $shards + $workers hosts needed, $(hosts_up) up"
   # The rate the links deliver, host 0 -> host S (frozen for the link time).
   local rate
   rate=$(cmd_measure 0 "$shards" 100 | /usr/bin/python3 -c \
-      'import json, sys; print(json.load(sys.stdin)["gbit_s"] * 1e9 / 8)')
-  /usr/bin/python3 "$(dirname "$0")/netsim_mesh.py" "$0" "$shards" "$workers" \
+      'import json, sys; m = json.load(sys.stdin); print(m["mb"] * 1048576 / m["seconds"])')
+  exec /usr/bin/python3 "$(dirname "$0")/netsim_mesh.py" "$0" "$shards" "$workers" \
       "$bytes" "$rounds" "$gap" "$rate"
 }
 
@@ -263,7 +270,9 @@ cmd_run() {
   # The command runs in the background so that a signal is handled at once
   # (bash runs traps only between foreground commands): it is stopped, then
   # everything on the hosts, then the hosts.
-  trap '[ -z "$NETSIM_CHILD" ] || kill -TERM "$NETSIM_CHILD" 2>/dev/null || true; cmd_down' EXIT
+  # A second signal while it cleans up (a process group signalled twice)
+  # must not cut the cleanup short.
+  trap 'trap "" INT TERM; [ -z "$NETSIM_CHILD" ] || kill -TERM "$NETSIM_CHILD" 2>/dev/null || true; cmd_down' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
   cmd_up "$hosts" "$rate"
@@ -285,5 +294,5 @@ case "${1:-}" in
         shift; need_root; cmd_mesh "$@" ;;
   trace) [ "$#" -ge 2 ] || die "usage: trace FILE [MS]"; shift; need_root; cmd_trace "$@" ;;
   run) [ "$#" -ge 4 ] || die "usage: run HOSTS RATE -- CMD..."; shift; cmd_run "$@" ;;
-  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -18,15 +18,31 @@ round (connections in slow start) is left out of the medians.
 MESH_SOCKBUF=N sets every connection's SO_SNDBUF/SO_RCVBUF (bounding the
 data each has in flight).
 """
-import json, os, shutil, socket, statistics, subprocess, sys, threading, time
+import json, os, shutil, signal, socket, statistics, subprocess, sys, threading, time
 
 PORT = 6123
 # SO_SNDBUF/SO_RCVBUF of every connection (0: the kernel's autotuning).
 SOCKBUF = int(os.environ.get("MESH_SOCKBUF", "0"))
 
 
-def wait_for(path, poll=0.0005):
+# A phase or a set-up step that takes longer than this is an error.
+DEADLINE_S = float(os.environ.get("MESH_DEADLINE_S", "600"))
+
+
+def wait_for(path, poll=0.002, procs=(), parent=None):
+    """Until `path` exists. Fails when any of `procs` has failed, when this
+    process's parent is no longer `parent` (the driver is gone), or after
+    DEADLINE_S."""
+    end = time.monotonic() + DEADLINE_S
     while not os.path.exists(path):
+        for p in procs:
+            if p.poll() is not None and p.returncode != 0:
+                raise RuntimeError(f"agent {' '.join(p.args[-7:-5])} failed "
+                                   f"(exit {p.returncode}) before {path}")
+        if parent is not None and os.getppid() != parent:
+            sys.exit("netsim_mesh agent: the driver is gone")
+        if time.monotonic() > end:
+            raise RuntimeError(f"no {path} after {DEADLINE_S:.0f} s")
         time.sleep(poll)
 
 
@@ -47,23 +63,33 @@ def recv_exactly(conn, n, buf):
 
 
 def run_phase(conns, sending, nbytes, chunk, buf):
+    """Sends or receives nbytes on every connection at once; raises the
+    first error of any of them."""
+    errors = []
+
     def one(c):
-        if sending:
-            left = nbytes
-            while left > 0:
-                k = min(left, len(chunk))
-                c.sendall(chunk[:k] if k < len(chunk) else chunk)
-                left -= k
-        else:
-            recv_exactly(c, nbytes, bytearray(len(buf)))
+        try:
+            if sending:
+                left = nbytes
+                while left > 0:
+                    k = min(left, len(chunk))
+                    c.sendall(chunk[:k] if k < len(chunk) else chunk)
+                    left -= k
+            else:
+                recv_exactly(c, nbytes, bytearray(len(buf)))
+        except Exception as e:  # reported after every thread ended
+            errors.append(e)
     threads = [threading.Thread(target=one, args=(c,)) for c in conns]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
 
 
 def agent(role, idx, shard_addrs, workers, nbytes, rounds, d):
+    parent = os.getppid()
     chunk = b"\0" * (1 << 20)
     buf = bytearray(1 << 20)
     if role == "shard":
@@ -74,14 +100,15 @@ def agent(role, idx, shard_addrs, workers, nbytes, rounds, d):
             ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKBUF)
         ls.bind((shard_addrs[idx], PORT))
         ls.listen(workers)
+        ls.settimeout(DEADLINE_S)
         write_atomic(f"{d}/listening.{idx}", "1")
         conns = [ls.accept()[0] for _ in range(workers)]
     else:
         conns = []
         for a in shard_addrs:
             for _ in range(200):
+                c = socket.socket()
                 try:
-                    c = socket.socket()
                     if SOCKBUF:
                         c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKBUF)
                         c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKBUF)
@@ -89,6 +116,7 @@ def agent(role, idx, shard_addrs, workers, nbytes, rounds, d):
                     conns.append(c)
                     break
                 except OSError:
+                    c.close()
                     time.sleep(0.05)
             else:
                 raise RuntimeError(f"cannot connect to {a}")
@@ -97,7 +125,7 @@ def agent(role, idx, shard_addrs, workers, nbytes, rounds, d):
     write_atomic(f"{d}/ready.{role}.{idx}", "1")
     for r in range(rounds):
         for phase in ("pull", "push"):
-            wait_for(f"{d}/go.{phase}.{r}")
+            wait_for(f"{d}/go.{phase}.{r}", parent=parent)
             sending = (phase == "pull") == (role == "shard")
             run_phase(conns, sending, nbytes, chunk, buf)
             if not sending:
@@ -109,44 +137,24 @@ def driver(argv):
         argv[0], int(argv[1]), int(argv[2]), int(argv[3]), int(argv[4]),
         float(argv[5]), float(argv[6]))
     netsim, me = os.path.abspath(netsim), os.path.abspath(__file__)
+    # A TERM (netsim run's cleanup) unwinds through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("netsim_mesh: terminated"))
     d = f"/tmp/bertps-mesh.{os.getpid()}"
     os.makedirs(d)
-    addr = lambda i: subprocess.check_output([netsim, "addr", str(i)], text=True).strip()
-    shard_addrs = [addr(i) for i in range(shards)]
-    per_conn = nbytes // shards
-    common = [",".join(shard_addrs), str(workers), str(per_conn), str(rounds), d]
     procs = []
-    for i in range(shards):
-        procs.append(subprocess.Popen(
-            [netsim, "exec", str(i), "/usr/bin/python3", me, "agent",
-             "shard", str(i)] + common))
-    for i in range(shards):
-        wait_for(f"{d}/listening.{i}", 0.01)
-    for w in range(workers):
-        procs.append(subprocess.Popen(
-            [netsim, "exec", str(shards + w), "/usr/bin/python3", me,
-             "agent", "worker", str(w)] + common))
-    for i in range(shards):
-        wait_for(f"{d}/ready.shard.{i}", 0.01)
-    for w in range(workers):
-        wait_for(f"{d}/ready.worker.{w}", 0.01)
-    link = max(per_conn * shards / rate_bps, workers * per_conn / rate_bps)
-    out = {"pull": [], "push": []}
-    for r in range(rounds):
-        for phase in ("pull", "push"):
-            receivers = workers if phase == "pull" else shards
-            role = "worker" if phase == "pull" else "shard"
-            t0 = time.monotonic()
-            write_atomic(f"{d}/go.{phase}.{r}", "1")
-            done = []
-            for i in range(receivers):
-                p = f"{d}/done.{phase}.{r}.{role}.{i}"
-                wait_for(p, 0.001)
-                done.append(float(open(p).read()))
-            out[phase].append({"last": max(done) - t0, "first": min(done) - t0})
-            time.sleep(gap_ms / 1000.0)
-    for p in procs:
-        p.wait()
+    try:
+        out, link, per_conn = run_rounds(netsim, me, d, procs, shards, workers,
+                                         nbytes, rounds, gap_ms, rate_bps)
+        for p in procs:
+            if p.wait() != 0:
+                raise RuntimeError(f"agent {' '.join(p.args[-7:-5])} failed "
+                                   f"(exit {p.returncode})")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(d, ignore_errors=True)
     res = {"netsim_mesh": True, "shards": shards, "workers": workers,
            "bytes": per_conn * shards, "rounds": rounds, "gap_ms": gap_ms,
            "sockbuf": SOCKBUF, "rate_bytes_per_s": round(rate_bps),
@@ -159,7 +167,45 @@ def driver(argv):
         res[phase + "_first_done_s_median"] = round(statistics.median(first), 4)
         res[phase + "_excess_s_median"] = round(statistics.median(last) - link, 4)
     print(json.dumps(res), flush=True)
-    shutil.rmtree(d)
+
+
+def run_rounds(netsim, me, d, procs, shards, workers, nbytes, rounds, gap_ms,
+               rate_bps):
+    """Starts the agents (appended to procs) and times every phase."""
+    addr = lambda i: subprocess.check_output([netsim, "addr", str(i)], text=True).strip()
+    shard_addrs = [addr(i) for i in range(shards)]
+    per_conn = nbytes // shards
+    common = [",".join(shard_addrs), str(workers), str(per_conn), str(rounds), d]
+    for i in range(shards):
+        procs.append(subprocess.Popen(
+            [netsim, "exec", str(i), "/usr/bin/python3", me, "agent",
+             "shard", str(i)] + common))
+    for i in range(shards):
+        wait_for(f"{d}/listening.{i}", 0.01, procs)
+    for w in range(workers):
+        procs.append(subprocess.Popen(
+            [netsim, "exec", str(shards + w), "/usr/bin/python3", me,
+             "agent", "worker", str(w)] + common))
+    for i in range(shards):
+        wait_for(f"{d}/ready.shard.{i}", 0.01, procs)
+    for w in range(workers):
+        wait_for(f"{d}/ready.worker.{w}", 0.01, procs)
+    link = max(per_conn * shards / rate_bps, workers * per_conn / rate_bps)
+    out = {"pull": [], "push": []}
+    for r in range(rounds):
+        for phase in ("pull", "push"):
+            receivers = workers if phase == "pull" else shards
+            role = "worker" if phase == "pull" else "shard"
+            t0 = time.monotonic()
+            write_atomic(f"{d}/go.{phase}.{r}", "1")
+            done = []
+            for i in range(receivers):
+                p = f"{d}/done.{phase}.{r}.{role}.{i}"
+                wait_for(p, 0.001, procs)
+                done.append(float(open(p).read()))
+            out[phase].append({"last": max(done) - t0, "first": min(done) - t0})
+            time.sleep(gap_ms / 1000.0)
+    return out, link, per_conn
 
 
 if __name__ == "__main__":
