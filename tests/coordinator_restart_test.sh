@@ -28,18 +28,9 @@ pids+=($!)
 pids+=($!)
 
 spec() {  # spec NAME STEPS CKPT-DIR EXPORT [RESTORE]
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: $2
-no_dropout: true
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-checkpoint { dir: "$3" every_steps: 10 ${5:+restore: \"$5\"} }
-export_path: "$4"
-EOF2
+  tiny_spec "$1" "$2" "no_dropout: true" \
+      "checkpoint { dir: \"$3\" every_steps: 10 ${5:+restore: \"$5\"} }" \
+      "export_path: \"$4\""
 }
 spec short 3 "$work/ckpt-short" "$work/short.safetensors" > "$work/short.pbtxt"
 short=$("$CTL" submit "$work/short.pbtxt") || fail "submit short"

@@ -48,20 +48,9 @@ start_worker w-a; w_pid[0]=$worker_pid
 start_worker w-b; w_pid[1]=$worker_pid
 
 spec() {  # spec NAME CKPT-DIR EXPORT [RESTORE]
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 400
-num_ps_shards: 2
-num_workers: 2
-no_dropout: true
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-checkpoint { dir: "$2" every_steps: 20 keep: 3 ${4:+restore: \"$4\"} }
-export_path: "$3"
-EOF2
+  tiny_spec "$1" 400 "num_ps_shards: 2" "num_workers: 2" "no_dropout: true" \
+      "checkpoint { dir: \"$2\" every_steps: 20 keep: 3 ${4:+restore: \"$4\"} }" \
+      "export_path: \"$3\""
 }
 spec faults "$work/ckpt" "$work/faults.safetensors" > "$work/faults.pbtxt"
 job=$("$CTL" submit "$work/faults.pbtxt") || fail "submit"

@@ -31,18 +31,7 @@ done
 pids+=($!)
 
 spec() {  # spec NAME EXPORT PIPELINE-LINE
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 6
-no_dropout: true
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$2"
-$3
-EOF2
+  tiny_spec "$1" 6 "no_dropout: true" "export_path: \"$2\"" "$3"
 }
 spec pipe "$work/pipe.safetensors" 'pipeline { stages: 2 micro_batches: 4 schedule: "1f1b" }' > "$work/pipe.pbtxt"
 spec plain "$work/plain.safetensors" '' > "$work/plain.pbtxt"

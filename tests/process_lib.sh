@@ -131,31 +131,10 @@ JSON
   "$1" synthetic-data --config "$work/model.json" --out "$work/data" --steps 40
 }
 
-# replicated_spec NAME REPLICAS EXPORT STEPS [MORE]: a PRETRAIN spec of the
-# tiny model over $work/data (tiny_model_data): 2 shards, 2 workers, batch 8,
-# `replicas: REPLICAS`, exported to EXPORT; MORE lines appended.
-replicated_spec() {
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: $4
-num_ps_shards: 2
-num_workers: 2
-replicas: $2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$3"
-${5:-}
-EOF2
-}
-
-# pipeline_spec NAME STEPS [MORE]: a PRETRAIN spec of the tiny model over
-# $work/data (tiny_model_data) run as 2 replicas x 2 pipeline stages (1F1B,
-# 2 micro-batches), batch 8, exported to $work/NAME.safetensors; MORE lines
-# appended.
-pipeline_spec() {
+# tiny_spec NAME STEPS [LINE...]: a PRETRAIN spec of the tiny model over
+# $work/data (tiny_model_data), batch 8, learning rate 2e-3 after 2 warm-up
+# steps, then each LINE (empty ones skipped).
+tiny_spec() {
   cat <<EOF2
 name: "$1"
 task: PRETRAIN
@@ -163,12 +142,26 @@ model: "$work/model.json"
 data: "$work/data/*.tfrecord"
 batch_size: 8
 steps: $2
-num_workers: 2
 optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$work/$1.safetensors"
-pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }
-${3:-}
 EOF2
+  shift 2
+  local line
+  for line in "$@"; do [ -z "$line" ] || printf '%s\n' "$line"; done
+}
+
+# replicated_spec NAME REPLICAS EXPORT STEPS [MORE]: tiny_spec with 2 shards,
+# 2 workers, `replicas: REPLICAS`, exported to EXPORT; MORE lines appended.
+replicated_spec() {
+  tiny_spec "$1" "$4" "num_ps_shards: 2" "num_workers: 2" "replicas: $2" \
+      "export_path: \"$3\"" "${5:-}"
+}
+
+# pipeline_spec NAME STEPS [MORE]: tiny_spec run as 2 replicas x 2 pipeline
+# stages (1F1B, 2 micro-batches), exported to $work/NAME.safetensors; MORE
+# lines appended.
+pipeline_spec() {
+  tiny_spec "$1" "$2" "num_workers: 2" "export_path: \"$work/$1.safetensors\"" \
+      'pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }' "${3:-}"
 }
 
 # wait_for_step JOB N: returns once JOB's progress reached step N (60 s at

@@ -17,19 +17,9 @@ coord="$BERTPS_COORDINATOR"
 start_ps_daemons a b c  # two for the job, one spare
 start_train_daemons a b
 spec() {  # spec NAME [CKPT EXPORT]: without them, the job's directory holds both
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 300
-num_ps_shards: 2
-num_workers: 2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-checkpoint { ${2:+dir: \"$2\"} every_steps: 10 }
-${3:+export_path: \"$3\"}
-EOF2
+  tiny_spec "$1" 300 "num_ps_shards: 2" "num_workers: 2" \
+      "checkpoint { ${2:+dir: \"$2\"} every_steps: 10 }" \
+      "${3:+export_path: \"$3\"}"
 }
 spec probe "$work/ckpt" "$work/probe.safetensors" > "$work/probe.pbtxt"
 job=$("$CTL" submit "$work/probe.pbtxt") || fail "submit"

@@ -36,18 +36,7 @@ wait_for() {  # wait_for WHAT SECONDS COMMAND...: until COMMAND succeeds
 step_at_least() { [ "$(field "$job" 's.get("progress", {}).get("step", 0)')" -ge "$1" ]; }
 
 spec() {  # spec NAME EXPORT
-  cat <<EOF2
-name: "$1"
-task: PRETRAIN
-model: "$work/model.json"
-data: "$work/data/*.tfrecord"
-batch_size: 8
-steps: 800
-num_ps_shards: 2
-num_workers: 2
-optimizer { learning_rate: 2e-3 warmup_steps: 2 }
-export_path: "$2"
-EOF2
+  tiny_spec "$1" 800 "num_ps_shards: 2" "num_workers: 2" "export_path: \"$2\""
 }
 spec takeover "$work/takeover.safetensors" > "$work/takeover.pbtxt"
 job=$("$CTL" submit "$work/takeover.pbtxt") || fail "submit"

@@ -62,7 +62,7 @@ def recv_exactly(conn, n, buf):
         n -= got
 
 
-def run_phase(conns, sending, nbytes, chunk, buf):
+def run_phase(conns, sending, nbytes, chunk):
     """Sends or receives nbytes on every connection at once; raises the
     first error of any of them."""
     errors = []
@@ -76,7 +76,7 @@ def run_phase(conns, sending, nbytes, chunk, buf):
                     c.sendall(chunk[:k] if k < len(chunk) else chunk)
                     left -= k
             else:
-                recv_exactly(c, nbytes, bytearray(len(buf)))
+                recv_exactly(c, nbytes, bytearray(len(chunk)))
         except Exception as e:  # reported after every thread ended
             errors.append(e)
     threads = [threading.Thread(target=one, args=(c,)) for c in conns]
@@ -91,7 +91,6 @@ def run_phase(conns, sending, nbytes, chunk, buf):
 def agent(role, idx, shard_addrs, workers, nbytes, rounds, d):
     parent = os.getppid()
     chunk = b"\0" * (1 << 20)
-    buf = bytearray(1 << 20)
     if role == "shard":
         ls = socket.socket()
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -127,7 +126,7 @@ def agent(role, idx, shard_addrs, workers, nbytes, rounds, d):
         for phase in ("pull", "push"):
             wait_for(f"{d}/go.{phase}.{r}", parent=parent)
             sending = (phase == "pull") == (role == "shard")
-            run_phase(conns, sending, nbytes, chunk, buf)
+            run_phase(conns, sending, nbytes, chunk)
             if not sending:
                 write_atomic(f"{d}/done.{phase}.{r}.{role}.{idx}", repr(time.monotonic()))
 
