@@ -10,6 +10,10 @@
 #                          anything else a DNS entry, e.g. Kubernetes service
 #                          names or "*.bertps-ps.default.svc"); usable for
 #                          serving and as a client certificate (mutual TLS)
+#   worker.crt worker.key  for worker daemons: their client certificate, and
+#                          the server certificate of their health port under
+#                          the DNS name bertps-worker only (CN bertps-worker),
+#                          so a worker cannot pose as the coordinator or a shard
 #   client.crt client.key  a client-only certificate (CN bertps-client)
 #   auth_tokens            "worker TOKEN" and "admin TOKEN" lines (--auth_tokens_file)
 #   worker.token admin.token  the same tokens, one per file (--token_file)
@@ -57,7 +61,7 @@ if [[ ! -s ca.crt || ! -s ca.key ]]; then
     -subj "/O=bertps/CN=bertps development CA" \
     -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,cRLSign" -out ca.crt
-  rm -f server.crt client.crt server.san  # signed by a previous CA
+  rm -f server.crt worker.crt client.crt server.san  # signed by a previous CA
   made+=(ca.crt)
 fi
 if [[ ! -s server.crt || ! -s server.key || "$(cat server.san 2> /dev/null)" != "$san" ]]; then
@@ -67,6 +71,13 @@ extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=$san"
   printf '%s' "$san" > server.san
   made+=(server.crt)
+fi
+if [[ ! -s worker.crt || ! -s worker.key ]]; then
+  sign worker bertps-worker "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=DNS:bertps-worker"
+  made+=(worker.crt)
 fi
 if [[ ! -s client.crt || ! -s client.key ]]; then
   sign client bertps-client "basicConstraints=CA:FALSE
@@ -83,7 +94,8 @@ if [[ ! -s worker.token || ! -s admin.token || ! -s auth_tokens ]]; then
   made+=(tokens)
 fi
 rm -f ca.srl
-chmod 0600 ca.crt ca.key server.crt server.key server.san client.crt client.key \
+chmod 0600 ca.crt ca.key server.crt server.key server.san worker.crt worker.key \
+  client.crt client.key \
   auth_tokens worker.token admin.token
 if [[ ${#made[@]} -gt 0 ]]; then
   echo "gen_certs.sh: wrote ${made[*]} in $dir (server SAN $san)"
