@@ -15,7 +15,8 @@
 // 3. Deployment rules: resources requests and limits, non-root, read-only
 //    root file system, no privilege escalation, probes on long-running
 //    containers, and references (ConfigMaps, PVCs, Services) that resolve
-//    within the rendered set (the Secret bertps-secrets is made apart).
+//    within the rendered set (the role Secrets bertps-*-secrets are made
+//    apart: tools/k8s_secrets.sh).
 //
 // Prints one line per object and one per problem; exits 1 on any problem.
 "use strict";
@@ -23,7 +24,10 @@ const fs = require("fs");
 const path = require("path");
 const yaml = require("js-yaml");
 
-const EXTERNAL_SECRETS = new Set(["bertps-secrets"]);
+const EXTERNAL_SECRETS = new Set([
+  "bertps-coordinator-secrets", "bertps-ps-secrets", "bertps-worker-secrets",
+  "bertps-client-secrets",
+]);
 const BINARIES = ["bertps_server", "bertps_coordinator", "bertps_worker",
                   "bertpsctl", "bertps_probe"];
 
