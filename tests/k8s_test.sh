@@ -4,7 +4,8 @@
 # against the Kubernetes OpenAPI schema (npm kubernetes-models, unknown
 # fields included), every flag a container passes to a bertps binary against
 # that binary's --helpfull, and the deployment rules (resources, non-root,
-# read-only root, probes, references, JobSpec sizes vs replicas). Negative
+# read-only root, probes, references, JobSpec sizes vs replicas, Secret
+# volume modes, NetworkPolicy selectors and port names). Negative
 # cases: an overlay with deliberately broken objects must fail, naming each
 # problem.
 #
@@ -144,6 +145,11 @@ patches:
         value: 3
       - op: remove
         path: /spec/template/spec/containers/0/resources/limits
+  - target: {kind: Deployment, name: bertps-eval}
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/volumes/1/secret/defaultMode
+        value: 420
 YAML
 cat >"$work/k8s/overlays/broken/typo.yaml" <<'YAML'
 apiVersion: apps/v1
@@ -174,6 +180,27 @@ spec:
     app.kubernetes.io/name: no-such-pod
   ports:
     - port: 80
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: selects-nothing
+spec:
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/name: no-such-pod
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: unknown-port
+spec:
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/name: bertps-ps
+  ingress:
+    - ports:
+        - port: no-such-port
 YAML
 kubectl kustomize "$work/k8s/overlays/broken" >"$work/broken.yaml" ||
     fail "kubectl kustomize of the broken overlay failed"
@@ -195,6 +222,9 @@ expect "no Kubernetes schema for apps/v1 Deploymnet"
 expect "Service/nobody: selector"
 expect "container worker: no resources.limits.cpu"
 expect "completions 3"
+expect "Deployment/bertps-eval: volume secrets: Secret mode 0644 allows more than 0440"
+expect "NetworkPolicy/selects-nothing: podSelector"
+expect "NetworkPolicy/unknown-port: port no-such-port: no pod it selects"
 # The unknown container field, with the StatefulSet's schema error fixed.
 sed -i 's/value: "two"/value: 2/' "$work/k8s/overlays/broken/kustomization.yaml"
 kubectl kustomize "$work/k8s/overlays/broken" >"$work/broken.yaml"

@@ -16,7 +16,8 @@
 //    root file system, no privilege escalation, probes on long-running
 //    containers, and references (ConfigMaps, PVCs, Services) that resolve
 //    within the rendered set (the role Secrets bertps-*-secrets are made
-//    apart: tools/k8s_secrets.sh).
+//    apart: tools/k8s_secrets.sh), Secret volumes without write or world
+//    bits, NetworkPolicies that select pods and name ports they have.
 //
 // Prints one line per object and one per problem; exits 1 on any problem.
 "use strict";
@@ -201,6 +202,17 @@ function checkPod(where, doc, names) {
     if (v.secret && !EXTERNAL_SECRETS.has(v.secret.secretName) && !names.has(`Secret/${v.secret.secretName}`)) {
       problem(where, `volume ${v.name}: Secret ${v.secret.secretName} is not defined`);
     }
+    // Keys are read, never written, and never by other users: at most 0440
+    // (the API's default, 0644, is world-readable).
+    if (v.secret) {
+      const modes = [v.secret.defaultMode ?? 0o644,
+                     ...(v.secret.items || []).filter((i) => i.mode !== undefined).map((i) => i.mode)];
+      for (const m of modes) {
+        if ((m & ~0o440) !== 0) {
+          problem(where, `volume ${v.name}: Secret mode 0${m.toString(8)} allows more than 0440`);
+        }
+      }
+    }
   }
   const volumes = new Set((spec.volumes || []).map((v) => v.name));
   const containers = [...(spec.initContainers || []), ...(spec.containers || [])];
@@ -226,6 +238,43 @@ function checkPod(where, doc, names) {
     }
     if (longRunning && (!c.livenessProbe || !c.readinessProbe)) {
       problem(cw, "a long-running container needs liveness and readiness probes");
+    }
+  }
+}
+
+// A LabelSelector (matchLabels and matchExpressions) against labels.
+function selects(sel, labels) {
+  if (!sel) return true;
+  for (const [k, v] of Object.entries(sel.matchLabels || {})) {
+    if (labels[k] !== v) return false;
+  }
+  for (const e of sel.matchExpressions || []) {
+    const has = Object.prototype.hasOwnProperty.call(labels, e.key);
+    const inValues = has && (e.values || []).includes(labels[e.key]);
+    if (e.operator === "In" && !inValues) return false;
+    if (e.operator === "NotIn" && inValues) return false;
+    if (e.operator === "Exists" && !has) return false;
+    if (e.operator === "DoesNotExist" && has) return false;
+  }
+  return true;
+}
+
+// A NetworkPolicy selects at least one pod template, and every port it
+// names is a container port of a pod it selects.
+function checkNetworkPolicy(where, doc, pods) {
+  const spec = doc.spec || {};
+  const selected = pods.filter((p) => selects(spec.podSelector, p.labels));
+  if (selected.length === 0) {
+    problem(where, `podSelector ${JSON.stringify(spec.podSelector)} matches no pod template`);
+    return;
+  }
+  const portNames = new Set();
+  for (const p of selected) for (const n of p.portNames) portNames.add(n);
+  for (const rule of [...(spec.ingress || []), ...(spec.egress || [])]) {
+    for (const port of rule.ports || []) {
+      if (typeof port.port === "string" && !portNames.has(port.port)) {
+        problem(where, `port ${port.port}: no pod it selects has a container port of that name`);
+      }
     }
   }
 }
@@ -283,10 +332,18 @@ for (const file of files) {
   if (docs.length === 0) problem(file, "no objects");
   const names = new Set();
   const podLabels = [];
+  const pods = [];  // {labels, portNames} of each pod template
   for (const d of docs) {
     if (d && d.kind && d.metadata) names.add(`${d.kind}/${d.metadata.name}`);
     const tpl = d && podTemplate(d);
     if (tpl && tpl.metadata && tpl.metadata.labels) podLabels.push(tpl.metadata.labels);
+    if (tpl) {
+      const portNames = [];
+      for (const c of [...((tpl.spec || {}).initContainers || []), ...((tpl.spec || {}).containers || [])]) {
+        for (const p of c.ports || []) if (p.name) portNames.push(p.name);
+      }
+      pods.push({ labels: (tpl.metadata && tpl.metadata.labels) || {}, portNames });
+    }
   }
   for (const d of docs) {
     if (!d || typeof d !== "object" || !d.apiVersion || !d.kind || !d.metadata || !d.metadata.name) {
@@ -298,6 +355,7 @@ for (const file of files) {
     validateSchema(where, d);
     checkPod(where, d, names);
     if (d.kind === "Service") checkService(where, d, podLabels);
+    if (d.kind === "NetworkPolicy") checkNetworkPolicy(where, d, pods);
     if (d.kind === "StatefulSet") {
       const svc = docs.find((s) => s.kind === "Service" && s.metadata.name === d.spec.serviceName);
       if (!svc) problem(where, `serviceName ${d.spec.serviceName}: no such Service`);
