@@ -1,5 +1,8 @@
 #include "common/security.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -33,6 +36,10 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
           "worker or admin.");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name checked in server certificates instead of the target's host.");
+ABSL_FLAG(bool, insecure_no_auth, false,
+          "Servers: serve TLS without --auth_tokens_file, checking no token "
+          "(every client the CA vouches for may do everything). Refused "
+          "without this flag.");
 
 namespace bertps {
 namespace {
@@ -40,7 +47,6 @@ namespace {
 constexpr char kAuthorization[] = "authorization";
 constexpr char kBearer[] = "Bearer ";
 constexpr char kPathKey[] = ":path";
-constexpr char kRoleProperty[] = "bertps.role";
 
 absl::StatusOr<std::string> ReadFlagFile(const char* flag,
                                          const std::string& path) {
@@ -80,9 +86,13 @@ class TokenProcessor : public grpc::AuthMetadataProcessor {
       // Handlers never see the token.
       consumed_auth_metadata->insert(
           {kAuthorization, std::string(authorization)});
+      std::string name;
       absl::StatusOr<AuthRole> role = LookupToken(
-          accepted_, absl::StripPrefix(authorization, kBearer));
-      if (role.ok()) context->AddProperty(kRoleProperty, AuthRoleName(*role));
+          accepted_, absl::StripPrefix(authorization, kBearer), &name);
+      if (role.ok()) {
+        context->AddProperty(kRoleProperty, AuthRoleName(*role));
+        context->AddProperty(kTokenProperty, name);
+      }
     }
     return grpc::Status::OK;
   }
@@ -173,19 +183,46 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::StatusOr<AuthRole> LookupToken(const std::vector<AcceptedToken>& accepted,
-                                     absl::string_view token) {
+                                     absl::string_view token,
+                                     std::string* name) {
   bool found = false;
   AuthRole role = AuthRole::kWorker;
+  int index = 0;
+  int of_role[2] = {0, 0};
   for (const AcceptedToken& t : accepted) {
     // No early exit: every accepted token is compared.
     const bool eq = !token.empty() && ConstantTimeEquals(token, t.token);
+    const int n = of_role[t.role == AuthRole::kAdmin]++;
     if (eq && !found) {
       found = true;
       role = t.role;
+      index = n;
     }
   }
   if (!found) return absl::NotFoundError("unknown token");
+  if (name != nullptr) *name = absl::StrCat(AuthRoleName(role), "#", index);
   return role;
+}
+
+std::string RandomSecret(int bytes) {
+  std::string raw(static_cast<size_t>(bytes), '\0');
+  size_t got = 0;
+  while (got < raw.size()) {
+    const ssize_t n = getrandom(raw.data() + got, raw.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    // The kernel's generator does not fail once it is seeded; a process
+    // without it cannot make credentials at all.
+    CHECK_GT(n, 0) << "getrandom failed: errno " << errno;
+    got += static_cast<size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    hex.push_back(kHex[c >> 4]);
+    hex.push_back(kHex[c & 15]);
+  }
+  return hex;
 }
 
 Access MethodRoles::Lookup(absl::string_view method) const {
@@ -269,6 +306,13 @@ absl::Status ValidateServing(const SecurityConfig& c) {
         "TLS is configured (--tls_ca) but this server has no "
         "--tls_cert/--tls_key: it would listen in plaintext");
   }
+  if (c.server_tls() && !c.auth() && !c.insecure_no_auth) {
+    return absl::InvalidArgumentError(
+        "this server has TLS (--tls_cert/--tls_key) but no "
+        "--auth_tokens_file: it would check no caller's token, so any "
+        "client could submit jobs and drive the shards. Give it "
+        "--auth_tokens_file, or --insecure_no_auth to serve so on purpose");
+  }
   return ValidateSecurityConfig(c);
 }
 
@@ -304,6 +348,7 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFiles(
   }
   c.require_client_cert = f.tls_require_client_cert;
   c.server_name = f.tls_server_name;
+  c.insecure_no_auth = f.insecure_no_auth;
   if (!f.token_file.empty()) {
     absl::StatusOr<std::string> s = ReadFlagFile("token_file", f.token_file);
     if (!s.ok()) return s.status();
@@ -347,6 +392,7 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFlags() {
   f.token_file = absl::GetFlag(FLAGS_token_file);
   f.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   f.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  f.insecure_no_auth = absl::GetFlag(FLAGS_insecure_no_auth);
   return SecurityConfigFromFiles(f);
 }
 

@@ -63,6 +63,9 @@ struct SecurityConfig {
   std::string cert_pem;  // this process's certificate chain
   std::string key_pem;   // its private key
   bool require_client_cert = false;
+  // Servers with TLS but no accepted tokens check no caller at all: refused
+  // by ValidateServing unless this says it is meant (--insecure_no_auth).
+  bool insecure_no_auth = false;
   std::string server_name;  // empty: the host part of the target address
   std::string token;        // sent on outgoing calls; empty: none
   std::vector<AcceptedToken> accepted_tokens;  // empty: servers check none
@@ -84,6 +87,7 @@ struct SecurityFiles {
   std::string token_file;
   std::string auth_tokens_file;
   std::string tls_server_name;
+  bool insecure_no_auth = false;
 };
 
 // Reads the files and validates the result. Errors name the flag and file.
@@ -96,8 +100,18 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFlags();
 // certificate; tokens only with TLS.
 absl::Status ValidateSecurityConfig(const SecurityConfig& config);
 // A process that serves: when TLS is configured at all it must be able to
-// serve TLS (so nothing listens in plaintext by accident).
+// serve TLS (so nothing listens in plaintext by accident), and a TLS server
+// must check tokens (--auth_tokens_file) unless insecure_no_auth says that
+// every client the CA vouches for may do everything. Every bertps server
+// (coordinator, shard daemons, stage servers, health ports) runs it.
 absl::Status ValidateServing(const SecurityConfig& config);
+
+// The name of the caller's token as the server's handlers see it (the
+// AuthContext property kTokenProperty set by the token check): "ROLE#N",
+// N the token's line among the accepted ones of its role; empty when the
+// server checks no tokens. The token itself never reaches a handler.
+inline constexpr char kTokenProperty[] = "bertps.token";
+inline constexpr char kRoleProperty[] = "bertps.role";
 
 // Parses an accepted-tokens file's text ("ROLE TOKEN" lines).
 // The longest bearer token accepted (--token_file, --auth_tokens_file): it
@@ -109,12 +123,18 @@ absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
 absl::StatusOr<AuthRole> ParseAuthRole(absl::string_view name);
 const char* AuthRoleName(AuthRole role);
 
+// A fresh secret: `bytes` random bytes from the kernel (getrandom), as
+// lowercase hex (member credentials, job keys).
+std::string RandomSecret(int bytes = 32);
+
 // Equality of two strings in time that depends only on their lengths.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 // The role of `token` among `accepted` (every entry is compared, in constant
-// time each); NOT_FOUND when none matches.
+// time each); NOT_FOUND when none matches. With `name`, also the token's
+// name ("ROLE#N", kTokenProperty).
 absl::StatusOr<AuthRole> LookupToken(const std::vector<AcceptedToken>& accepted,
-                                     absl::string_view token);
+                                     absl::string_view token,
+                                     std::string* name = nullptr);
 
 // Method -> Access. Keys are full method names "/pkg.Service/Method" or a
 // whole service "/pkg.Service/*"; the exact name wins. Methods listed nowhere

@@ -812,11 +812,14 @@ TEST(TfeventsV1, TheCoordinatorWritesEveryListedTag) {
     return 100;
   };
   Coordinator c(o);
+  std::map<std::string, std::string> secrets;  // members' credentials
   auto join = [&](Role role, const std::string& address) {
     RegisterRequest r;
     r.set_role(role);
     r.set_address(address);
-    return c.Register(r)->member_id();
+    absl::StatusOr<RegisterResponse> reg = c.Register(r);
+    secrets[reg->member_id()] = reg->member_secret();
+    return reg->member_id();
   };
   auto beat = [&](const std::string& m, const std::string& job,
                   std::vector<StepReport> steps = {},
@@ -827,6 +830,7 @@ TEST(TfeventsV1, TheCoordinatorWritesEveryListedTag) {
     if (!job.empty()) r.set_incarnation(c.Get(job)->incarnation());
     for (auto& s : steps) *r.add_steps() = s;
     for (auto& x : results) *r.add_results() = x;
+    r.set_member_secret(secrets[m]);
     absl::StatusOr<HeartbeatResponse> resp = c.Heartbeat(r);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? resp->assignment() : Assignment();

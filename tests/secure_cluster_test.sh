@@ -83,9 +83,11 @@ refused "UNAUTHENTICATED" "${client[@]}" submit "$work/job.pbtxt"
 refused "UNAUTHENTICATED" "${client[@]}" list
 # A worker token may not submit.
 refused "PERMISSION_DENIED.*admin" "${client[@]}" --token_file "$s/worker.token" submit "$work/job.pbtxt"
+# A worker token reads no job it is not a member of.
+refused "PERMISSION_DENIED.*worker token sees only" "${client[@]}" --token_file "$s/worker.token" list
 # Nothing of that created a job.
-"$CTL" "${client[@]}" --token_file "$s/worker.token" list > "$work/list0.out" \
-  || fail "list with a worker token: $(cat "$work/list0.out")"
+"$CTL" "${client[@]}" --token_file "$s/admin.token" list > "$work/list0.out" \
+  || fail "list with the admin token: $(cat "$work/list0.out")"
 if grep -q "job-" "$work/list0.out"; then fail "a refused submit created a job: $(cat "$work/list0.out")"; fi
 
 admin=("${client[@]}" --token_file "$s/admin.token")
@@ -93,8 +95,9 @@ job=$("$CTL" "${admin[@]}" submit "$work/job.pbtxt") || fail "admin submit: $job
 echo "submitted $job"
 timeout 300 "$CTL" "${admin[@]}" watch "$job" > "$work/watch.out" 2>&1 \
   || fail "watch: $(tail -3 "$work/watch.out")"
-"$CTL" "${client[@]}" --token_file "$s/worker.token" status "$job" > "$work/status.out" \
-  || fail "status with a worker token"
+refused "PERMISSION_DENIED" "${client[@]}" --token_file "$s/worker.token" status "$job"
+"$CTL" "${admin[@]}" status "$job" > "$work/status.out" \
+  || fail "status with the admin token"
 grep -q SUCCEEDED "$work/status.out" || fail "job did not succeed: $(cat "$work/status.out")"
 if "$CTL" "${client[@]}" --token_file "$s/worker.token" cancel "$job" > "$work/cancel.out" 2>&1; then
   fail "a worker token cancelled a job"

@@ -390,7 +390,9 @@ TEST_F(SecureCoordinatorTest, RolesOnTheJobApi) {
   absl::StatusOr<std::string> id = Submit(Client("admin.token"));
   ASSERT_TRUE(id.ok()) << id.status();
   ASSERT_EQ(coordinator_->List().size(), 1u);
-  EXPECT_TRUE(List(Client("worker.token")).ok());  // any valid token reads
+  EXPECT_TRUE(List(Client("admin.token")).ok());
+  // A worker token reads only its member's job (it presents no member).
+  EXPECT_EQ(List(Client("worker.token")).code(), C::kPermissionDenied);
   EXPECT_EQ(List(Client("")).code(), C::kUnauthenticated);
 
   EXPECT_EQ(Cancel(Client("worker.token"), *id).code(), C::kPermissionDenied);

@@ -80,6 +80,12 @@ class JobMember {
     if (unreachable_.empty()) unreachable_ = what;
   }
 
+  // The health service its server must answer SERVING for (see
+  // MemberClient::instance_service).
+  const std::string& instance_service() const {
+    return member_.instance_service();
+  }
+
   // Whether a failure of a part is worth starting it again.
   static bool IsTransient(const absl::Status& st);
 

@@ -45,7 +45,11 @@ StageMember::StageMember(const std::string& coordinator, std::string address,
               [this](const Assignment& a, std::atomic<bool>* cancel,
                      const std::function<void(const StepReport&)>& report) {
                 return RunPart(a, cancel, report);
-              }) {}
+              }) {
+  // The coordinator checks that the address this member registers with is
+  // served by this process.
+  router_->ServeHealthService(member_.instance_service());
+}
 
 absl::Status StageMember::RunPart(
     const Assignment& a, std::atomic<bool>* cancel,

@@ -13,6 +13,8 @@ namespace bertps {
 
 absl::StatusOr<std::unique_ptr<StageRouter>> StageRouter::Start(
     const std::string& listen, const SecurityConfig& security) {
+  // Nothing listens under a security configuration that does not hold.
+  if (absl::Status st = ValidateServing(security); !st.ok()) return st;
   std::unique_ptr<StageRouter> r(new StageRouter());
   MethodRoles roles = DefaultMethodRoles();
   roles.rules["/bertps.StageService/*"] = Access::kWorker;
@@ -31,6 +33,12 @@ absl::StatusOr<std::unique_ptr<StageRouter>> StageRouter::Start(
         absl::StrCat("stage daemon: cannot listen on ", listen));
   }
   return r;
+}
+
+void StageRouter::ServeHealthService(const std::string& service) {
+  if (server_ && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(service, true);
+  }
 }
 
 StageRouter::~StageRouter() {

@@ -42,6 +42,9 @@ class StageRouter final : public StageService::Service {
   ~StageRouter() override;
 
   int port() const { return port_; }
+  // Answers SERVING for the grpc.health.v1 service `service` from now on
+  // (a member's proof that this address is its own: MemberClient).
+  void ServeHealthService(const std::string& service);
   // Serves stage `stage` of `replica` with `target` (replacing any).
   void Add(int replica, int stage, std::shared_ptr<Target> target)
       ABSL_LOCKS_EXCLUDED(mu_);

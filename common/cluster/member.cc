@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster/member_instance.h"
 #include "common/grpc_status.h"
 #include "common/memory_limit.h"
 #include "common/status.h"
@@ -24,7 +25,9 @@ MemberClient::MemberClient(const std::string& coordinator, Role role,
       role_(role),
       my_address_(std::move(my_address)),
       rpc_timeout_(rpc_timeout),
-      stub_(ClusterService::NewStub(MakeChannel(coordinator, security))) {}
+      stub_(ClusterService::NewStub(MakeChannel(coordinator, security))),
+      instance_(RandomSecret(16)),
+      instance_service_(MemberInstanceService(instance_)) {}
 
 absl::Status MemberClient::Register() {
   grpc::ClientContext ctx;
@@ -41,10 +44,12 @@ absl::Status MemberClient::Register() {
           ? absl::StrCat(limit.source, " / ", memory_share_, " members")
           : limit.source);
   req.set_daemon(daemon_);
+  if (!my_address_.empty()) req.set_instance(instance_);
   RegisterResponse resp;
   absl::Status st = FromGrpcStatus(stub_->Register(&ctx, req, &resp));
   if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
   member_id_ = resp.member_id();
+  member_secret_ = resp.member_secret();
   interval_ = absl::Milliseconds(std::max<int64_t>(50, resp.heartbeat_ms()));
   return absl::OkStatus();
 }
@@ -66,6 +71,7 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
     req.set_member_id(member_id_);
+    req.set_member_secret(member_secret_);
     HeartbeatResponse resp;
     absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
     if (st.code() == absl::StatusCode::kNotFound) {
@@ -87,11 +93,13 @@ absl::Status MemberClient::Leave(HeartbeatRequest req) {
   ctx.set_deadline(absl::ToChronoTime(
       absl::Now() + std::min(rpc_timeout_, absl::Seconds(3))));
   req.set_member_id(member_id_);
+  req.set_member_secret(member_secret_);
   req.set_leaving(true);
   HeartbeatResponse resp;
   absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
   if (!st.ok()) return Annotate(st, absl::StrCat("leaving ", coordinator_));
   member_id_.clear();
+  member_secret_.clear();
   return absl::OkStatus();
 }
 

@@ -46,6 +46,15 @@ class MemberClient {
   }
   absl::Duration interval() const { return interval_; }
   const std::string& member_id() const { return member_id_; }
+  // This member's credential (RegisterResponse.member_secret): every
+  // heartbeat carries it; JobService calls of a worker token present it as
+  // metadata (kMemberMetadata, kMemberSecretMetadata) to see its job.
+  const std::string& member_secret() const { return member_secret_; }
+  // A member with an address: the grpc.health.v1 service its server at that
+  // address must answer SERVING for (set before the first Heartbeat), the
+  // proof the coordinator asks for that the address is this member's
+  // (common/cluster/member_instance.h).
+  const std::string& instance_service() const { return instance_service_; }
 
  private:
   absl::Status Register();
@@ -56,6 +65,9 @@ class MemberClient {
   const absl::Duration rpc_timeout_;
   std::unique_ptr<ClusterService::Stub> stub_;
   std::string member_id_;
+  std::string member_secret_;
+  const std::string instance_;          // random, for the address proof
+  const std::string instance_service_;  // MemberInstanceService(instance_)
   std::string daemon_;
   int memory_share_ = 1;
   absl::Duration interval_ = absl::Milliseconds(500);

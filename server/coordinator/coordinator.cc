@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/security.h"
 #include "common/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -74,6 +75,51 @@ absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id) const {
   JobStatus s = it->second.status;
   if (!store_error_.empty()) s.set_store_error(store_error_);
   return s;
+}
+
+absl::Status Coordinator::CheckCanRead(const std::string& id,
+                                       const Caller& caller) const {
+  if (caller.admin) return absl::OkStatus();
+  absl::MutexLock l(&mu_);
+  auto m = members_.find(caller.member_id);
+  // One message whatever failed: a worker token learns nothing of which
+  // members or jobs exist.
+  const absl::Status denied = absl::PermissionDeniedError(absl::StrCat(
+      "a worker token sees only the job of the member whose credential it "
+      "presents (metadata ", kMemberMetadata, " and ", kMemberSecretMetadata,
+      "); an admin token sees every job"));
+  if (m == members_.end() || m->second.secret.empty() ||
+      !ConstantTimeEquals(caller.member_secret, m->second.secret)) {
+    return denied;
+  }
+  if (!id.empty() && m->second.job != id) return denied;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id,
+                                           const Caller& caller) const {
+  RETURN_IF_ERROR(CheckCanRead(id, caller));
+  return Get(id);
+}
+
+absl::StatusOr<ListJobsResponse> Coordinator::ListPageFor(
+    const Caller& caller, int page_size, const std::string& after) const {
+  if (caller.admin) return ListPage(page_size, after);
+  RETURN_IF_ERROR(CheckCanRead("", caller));
+  std::string job;
+  {
+    absl::MutexLock l(&mu_);
+    auto m = members_.find(caller.member_id);
+    if (m != members_.end()) job = m->second.job;
+  }
+  ListJobsResponse resp;
+  if (job.empty() || job <= after) return resp;
+  absl::StatusOr<JobStatus> s = Get(job);
+  if (s.ok()) {
+    s->clear_history();
+    *resp.add_jobs() = std::move(*s);
+  }
+  return resp;
 }
 
 std::vector<JobStatus> Coordinator::List() const {
@@ -202,6 +248,7 @@ void Coordinator::TickLocked() {
     LoseMemberLocked(m, "stopped answering");
   }
   batch_restarted_ = nullptr;
+  ReclaimMembersLocked();
   SetHeartbeatIntervalLocked(alive);
   for (auto& [id, job] : jobs_) {
     if (job.status.state() != RUNNING) continue;
@@ -264,6 +311,9 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   }
   job.status.set_restarts(job.status.restarts() + 1);
   job.status.set_incarnation(job.status.incarnation() + 1);
+  // New keys: a member of an earlier start reaches none of the shards.
+  job.job_key = RandomSecret();
+  job.shard_key = RandomSecret();
   job.lost_stages.clear();  // the new start waits for stage daemons
   // Every slot computes again from the checkpoint: none is done (a member
   // says so again when its new part ends), and one whose member is gone is
@@ -362,7 +412,13 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   }
   const Job& job = jobs_.at(m.job);
   a.set_job_id(m.job);
-  if (!IsPool(m.role)) a.set_incarnation(job.status.incarnation());
+  a.set_data_root(options_.roots.data_root);
+  a.set_output_root(options_.roots.output_root);
+  if (!IsPool(m.role)) {
+    a.set_incarnation(job.status.incarnation());
+    a.set_job_key(job.job_key);
+    if (m.role == PS) a.set_shard_key(job.shard_key);
+  }
   if (IsTrainer(m.role) && !ShardsReadyLocked(job)) {
     a.set_wait(true);  // not yet: the shards are installing this incarnation
     return a;

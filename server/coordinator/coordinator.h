@@ -76,6 +76,24 @@
 
 namespace bertps {
 
+// Who makes a call, as the gRPC adapter learns it from the channel (the
+// token check's AuthContext), never from a request field.
+struct Caller {
+  // An admin token, or a server that checks no tokens (everyone is).
+  bool admin = true;
+  // Which token ("worker#0", kTokenProperty); "" when none is checked.
+  std::string token;
+  // A worker-token caller of JobService: the member credential it presents
+  // (call metadata kMemberMetadata / kMemberSecretMetadata). It sees only
+  // the job that member is assigned.
+  std::string member_id;
+  std::string member_secret;
+};
+
+// Call metadata of a member's JobService calls (see Caller).
+inline constexpr char kMemberMetadata[] = "bertps-member";
+inline constexpr char kMemberSecretMetadata[] = "bertps-member-secret";
+
 struct CoordinatorOptions {
   absl::Duration member_timeout = absl::Seconds(10);
   // A lost train worker's slot that no idle train daemon took for this long
@@ -106,6 +124,24 @@ struct CoordinatorOptions {
   // it could not reach the job's shards, each shard is probed at once and
   // one that fails is lost then, not after member_timeout. Null: no probes.
   std::function<absl::Status(const std::string& address)> probe;
+  // Asks the server at `address` whether it answers SERVING for the
+  // grpc.health.v1 service `service` (MemberInstanceService of a
+  // registration's instance): a member registering with an address must
+  // prove that the server there is its own, or it is refused. Null: every
+  // address is taken as given (in-process tests).
+  std::function<absl::Status(const std::string& address,
+                             const std::string& service)>
+      verify_address;
+  // Registrations per token (Caller::token): at most this many a second on
+  // average, in bursts of at most registrations_burst; and at most
+  // max_members_per_token registered members at once. 0: no bound.
+  double registrations_per_s = 50;
+  int registrations_burst = 2000;
+  int max_members_per_token = 20000;
+  // A dead member holding no work is forgotten this long after it was last
+  // heard (its id is then unknown: it registers again); at least
+  // member_timeout.
+  absl::Duration reclaim_after = absl::Minutes(5);
   // Ticks (Tick(), heartbeats, requests) further apart than this mean the
   // coordinator stalled (see above). The daemon ticks every 500 ms.
   absl::Duration stall_threshold = absl::Seconds(2);
@@ -127,11 +163,25 @@ class Coordinator {
   // JobService.
   absl::StatusOr<std::string> Submit(JobSpec spec);
   absl::StatusOr<JobStatus> Get(const std::string& id) const;
+  // Get, List and Watch as `caller` may see them: an admin every job; a
+  // worker token only the job of the member whose credential it presents
+  // (PERMISSION_DENIED otherwise, naming neither the job nor its spec).
+  absl::StatusOr<JobStatus> Get(const std::string& id,
+                                const Caller& caller) const;
+  absl::Status CheckCanRead(const std::string& id, const Caller& caller) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<JobStatus> List() const;
   // One page of ListJobs (proto/coordinator.proto): jobs after `after` in id
   // order, at most page_size (0: 100; capped at 1000) and about max_bytes.
   ListJobsResponse ListPage(int page_size, const std::string& after,
                             size_t max_bytes = 2 << 20) const;
+  // The page `caller` may see: every job for an admin, the job of the
+  // member whose credential a worker token presents (PERMISSION_DENIED
+  // without a valid one).
+  absl::StatusOr<ListJobsResponse> ListPageFor(const Caller& caller,
+                                               int page_size,
+                                               const std::string& after) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& id);
   // Events of job `id` after *seq (0 = from the start); waits until there is
   // one or `deadline`. Returns no events at the deadline.
@@ -148,8 +198,12 @@ class Coordinator {
   void PokeWatchers() { watch_->Poke(); }
   int64_t watchers() const { return watch_->waiting(); }
 
-  // ClusterService.
-  absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request);
+  // ClusterService. A registration with an address is checked with
+  // options.verify_address; each heartbeat must carry the member's secret
+  // (RegisterResponse.member_secret): else PERMISSION_DENIED, nothing
+  // changed. Registrations are bounded per caller's token.
+  absl::StatusOr<RegisterResponse> Register(const RegisterRequest& request,
+                                            const Caller& caller = Caller());
   absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
 
   // Expires silent members and starts queued jobs (also run on heartbeats
@@ -217,6 +271,14 @@ class Coordinator {
     // told it to stop (a member that was only silent may still run its old
     // part, which must end before it takes a slot again).
     bool needs_stop = false;
+    // Its credential (RegisterResponse.member_secret) and the token it
+    // registered with (Caller::token).
+    std::string secret;
+    std::string token;
+    // Pool members: the lease taken back when it was declared lost (job,
+    // item): a late result of it is ignored, not refused.
+    std::string lost_lease_job;
+    int lost_lease_index = -1;
   };
   struct Item {
     WorkItem item;
@@ -285,6 +347,10 @@ class Coordinator {
     JobState stored_state = JOB_STATE_UNSPECIFIED;
     int64_t stored_incarnation = -1;
     absl::Time last_probe = absl::InfinitePast();  // of its shards
+    // Train jobs: the current incarnation's keys (Assignment.job_key,
+    // shard_key), made anew at each start; never shown or stored.
+    std::string job_key;
+    std::string shard_key;
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -485,6 +551,23 @@ class Coordinator {
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // PENDING, FIFO
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
+  // Registrations per token: a token bucket each (tokens, last refill).
+  struct RegistrationBucket {
+    double tokens = 0;
+    absl::Time at = absl::InfinitePast();
+  };
+  std::map<std::string, RegistrationBucket> registrations_ ABSL_GUARDED_BY(mu_);
+  // A registration may proceed under `caller`'s token limits.
+  absl::Status AdmitRegistrationLocked(const Caller& caller)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dead members that hold nothing, silent past reclaim_after: forgotten.
+  void ReclaimMembersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a pool result is for the lease `m` holds (true), for the one
+  // taken back when it was lost (false, ignored); else PERMISSION_DENIED.
+  absl::StatusOr<bool> CheckResultLocked(const Member& m,
+                                         const std::string& job_id,
+                                         const WorkResult& r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string last_wait_ ABSL_GUARDED_BY(mu_);  // last "job waits" log line
   // The previous tick, and when the coordinator last resumed from a stall
   // (silence before it does not count).

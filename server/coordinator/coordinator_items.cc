@@ -120,8 +120,33 @@ void Coordinator::ReleaseLocked(Member& m) {
                                ") given back; it will be redone"));
     }
   }
+  m.lost_lease_job = m.job;
+  m.lost_lease_index = m.index;
   m.job.clear();
   m.index = -1;
+}
+
+absl::StatusOr<bool> Coordinator::CheckResultLocked(const Member& m,
+                                                    const std::string& job_id,
+                                                    const WorkResult& r) const {
+  if (m.job == job_id && m.index == r.index()) return true;
+  auto it = jobs_.find(job_id);
+  // Nothing a result could change: a job that is gone or over, an item that
+  // does not exist or is done, a lease taken back from this member when it
+  // was lost (redone by another).
+  if (it == jobs_.end() || it->second.status.state() != RUNNING) return false;
+  const Job& job = it->second;
+  if (r.index() < 0 || r.index() >= static_cast<int>(job.work.size()) ||
+      job.work[r.index()].done) {
+    return false;
+  }
+  if (m.lost_lease_job == job_id && m.lost_lease_index == r.index()) {
+    return false;
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "member ", m.id, " holds no lease of job ", job_id, " item ", r.index(),
+      ": its result is refused (a member reports only the item it was "
+      "leased)"));
 }
 
 void Coordinator::LeaseLocked(Member& m) {
@@ -148,10 +173,12 @@ void Coordinator::TakeResultLocked(Member& m, const std::string& job_id,
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   Job& job = it->second;
-  if (m.job == job_id && m.index == r.index()) {
-    m.job.clear();
-    m.index = -1;
-  }
+  // Only the member holding the item's lease reports it (CheckResultLocked
+  // refused others before anything counted); a late result of a lease taken
+  // back is ignored: another member redoes the item.
+  if (m.job != job_id || m.index != r.index()) return;
+  m.job.clear();
+  m.index = -1;
   if (job.status.state() != RUNNING) return;
   if (r.index() < 0 || r.index() >= static_cast<int>(job.work.size())) return;
   Item& item = job.work[r.index()];

@@ -48,6 +48,13 @@ ABSL_FLAG(std::string, jobs_root, "",
           "When set, a job without job_dir gets <jobs_root>/<job id>, and its "
           "checkpoints, export, TensorBoard files and outputs left unset go "
           "there (docs/jobs.md).");
+ABSL_FLAG(int, max_watches_per_token, 256,
+          "Open WatchJob calls one token may have at once (0: no bound).");
+ABSL_FLAG(int, max_members_per_token, 20000,
+          "Members one token may have registered at once (0: no bound).");
+ABSL_FLAG(double, registrations_per_s, 50,
+          "Registrations one token may make a second on average, in bursts "
+          "of up to 2000 (0: no bound).");
 ABSL_FLAG(std::string, state_db, "",
           "SQLite database of the jobs (created if absent): a restarted "
           "coordinator resumes them. Empty: memory only.");
@@ -64,7 +71,13 @@ int main(int argc, char** argv) {
       .Range("slot_takeover_s", absl::GetFlag(FLAGS_slot_takeover_s), -1,
              86400)
       .Range("max_heartbeats_per_s", absl::GetFlag(FLAGS_max_heartbeats_per_s),
-             0, 1000000);
+             0, 1000000)
+      .Range("max_watches_per_token", absl::GetFlag(FLAGS_max_watches_per_token),
+             0, 1000000)
+      .Range("max_members_per_token", absl::GetFlag(FLAGS_max_members_per_token),
+             0, 10000000)
+      .RealRange("registrations_per_s", absl::GetFlag(FLAGS_registrations_per_s),
+                 0, 1e6);
   const std::string data_root = absl::GetFlag(FLAGS_data_root);
   const std::string output_root = absl::GetFlag(FLAGS_output_root);
   checks
@@ -100,6 +113,15 @@ int main(int argc, char** argv) {
     return bertps::CheckHealth(bertps::MakeChannel(address, security), address,
                                "", absl::Seconds(1));
   };
+  // A member registering with an address proves the server there is its
+  // own (common/cluster/member_instance.h).
+  options.verify_address = [security = *security](const std::string& address,
+                                                  const std::string& service) {
+    return bertps::CheckHealth(bertps::MakeChannel(address, security), address,
+                               service, absl::Seconds(3));
+  };
+  options.max_members_per_token = absl::GetFlag(FLAGS_max_members_per_token);
+  options.registrations_per_s = absl::GetFlag(FLAGS_registrations_per_s);
   options.jobs_root = absl::GetFlag(FLAGS_jobs_root);
   options.roots.data_root = data_root;
   options.roots.output_root = output_root;
@@ -118,7 +140,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bertps_coordinator: %s\n", st.ToString().c_str());
     return 1;
   }
-  bertps::JobServiceImpl jobs(&coordinator);
+  bertps::JobServiceImpl jobs(&coordinator,
+                              absl::GetFlag(FLAGS_max_watches_per_token));
   bertps::ClusterServiceImpl cluster(&coordinator);
 
   const std::string host = absl::GetFlag(FLAGS_host);

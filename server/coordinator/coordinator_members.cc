@@ -9,6 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cluster/member_instance.h"
+#include "common/security.h"
+#include "common/status.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
@@ -21,7 +24,7 @@ using coordinator_internal::IsTrainer;
 using coordinator_internal::StagesOf;
 
 absl::StatusOr<RegisterResponse> Coordinator::Register(
-    const RegisterRequest& r) {
+    const RegisterRequest& r, const Caller& caller) {
   if (r.role() != PS && !IsTrainer(r.role()) && !IsPool(r.role())) {
     return absl::InvalidArgumentError(
         absl::StrCat("register: role ", Role_Name(r.role()),
@@ -35,20 +38,47 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
     return absl::InvalidArgumentError(
         "register: a parameter-server member needs its address");
   }
-  if (r.daemon().size() > 256) {
+  if (r.daemon().size() > 256 || r.address().size() > 256 ||
+      r.instance().size() > 128) {
     return absl::InvalidArgumentError(
-        "register: daemon must be at most 256 bytes");
+        "register: address and daemon must be at most 256 bytes, instance "
+        "at most 128");
   }
   if (r.memory_limit_bytes() < 0 || r.memory_limit_source().size() > 256) {
     return absl::InvalidArgumentError(absl::StrCat(
         "register: memory_limit_bytes must be >= 0 (got ",
         r.memory_limit_bytes(), ") and memory_limit_source at most 256 bytes"));
   }
+  {
+    absl::MutexLock l(&mu_);
+    RETURN_IF_ERROR(AdmitRegistrationLocked(caller));
+  }
+  // A member with an address proves that the server there is its own (it
+  // answers SERVING for its instance's health service), outside the lock:
+  // nobody takes an address, or evicts the live member serving it, by
+  // naming it.
+  if (!r.address().empty() && options_.verify_address) {
+    if (r.instance().empty()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "register: a member at address ", r.address(),
+          " must name its instance (RegisterRequest.instance) for the "
+          "coordinator to check the address is its own"));
+    }
+    absl::Status own =
+        options_.verify_address(r.address(), MemberInstanceService(r.instance()));
+    if (!own.ok()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "register: the server at ", r.address(),
+          " is not this member's (it does not serve instance ", r.instance(),
+          ": ", own.message(), ")"));
+    }
+  }
   absl::MutexLock l(&mu_);
   // A shard or stage registering at the address of a live member of its role
   // is that member's process started again: the old one is gone (two
-  // processes cannot listen on one address), so its job recovers now rather
-  // than after the member timeout.
+  // processes cannot listen on one address, and the server there proved to
+  // be the new one), so its job recovers now rather than after the member
+  // timeout.
   if (!r.address().empty()) {
     std::set<std::string> restarted;  // its slices: one restart
     batch_restarted_ = &restarted;
@@ -72,12 +102,65 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   m.memory_source = r.memory_limit_source();
   m.daemon = r.daemon();
   m.last_seen = options_.now();
+  m.secret = RandomSecret();
+  m.token = caller.token;
   members_[m.id] = m;
   RegisterResponse resp;
   resp.set_member_id(m.id);
+  resp.set_member_secret(m.secret);
   TickLocked();
   resp.set_heartbeat_ms(heartbeat_interval_ms_);
   return resp;
+}
+
+absl::Status Coordinator::AdmitRegistrationLocked(const Caller& caller) {
+  const CoordinatorOptions& o = options_;
+  if (o.max_members_per_token > 0) {
+    int held = 0;
+    for (const auto& [id, m] : members_) held += m.token == caller.token;
+    if (held >= o.max_members_per_token) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "register: token ", caller.token.empty() ? "(none)" : caller.token,
+          " has ", held, " members registered, the most one token may "
+          "have (a dead one is forgotten ",
+          absl::FormatDuration(std::max(o.reclaim_after, o.member_timeout)),
+          " after it was last heard)"));
+    }
+  }
+  if (o.registrations_per_s <= 0) return absl::OkStatus();
+  const absl::Time now = options_.now();
+  RegistrationBucket& b = registrations_[caller.token];
+  if (b.at == absl::InfinitePast()) {
+    b.tokens = o.registrations_burst;
+  } else {
+    b.tokens = std::min<double>(
+        o.registrations_burst,
+        b.tokens + absl::ToDoubleSeconds(now - b.at) * o.registrations_per_s);
+  }
+  b.at = now;
+  if (b.tokens < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "register: too many registrations with token ",
+        caller.token.empty() ? "(none)" : caller.token, " (at most ",
+        o.registrations_per_s, " a second, in bursts of ",
+        o.registrations_burst, "): try again later"));
+  }
+  b.tokens -= 1;
+  return absl::OkStatus();
+}
+
+void Coordinator::ReclaimMembersLocked() {
+  const absl::Time now = options_.now();
+  const absl::Duration after =
+      std::max(options_.reclaim_after, options_.member_timeout);
+  for (auto it = members_.begin(); it != members_.end();) {
+    const Member& m = it->second;
+    if (!m.alive && m.job.empty() && now - m.last_seen > after) {
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
@@ -101,6 +184,39 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
         absl::StrCat("unknown member ", r.member_id(), ": register again"));
   }
   Member& m = mit->second;
+  if (m.secret.empty() || !ConstantTimeEquals(r.member_secret(), m.secret)) {
+    // Not the member that registered under this id: nothing it says counts.
+    LOG_EVERY_N(WARNING, 100)
+        << "heartbeat for member " << r.member_id()
+        << " without its credential refused";
+    return absl::PermissionDeniedError(absl::StrCat(
+        "heartbeat for member ", r.member_id(),
+        " without that member's credential (RegisterResponse.member_secret)"));
+  }
+  // Pool results: every one for the lease this member holds (or the one
+  // taken back when it was lost, ignored); else nothing of the heartbeat
+  // counts.
+  if (IsPool(m.role)) {
+    for (const WorkResult& res : r.results()) {
+      RETURN_IF_ERROR(CheckResultLocked(m, r.job_id(), res).status());
+    }
+  }
+  // A checkpoint reported by a train member: only a manifest under its
+  // job's checkpoint directory (what eval rounds and every restore read).
+  if (IsTrainer(m.role) && !m.job.empty() && r.job_id() == m.job) {
+    const std::string& dir = jobs_[m.job].status.spec().checkpoint().dir();
+    for (const StepReport& s : r.steps()) {
+      if (s.checkpoint().empty()) continue;
+      if (dir.empty() || !LexicallyUnder(s.checkpoint(), dir) ||
+          LexicalNormal(s.checkpoint()) == LexicalNormal(dir) ||
+          s.checkpoint().find('\0') != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "heartbeat of member ", m.id, ": reported checkpoint \"",
+            s.checkpoint(), "\" is not under job ", m.job,
+            "'s checkpoint.dir \"", dir, "\": refused"));
+      }
+    }
+  }
   // An idle member not heard lately was given no work: now it may be.
   const bool unheard = !HeardLocked(m) && m.job.empty();
   m.last_seen = options_.now();

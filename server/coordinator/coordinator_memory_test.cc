@@ -8,6 +8,7 @@
 #include "common/cluster/memory_plan.h"
 #include "gtest/gtest.h"
 #include "server/coordinator/coordinator.h"
+#include "server/coordinator/coordinator_test_util.h"
 
 namespace bertps {
 namespace {
@@ -41,14 +42,14 @@ class MemoryPlacementTest : public ::testing::Test {
     r.set_address(addr);
     r.set_memory_limit_bytes(limit);
     r.set_memory_limit_source("cgroup memory.max");
-    return coord_->Register(r)->member_id();
+    return RegisterMember(*coord_, r)->member_id();
   }
   Assignment Beat(const std::string& m, const std::string& job = "") {
     HeartbeatRequest r;
     r.set_member_id(m);
     r.set_job_id(job);
     if (!job.empty()) r.set_incarnation(coord_->Get(job)->incarnation());
-    return coord_->Heartbeat(r)->assignment();
+    return SignedHeartbeat(*coord_, r)->assignment();
   }
   static JobSpec Spec(int shards, int workers) {
     JobSpec s;
@@ -176,7 +177,7 @@ TEST_F(MemoryPlacementTest, NegativeLimitIsRefusedAtRegister) {
   RegisterRequest r;
   r.set_role(TRAIN);
   r.set_memory_limit_bytes(-1);
-  EXPECT_FALSE(coord_->Register(r).ok());
+  EXPECT_FALSE(RegisterMember(*coord_, r).ok());
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ Assignment ShardBeat(ClockedCoordinator& t, const std::string& m,
   r.set_incarnation(t.c->Get(job)->incarnation());
   for (const auto& a : joined) r.add_joined_backups(a);
   for (const auto& a : dropped) r.add_dropped_backups(a);
-  return t.c->Heartbeat(r)->assignment();
+  return SignedHeartbeat(*t.c, r)->assignment();
 }
 
 std::string Events(ClockedCoordinator& t, const std::string& job) {
@@ -194,7 +194,7 @@ std::string JoinSlice(ClockedCoordinator& t, const std::string& address,
   r.set_role(PS);
   r.set_address(address);
   r.set_daemon(daemon);
-  return t.c->Register(r)->member_id();
+  return RegisterMember(*t.c, r)->member_id();
 }
 
 TEST(CoordinatorReplicas, SlicesOfOneDaemonHoldNoTwoReplicasOfAnIndex) {

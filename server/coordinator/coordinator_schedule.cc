@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/memory_limit.h"
 #include "glog/logging.h"
+#include "common/security.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
 
@@ -250,6 +251,8 @@ void Coordinator::StartJobsLocked() {
     job.slot_done.assign(spec.num_workers() * S, false);
     job.slot_free_since.assign(spec.num_workers() * S, absl::InfiniteFuture());
     job.status.set_incarnation(job.status.incarnation() + 1);
+    job.job_key = RandomSecret();
+    job.shard_key = RandomSecret();
     job.status.set_state(RUNNING);
     if (job.status.start_time_ms() == 0) job.status.set_start_time_ms(NowMs());
     FillSlotsLocked(job);

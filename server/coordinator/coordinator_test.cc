@@ -54,7 +54,7 @@ class CoordinatorTest : public ::testing::Test {
       absl::StatusOr<JobStatus> st = coord_.Get(job);
       if (st.ok()) r.set_incarnation(st->incarnation());
     }
-    return coord_.Heartbeat(r)->assignment();
+    return SignedHeartbeat(coord_, r)->assignment();
   }
   // Shard `member` (index 0) reports the examples its updates consumed.
   void Ledger(const std::string& member, const std::string& job,
@@ -65,7 +65,7 @@ class CoordinatorTest : public ::testing::Test {
     r.set_incarnation(coord_.Get(job)->incarnation());
     r.set_example_ledger(ledger);
     r.set_applied_version(version);
-    ASSERT_TRUE(coord_.Heartbeat(r).ok());
+    ASSERT_TRUE(SignedHeartbeat(coord_, r).ok());
   }
   StepReport Report(int64_t step, int worker, int workers, int batch,
                     double loss) {
@@ -452,7 +452,7 @@ TEST_F(CoordinatorTest, HeartbeatsPerSecondStayBoundedAsMembersJoin) {
   auto interval_told = [&](const std::string& member) {
     HeartbeatRequest r;
     r.set_member_id(member);
-    absl::StatusOr<HeartbeatResponse> resp = coord_.Heartbeat(r);
+    absl::StatusOr<HeartbeatResponse> resp = SignedHeartbeat(coord_, r);
     EXPECT_TRUE(resp.ok()) << resp.status();
     return resp.ok() ? resp->heartbeat_ms() : -1;
   };
@@ -467,7 +467,7 @@ TEST_F(CoordinatorTest, HeartbeatsPerSecondStayBoundedAsMembersJoin) {
   EXPECT_EQ(interval_told(m[7]), 1563);
   RegisterRequest r;
   r.set_role(TRAIN);
-  absl::StatusOr<RegisterResponse> reg = coord_.Register(r);
+  absl::StatusOr<RegisterResponse> reg = RegisterMember(coord_, r);
   ASSERT_TRUE(reg.ok());
   EXPECT_EQ(reg->heartbeat_ms(), 1579);  // 101 members
   m.push_back(reg->member_id());
@@ -583,6 +583,7 @@ TEST_F(CoordinatorTest, Bf16JobSaysWhichWorkersComputeInFp32) {
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
   JobSpec spec = Spec(1, 2, 10);
   spec.set_precision(BF16);
+  spec.mutable_checkpoint()->set_dir("ckpt");
   auto id = *coord_.Submit(spec);
   Beat(p), Beat(p, id);
   Assignment a0 = Beat(w0), a1 = Beat(w1);
@@ -724,11 +725,11 @@ TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
   done.set_job_id(id);
   done.set_incarnation(coord_.Get(id)->incarnation());
   done.add_done_slots(1);
-  ASSERT_TRUE(coord_.Heartbeat(done).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, done).ok());
   // Slot 1 is done, slot 0 not yet: training is not over.
   EXPECT_EQ(coord_.Get(id)->waiting(), "");
   done.set_done(true);
-  ASSERT_TRUE(coord_.Heartbeat(done).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, done).ok());
   EXPECT_EQ(coord_.Get(id)->waiting(),
             "shard 0's count of the examples of the last update");
   std::string events;
@@ -1112,7 +1113,7 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
     old.set_job_id(id);
     old.set_incarnation(first);
     *old.add_steps() = Report(14, 0, 1, 10, 1.0);
-    ASSERT_TRUE(coord_.Heartbeat(old).ok());
+    ASSERT_TRUE(SignedHeartbeat(coord_, old).ok());
     EXPECT_EQ(coord_.Get(id)->progress().step(), 10);
   }
   // The trainer waits until both shards installed the new incarnation.
@@ -1161,7 +1162,7 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
   leave.set_member_id(p0);
   leave.set_job_id(id);
   leave.set_leaving(true);
-  ASSERT_TRUE(coord_.Heartbeat(leave).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
   st = *coord_.Get(id);
   EXPECT_EQ(st.restarts(), 2);
   EXPECT_TRUE(Beat(w, id).wait());
@@ -1199,7 +1200,7 @@ TEST_F(CoordinatorTest, LeavingWorkerFreesItsSlotAtOnce) {
   leave.set_incarnation(a1.incarnation());
   leave.set_leaving(true);
   *leave.add_steps() = Report(0, a1.index(), 2, 10, 1.0);
-  ASSERT_TRUE(coord_.Heartbeat(leave).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
   // No member timeout: a new member takes the slot now.
   std::string spare = Join(TRAIN);
   EXPECT_EQ(Beat(spare).index(), a1.index());
@@ -1207,7 +1208,7 @@ TEST_F(CoordinatorTest, LeavingWorkerFreesItsSlotAtOnce) {
   // The leaver is forgotten: its next heartbeat must register again.
   HeartbeatRequest again;
   again.set_member_id(w1);
-  EXPECT_EQ(coord_.Heartbeat(again).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SignedHeartbeat(coord_, again).status().code(), absl::StatusCode::kNotFound);
   (void)a0;
 }
 
@@ -1229,7 +1230,7 @@ TEST_F(CoordinatorTest, AFreedSlotGoesToADaemonHeardLately) {
   leave.set_member_id(w1);
   leave.set_job_id(id);
   leave.set_leaving(true);
-  ASSERT_TRUE(coord_.Heartbeat(leave).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
   JobStatus st = *coord_.Get(id);
   EXPECT_EQ(st.slots(slot).member(), "") << st.DebugString();
   EXPECT_NE(st.waiting().find(absl::StrCat("an idle train worker for slot ", slot)),
@@ -1250,10 +1251,10 @@ TEST(CoordinatorEvents, OnlyTheNewestEventsAreKept) {
   RegisterRequest r;
   r.set_role(PS);
   r.set_address("127.0.0.1:1");
-  const std::string p = c.Register(r)->member_id();
+  const std::string p = RegisterMember(c, r)->member_id();
   r.set_role(TRAIN);
   r.set_address("");
-  const std::string w = c.Register(r)->member_id();
+  const std::string w = RegisterMember(c, r)->member_id();
   JobSpec spec;
   spec.set_task(PRETRAIN);
   spec.add_data("data/*.tfrecord");
@@ -1267,7 +1268,7 @@ TEST(CoordinatorEvents, OnlyTheNewestEventsAreKept) {
     h.set_job_id(job);
     if (!job.empty()) h.set_incarnation(c.Get(job)->incarnation());
     for (auto& s : steps) *h.add_steps() = s;
-    return c.Heartbeat(h)->assignment();
+    return SignedHeartbeat(c, h)->assignment();
   };
   beat(p, ""), beat(p, id), beat(w, "");
   for (int64_t step = 0; step < 30; ++step) {
@@ -1389,7 +1390,7 @@ TEST_F(CoordinatorTest, PreprocessItemsAreLeasedRedoneAndCountedOnce) {
   std::set<int> done_by_b;
   for (int round = 0; round < 8; ++round) {
     now_ += absl::Seconds(4);
-    auto r = coord_.Heartbeat(Results(b, *id, {Done(lb.item().index(), 10,
+    auto r = SignedHeartbeat(coord_, Results(b, *id, {Done(lb.item().index(), 10,
                                                     R"({"n":1,"clean":{"x":2}})")}));
     ASSERT_TRUE(r.ok());
     done_by_b.insert(lb.item().index());
@@ -1403,7 +1404,7 @@ TEST_F(CoordinatorTest, PreprocessItemsAreLeasedRedoneAndCountedOnce) {
   EXPECT_EQ(st.records_written(), 40);
   EXPECT_EQ(st.preprocess_report(), R"({"n":4,"clean":{"x":8}})");
   // a comes back with a result for the redone item: ignored.
-  ASSERT_TRUE(coord_.Heartbeat(Results(a, *id, {Done(la.item().index(), 10, "{}")})).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, Results(a, *id, {Done(la.item().index(), 10, "{}")})).ok());
   EXPECT_EQ(coord_.Get(*id)->records_written(), 40);
   EXPECT_FALSE(Beat(a).has_item());
 }
@@ -1424,7 +1425,7 @@ TEST_F(CoordinatorTest, ItemErrorFailsTheJobNamingTheItem) {
   WorkResult bad;
   bad.set_index(la.item().index());
   bad.set_error("DATA_LOSS: corrupt input");
-  ASSERT_TRUE(coord_.Heartbeat(Results(a, *id, {bad})).ok());
+  ASSERT_TRUE(SignedHeartbeat(coord_, Results(a, *id, {bad})).ok());
   JobStatus st = *coord_.Get(*id);
   EXPECT_EQ(st.state(), FAILED);
   EXPECT_NE(st.reason().find("item 0"), std::string::npos) << st.reason();
@@ -1459,7 +1460,7 @@ TEST_F(CoordinatorTest, EvalJobMergesSufficientStatisticsInItemOrder) {
     for (int64_t c : conf[a.item().index()]) s->add_confusion(c);
     s->set_examples(a.item().index() == 0 ? 8 : 2);
     s->set_cls_loss_sum(a.item().index() == 0 ? 4.0 : 1.0);
-    ASSERT_TRUE(coord_.Heartbeat(Results(e, *id, {r})).ok());
+    ASSERT_TRUE(SignedHeartbeat(coord_, Results(e, *id, {r})).ok());
   }
   JobStatus st = *coord_.Get(*id);
   ASSERT_EQ(st.state(), SUCCEEDED) << st.reason();

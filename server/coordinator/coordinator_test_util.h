@@ -4,6 +4,7 @@
 #define BERTPS_SERVER_COORDINATOR_COORDINATOR_TEST_UTIL_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,12 +14,35 @@
 
 namespace bertps {
 
+// The credentials (RegisterResponse.member_secret) of the members the
+// tests registered, by member id.
+inline std::map<std::string, std::string>& TestMemberSecrets() {
+  static auto* secrets = new std::map<std::string, std::string>();
+  return *secrets;
+}
+
+// Register, keeping the member's credential for SignedHeartbeat.
+inline absl::StatusOr<RegisterResponse> RegisterMember(
+    Coordinator& c, const RegisterRequest& r, const Caller& caller = Caller()) {
+  absl::StatusOr<RegisterResponse> resp = c.Register(r, caller);
+  if (resp.ok()) TestMemberSecrets()[resp->member_id()] = resp->member_secret();
+  return resp;
+}
+
+// A heartbeat carrying its member's credential (as MemberClient sends it).
+inline absl::StatusOr<HeartbeatResponse> SignedHeartbeat(Coordinator& c,
+                                                         HeartbeatRequest r) {
+  auto it = TestMemberSecrets().find(r.member_id());
+  if (it != TestMemberSecrets().end()) r.set_member_secret(it->second);
+  return c.Heartbeat(r);
+}
+
 // A member of `role` registered with `c`; its id.
 inline std::string JoinAs(Coordinator& c, Role role, const std::string& address = "") {
   RegisterRequest r;
   r.set_role(role);
   r.set_address(address);
-  return c.Register(r)->member_id();
+  return RegisterMember(c, r)->member_id();
 }
 
 // A PRETRAIN job over data/*.tfrecord, batch 10.
@@ -39,10 +63,10 @@ inline std::pair<std::string, std::string> JoinShardAndTrainer(Coordinator& c) {
   RegisterRequest rr;
   rr.set_role(PS);
   rr.set_address("127.0.0.1:1");
-  std::string ps = c.Register(rr)->member_id();
+  std::string ps = RegisterMember(c, rr)->member_id();
   rr.set_role(TRAIN);
   rr.clear_address();
-  return {ps, c.Register(rr)->member_id()};
+  return {ps, RegisterMember(c, rr)->member_id()};
 }
 
 // A heartbeat of member m in `job` (its current incarnation) with reports.
@@ -53,7 +77,7 @@ inline Assignment BeatIn(Coordinator& c, const std::string& m, const std::string
   r.set_job_id(job);
   r.set_incarnation(c.Get(job)->incarnation());
   for (auto& s : steps) *r.add_steps() = s;
-  return c.Heartbeat(r)->assignment();
+  return SignedHeartbeat(c, r)->assignment();
 }
 
 // The messages of `job`'s events so far, one per line.
@@ -97,7 +121,7 @@ class ClockedCoordinator {
     r.set_job_id(job);
     r.set_unreachable(unreachable);
     if (!job.empty()) r.set_incarnation(c->Get(job)->incarnation());
-    return c->Heartbeat(r)->assignment();
+    return SignedHeartbeat(*c, r)->assignment();
   }
   // A heartbeat saying the member's own slot's part ended.
   bool Done(const std::string& member, const std::string& job) {
@@ -106,7 +130,7 @@ class ClockedCoordinator {
     r.set_job_id(job);
     r.set_incarnation(c->Get(job)->incarnation());
     r.set_done(true);
-    return c->Heartbeat(r).ok();
+    return SignedHeartbeat(*c, r).ok();
   }
 
   absl::Time now = absl::FromUnixSeconds(1000);

@@ -17,6 +17,10 @@ bool Under(const std::string& path, const std::string& root) {
 
 }  // namespace
 
+bool LexicallyUnder(absl::string_view path, absl::string_view root) {
+  return Under(LexicalNormal(path), std::string(root));
+}
+
 std::string LexicalNormal(absl::string_view path) {
   std::vector<absl::string_view> parts;
   const bool absolute = absl::StartsWith(path, "/");

@@ -33,6 +33,10 @@ struct PathRoots {
 // ".." above the top of an absolute path stays at "/".
 std::string LexicalNormal(absl::string_view path);
 
+// Whether `path` is `root` or lies under it, both taken lexically
+// (LexicalNormal); every path is under "/".
+bool LexicallyUnder(absl::string_view path, absl::string_view root);
+
 // The paths a job writes, as (field, path) pairs, the empty ones left out.
 std::vector<std::pair<const char*, std::string>> JobOutputPaths(
     const JobSpec& spec);

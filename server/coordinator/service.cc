@@ -6,8 +6,54 @@
 #include <vector>
 
 #include "common/grpc_status.h"
+#include "common/security.h"
 
 namespace bertps {
+
+Caller CallerOf(const grpc::ServerContextBase& ctx) {
+  Caller caller;
+  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+  if (!auth) return caller;
+  std::vector<grpc::string_ref> role = auth->FindPropertyValues(kRoleProperty);
+  if (role.empty()) return caller;  // no token checked: everyone may
+  caller.admin = std::string(role[0].data(), role[0].size()) ==
+                 AuthRoleName(AuthRole::kAdmin);
+  std::vector<grpc::string_ref> token = auth->FindPropertyValues(kTokenProperty);
+  if (!token.empty()) caller.token.assign(token[0].data(), token[0].size());
+  const auto& md = ctx.client_metadata();
+  if (auto it = md.find(kMemberMetadata); it != md.end()) {
+    caller.member_id.assign(it->second.data(), it->second.size());
+  }
+  if (auto it = md.find(kMemberSecretMetadata); it != md.end()) {
+    caller.member_secret.assign(it->second.data(), it->second.size());
+  }
+  return caller;
+}
+
+absl::Status WatchLimits::Begin(const std::string& token) {
+  absl::MutexLock l(&mu_);
+  int& n = open_[token];
+  if (limit_ > 0 && n >= limit_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "token ", token.empty() ? "(none)" : token, " has ", n,
+        " watches open, the most one token may (close one first)"));
+  }
+  ++n;
+  return absl::OkStatus();
+}
+
+void WatchLimits::End(const std::string& token) {
+  absl::MutexLock l(&mu_);
+  auto it = open_.find(token);
+  if (it == open_.end()) return;
+  if (--it->second <= 0) open_.erase(it);
+}
+
+int WatchLimits::open(const std::string& token) const {
+  absl::MutexLock l(&mu_);
+  auto it = open_.find(token);
+  return it == open_.end() ? 0 : it->second;
+}
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*,
                                        const SubmitJobRequest* req,
@@ -18,19 +64,22 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::GetJob(grpc::ServerContext*,
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* ctx,
                                     const GetJobRequest* req,
                                     JobStatus* resp) {
-  absl::StatusOr<JobStatus> s = c_->Get(req->id());
+  absl::StatusOr<JobStatus> s = c_->Get(req->id(), CallerOf(*ctx));
   if (!s.ok()) return ToGrpcStatus(s.status());
   *resp = *s;
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext*,
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx,
                                       const ListJobsRequest* req,
                                       ListJobsResponse* resp) {
-  *resp = c_->ListPage(req->page_size(), req->page_token());
+  absl::StatusOr<ListJobsResponse> page =
+      c_->ListPageFor(CallerOf(*ctx), req->page_size(), req->page_token());
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  *resp = std::move(*page);
   return grpc::Status::OK;
 }
 
@@ -49,12 +98,23 @@ namespace {
 // `cancelled_` alone is read across threads.
 class WatchReactor final : public grpc::ServerWriteReactor<JobEvent> {
  public:
-  WatchReactor(Coordinator* c, grpc::CallbackServerContext* ctx,
-               const WatchJobRequest& request)
-      : c_(c), ctx_(ctx), id_(request.id()),
+  WatchReactor(Coordinator* c, WatchLimits* limits,
+               grpc::CallbackServerContext* ctx, const WatchJobRequest& request)
+      : c_(c), limits_(limits), ctx_(ctx), id_(request.id()),
         backlog_only_(request.backlog_only()) {}
 
-  void Start() { Next(); }
+  void Start() {
+    const Caller caller = CallerOf(*ctx_);
+    if (absl::Status st = c_->CheckCanRead(id_, caller); !st.ok()) {
+      return Finish(ToGrpcStatus(st));
+    }
+    if (absl::Status st = limits_->Begin(caller.token); !st.ok()) {
+      return Finish(ToGrpcStatus(st));
+    }
+    token_ = caller.token;
+    counted_ = true;
+    Next();
+  }
 
  private:
   void OnWriteDone(bool ok) override {
@@ -65,7 +125,10 @@ class WatchReactor final : public grpc::ServerWriteReactor<JobEvent> {
     cancelled_ = true;
     c_->PokeWatchers();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (counted_) limits_->End(token_);
+    delete this;
+  }
 
   void Next() {
     if (cancelled_.load()) {
@@ -102,9 +165,12 @@ class WatchReactor final : public grpc::ServerWriteReactor<JobEvent> {
   }
 
   Coordinator* const c_;
+  WatchLimits* const limits_;
   grpc::CallbackServerContext* const ctx_;
   const std::string id_;
   const bool backlog_only_;
+  std::string token_;    // counted against its watches while open
+  bool counted_ = false;
   std::atomic<bool> cancelled_{false};
   bool started_ = false;
   int64_t seq_ = 0;
@@ -116,15 +182,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<JobEvent> {
 
 grpc::ServerWriteReactor<JobEvent>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* ctx, const WatchJobRequest* req) {
-  auto* r = new WatchReactor(c_, ctx, *req);
+  auto* r = new WatchReactor(c_, &watches_, ctx, *req);
   r->Start();
   return r;
 }
 
-grpc::Status ClusterServiceImpl::Register(grpc::ServerContext*,
+grpc::Status ClusterServiceImpl::Register(grpc::ServerContext* ctx,
                                           const RegisterRequest* req,
                                           RegisterResponse* resp) {
-  absl::StatusOr<RegisterResponse> r = c_->Register(*req);
+  absl::StatusOr<RegisterResponse> r = c_->Register(*req, CallerOf(*ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = *r;
   return grpc::Status::OK;

@@ -49,6 +49,8 @@ void ShardServer::Uninstall() {
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
     const std::string& address, const SecurityConfig& security) {
+  // Nothing listens under a security configuration that does not hold.
+  RETURN_IF_ERROR(ValidateServing(security));
   std::unique_ptr<ShardServer> s(new ShardServer({}, security));
   s->service_ = std::make_unique<ShardService>();
   grpc::EnableDefaultHealthCheckService(true);
@@ -83,6 +85,12 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::StartIdle(
 }
 
 ShardServer::~ShardServer() { Shutdown(); }
+
+void ShardServer::ServeHealthService(const std::string& service) {
+  if (server_ && server_->GetHealthCheckService() != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(service, true);
+  }
+}
 
 std::string ShardServer::address() const {
   return absl::StrCat(host_ == "0.0.0.0" ? "127.0.0.1" : host_, ":", port_);

@@ -62,6 +62,9 @@ class ShardServer {
   void Shutdown();
   void Wait() { server_->Wait(); }
   const SecurityConfig& security() const { return security_; }
+  // Answers SERVING for the grpc.health.v1 service `service` from now on
+  // (a member's proof that this address is its own: MemberClient).
+  void ServeHealthService(const std::string& service);
 
  private:
   ShardServer(std::vector<std::string> peers, const SecurityConfig& security)

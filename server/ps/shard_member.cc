@@ -63,7 +63,11 @@ absl::Status ShardMember::FollowAssignment(const Assignment& a) {
 
 ShardMember::ShardMember(const std::string& coordinator, ShardServer* server)
     : member_(coordinator, PS, server->address(), server->security()),
-      server_(server) {}
+      server_(server) {
+  // The coordinator checks that the address this member registers with is
+  // served by this process.
+  server_->ServeHealthService(member_.instance_service());
+}
 
 absl::Status ShardMember::Run(absl::Duration give_up) {
   absl::Time last_ok = absl::Now();
