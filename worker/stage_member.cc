@@ -60,6 +60,8 @@ absl::Status StageMember::RunPart(
   o.ps.addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   o.ps.security = security_;
   o.ps.incarnation = a.incarnation();
+  o.ps.job_id = a.job_id();
+  o.ps.job_key = a.job_key();
   o.ps.layout = a.ps_layout();
   o.ps.cancel = cancel;
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));

@@ -31,6 +31,8 @@ absl::Status TrainMember::RunPart(
   o->simulate_compute_ms = simulate_compute_ms_;
   o->prefetch_batches = prefetch_batches_;
   o->ps.incarnation = a.incarnation();
+  o->ps.job_id = a.job_id();
+  o->ps.job_key = a.job_key();
   o->ps.layout = a.ps_layout();
   o->ps.cancel = cancel;
   // A shard unreachable: the coordinator hears it on the next heartbeat

@@ -53,6 +53,8 @@ void SetIncarnation(const PsClientOptions& o, grpc::ClientContext* ctx) {
   if (o.layout > 0) {
     ctx->AddMetadata(ps::kLayoutMetadata, absl::StrCat(o.layout));
   }
+  if (!o.job_id.empty()) ctx->AddMetadata(ps::kJobMetadata, o.job_id);
+  if (!o.job_key.empty()) ctx->AddMetadata(ps::kJobKeyMetadata, o.job_key);
 }
 }  // namespace
 

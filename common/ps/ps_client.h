@@ -55,6 +55,11 @@ struct PsClientOptions {
   int64_t incarnation = 0;
   // The shards' layout every call names (ps::kLayoutMetadata; 0: none).
   int64_t layout = 0;
+  // A coordinator's job: its id and the incarnation's key, named on every
+  // call (ps::kJobMetadata, kJobKeyMetadata; Assignment.job_key). Empty:
+  // shards run on their own.
+  std::string job_id;
+  std::string job_key;
   // Set: Connect stops waiting for the shards (CANCELLED), and every call
   // in flight or made after is cancelled within ~100 ms (a part told to
   // stop does not wait out a call to a shard that stopped answering).

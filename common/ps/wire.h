@@ -14,9 +14,17 @@ namespace ps {
 
 // Largest gRPC message either side accepts (chunks are ~2 MB).
 constexpr int kMaxMessageBytes = 16 << 20;
-// Call metadata naming the job incarnation a request belongs to (optional;
-// ShardOptions.incarnation).
+// Call metadata naming the job incarnation a request belongs to
+// (ShardOptions.incarnation; required by a shard of a coordinator's job).
 constexpr char kIncarnationMetadata[] = "bertps-incarnation";
+// Call metadata of every call to a shard of a coordinator's job: the job's
+// id and the incarnation's key (Assignment.job_key), which only its members
+// hold; peer calls between its shards (Exchange, Replicate, InstallSnapshot)
+// also the shard key (Assignment.shard_key), which only its shards hold. A
+// call without them is refused (PERMISSION_DENIED) and changes nothing.
+constexpr char kJobMetadata[] = "bertps-job";
+constexpr char kJobKeyMetadata[] = "bertps-job-key";
+constexpr char kShardKeyMetadata[] = "bertps-shard-key";
 // Call metadata naming the layout of the job's shards the caller knows: the
 // sum of the shard indices' terms (each counts its primary's replacements by
 // a backup). A shard that knows a later layout refuses the call (ABORTED):

@@ -174,6 +174,7 @@ absl::Status GrpcReplicaLink::SendTo(const Backup& b, const ReplicaStep& step,
   ctx.set_deadline(absl::ToChronoTime(
       std::min(deadline, absl::Now() + kReplicateTimeout)));
   ctx.AddMetadata(kIncarnationMetadata, absl::StrCat(step.incarnation()));
+  Scope().AddTo(&ctx);
   if (j != nullptr) {
     absl::MutexLock l(&j->ctx_mu);
     if (j->cancel) return absl::CancelledError("join cancelled");
@@ -299,6 +300,7 @@ absl::Status GrpcReplicaLink::SendSnapshot(
     ctx.set_deadline(absl::ToChronoTime(deadline));
     ctx.AddMetadata(kIncarnationMetadata,
                     absl::StrCat(snap.header.incarnation()));
+    Scope().AddTo(&ctx);
     {
       absl::MutexLock l(&j.ctx_mu);
       if (j.cancel) return absl::CancelledError("join cancelled");

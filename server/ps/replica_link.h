@@ -19,6 +19,7 @@
 #include "common/security.h"
 #include "grpcpp/client_context.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/ps/peer_scope.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -62,6 +63,11 @@ class GrpcReplicaLink : public ReplicaLink {
   // Returns once a backup was dropped or a joiner caught up (not yet taken),
   // or after `timeout`: its daemon tells the coordinator at once.
   void WaitForNews(absl::Duration timeout);
+  // What its calls name (the installed core's job and keys).
+  void SetScope(PeerScope scope) ABSL_LOCKS_EXCLUDED(scope_mu_) {
+    absl::MutexLock l(&scope_mu_);
+    scope_ = std::move(scope);
+  }
 
  private:
   struct Backup {
@@ -114,7 +120,14 @@ class GrpcReplicaLink : public ReplicaLink {
   void EndJoinLocked(const std::shared_ptr<Joiner>& j, bool live)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  PeerScope Scope() const ABSL_LOCKS_EXCLUDED(scope_mu_) {
+    absl::MutexLock l(&scope_mu_);
+    return scope_;
+  }
+
   const SecurityConfig security_;
+  mutable absl::Mutex scope_mu_;
+  PeerScope scope_ ABSL_GUARDED_BY(scope_mu_);
   mutable absl::Mutex mu_;
   std::vector<Backup> live_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Joiner>> joiners_ ABSL_GUARDED_BY(mu_);

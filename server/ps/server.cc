@@ -28,6 +28,10 @@ absl::Status ShardServer::Install(const ShardOptions& options,
                                   std::vector<std::string> backups) {
   link_.SetAddresses(std::move(peers));
   replicas_.Reset();  // joins of the previous install end first
+  // The peer calls of this install name its job and keys.
+  const PeerScope scope{options.job_id, options.job_key, options.shard_key};
+  link_.SetScope(scope);
+  replicas_.SetScope(scope);
   replicas_.SetBackups(options.backup ? std::vector<std::string>()
                                       : std::move(backups));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardCore> core,

@@ -4,9 +4,15 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/security.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "common/process_cpu.h"
@@ -27,33 +33,126 @@ absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
 ShardService::ShardService(std::shared_ptr<ShardCore> core)
     : core_(std::move(core)) {}
 
+namespace {
+
+// `path` lexically normal: "." and ".." resolved, repeated slashes dropped;
+// nullopt for a relative path, one with a NUL or control character.
+std::optional<std::string> NormalPath(absl::string_view path) {
+  if (path.empty() || path[0] != '/') return std::nullopt;
+  for (char ch : path) {
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return std::nullopt;
+  }
+  std::vector<absl::string_view> parts;
+  for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (p == ".") continue;
+    if (p == "..") {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    parts.push_back(p);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+bool IsUnder(absl::string_view path, absl::string_view dir) {
+  std::optional<std::string> p = NormalPath(path), d = NormalPath(dir);
+  if (!p || !d) return false;
+  return *p == *d || *d == "/" || absl::StartsWith(*p, *d + "/");
+}
+
+}  // namespace
+
+absl::Status CheckCheckpointDir(const ShardOptions& o, const std::string& dir) {
+  if (o.job_id.empty()) return absl::OkStatus();  // a shard run on its own
+  if (o.checkpoint_dir.empty() || !IsUnder(dir, o.checkpoint_dir) ||
+      !IsUnder(o.checkpoint_dir, dir)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "checkpoint into \"", dir, "\" refused: this shard of job ", o.job_id,
+        " writes checkpoints only into the job's checkpoint.dir",
+        o.checkpoint_dir.empty() ? " (it has none)" : ""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRestoreManifest(const ShardOptions& o,
+                                  const std::string& manifest) {
+  if (o.job_id.empty()) return absl::OkStatus();  // a shard run on its own
+  const bool named = !o.restore_manifest.empty() &&
+                     NormalPath(manifest) == NormalPath(o.restore_manifest);
+  const bool own = !o.checkpoint_dir.empty() &&
+                   IsUnder(manifest, o.checkpoint_dir) &&
+                   NormalPath(manifest) != NormalPath(o.checkpoint_dir);
+  if (!named && !own) {
+    // Says nothing of whether the file exists.
+    return absl::PermissionDeniedError(absl::StrCat(
+        "restore of \"", manifest, "\" refused: this shard of job ", o.job_id,
+        " restores only its checkpoint.restore or a manifest under its "
+        "checkpoint.dir"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current(
-    const grpc::ServerContextBase* ctx) const {
+    const grpc::ServerContextBase* ctx, CallScope scope) const {
   std::shared_ptr<ShardCore> c = core();
   if (!c) {
     return absl::UnavailableError(
         "this parameter-server shard has no job assigned");
   }
-  // A request naming a job incarnation is served only by that install (a
-  // worker of a job's earlier start must not reach its restart).
+  const ShardOptions& o = c->options();
   const auto& md = ctx->client_metadata();
-  auto it = md.find(kIncarnationMetadata);
-  if (it != md.end()) {
+  auto value = [&md](const char* key) -> std::optional<absl::string_view> {
+    auto it = md.find(key);
+    if (it == md.end()) return std::nullopt;
+    return absl::string_view(it->second.data(), it->second.size());
+  };
+  // A shard of a coordinator's job serves only that job's members: the
+  // call names the job (checked before anything else, so a member of
+  // another job learns nothing of this one).
+  if (!o.job_id.empty() && value(kJobMetadata) != absl::string_view(o.job_id)) {
+    return absl::PermissionDeniedError(
+        "this parameter-server shard serves another job (a call names its "
+        "job, incarnation and key: ps::kJobMetadata)");
+  }
+  // A request naming a job incarnation is served only by that install (a
+  // worker of a job's earlier start must not reach its restart); a shard of
+  // a coordinator's job requires the name.
+  std::optional<absl::string_view> inc_text = value(kIncarnationMetadata);
+  if (!inc_text && !o.job_id.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a call to a shard of job ", o.job_id, " must name its incarnation (",
+        kIncarnationMetadata, ")"));
+  }
+  if (inc_text) {
     int64_t inc = 0;
-    if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
-                          &inc)) {
+    if (!absl::SimpleAtoi(*inc_text, &inc)) {
       return absl::InvalidArgumentError(
           absl::StrCat(kIncarnationMetadata, " metadata is not a number"));
     }
-    if (inc != c->options().incarnation) {
+    if (inc != o.incarnation) {
       return absl::AbortedError(absl::StrCat(
           "request of job incarnation ", inc, "; this shard serves incarnation ",
-          c->options().incarnation, " (the job was started again)"));
+          o.incarnation, " (the job was started again)"));
     }
+  }
+  // The incarnation's keys (after the incarnation: a member of an earlier
+  // start is told ABORTED and starts again, not refused).
+  if (!o.job_key.empty() &&
+      !ConstantTimeEquals(value(kJobKeyMetadata).value_or(""), o.job_key)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a call to a shard of job ", o.job_id,
+        " without the job's key (only its members hold it)"));
+  }
+  if (scope == CallScope::kPeer && !o.job_id.empty() &&
+      (o.shard_key.empty() ||
+       !ConstantTimeEquals(value(kShardKeyMetadata).value_or(""), o.shard_key))) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a peer call (exchange, replication, snapshot) to a shard of job ",
+        o.job_id, " without the shards' key (only the job's shards hold it)"));
   }
   // A caller that still counts on a replaced primary goes on against the
   // new layout (its pushes to that primary may be lost: it pushes again).
-  it = md.find(kLayoutMetadata);
+  auto it = md.find(kLayoutMetadata);
   if (it != md.end()) {
     int64_t layout = 0;
     if (!absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()),
@@ -85,10 +184,12 @@ void ShardService::Install(std::shared_ptr<ShardCore> core) {
   }
 }
 
-#define BERTPS_CORE_OR_RETURN(var)                              \
-  absl::StatusOr<std::shared_ptr<ShardCore>> var##_or = Current(ctx); \
-  if (!var##_or.ok()) return ToGrpcStatus(var##_or.status());   \
+#define BERTPS_CORE_OR_RETURN_SCOPED(var, scope)                        \
+  absl::StatusOr<std::shared_ptr<ShardCore>> var##_or = Current(ctx, scope); \
+  if (!var##_or.ok()) return ToGrpcStatus(var##_or.status());           \
   ShardCore* var = var##_or->get()
+#define BERTPS_CORE_OR_RETURN(var) \
+  BERTPS_CORE_OR_RETURN_SCOPED(var, CallScope::kMember)
 
 grpc::Status ShardService::Describe(grpc::ServerContext* ctx,
                                     const DescribeRequest*,
@@ -101,7 +202,7 @@ grpc::Status ShardService::Describe(grpc::ServerContext* ctx,
 grpc::Status ShardService::Exchange(grpc::ServerContext* ctx,
                                     const ExchangeRequest* req,
                                     ExchangeResponse* resp) {
-  BERTPS_CORE_OR_RETURN(shard);
+  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kPeer);
   return ToGrpcStatus(shard->ReceiveExchange(*req, resp));
 }
 
@@ -112,6 +213,10 @@ grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
   if (req->dir().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "checkpoint needs a directory");
+  }
+  if (absl::Status st = CheckCheckpointDir(shard->options(), req->dir());
+      !st.ok()) {
+    return ToGrpcStatus(st);
   }
   absl::StatusOr<CheckpointResponse> r =
       shard->Checkpoint(req->dir(), req->version(), DeadlineOf(ctx));
@@ -124,6 +229,10 @@ grpc::Status ShardService::Restore(grpc::ServerContext* ctx,
                                    const RestoreRequest* req,
                                    RestoreResponse* resp) {
   BERTPS_CORE_OR_RETURN(shard);
+  if (absl::Status st = CheckRestoreManifest(shard->options(), req->manifest());
+      !st.ok()) {
+    return ToGrpcStatus(st);
+  }
   absl::StatusOr<int64_t> v = shard->Restore(req->manifest());
   if (!v.ok()) return ToGrpcStatus(v.status());
   resp->set_version(*v);
@@ -142,7 +251,7 @@ grpc::Status ShardService::Stats(grpc::ServerContext* ctx, const StatsRequest*,
 grpc::Status ShardService::Replicate(
     grpc::ServerContext* ctx, grpc::ServerReader<ReplicateRequest>* reader,
     ReplicateResponse* resp) {
-  BERTPS_CORE_OR_RETURN(shard);
+  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kPeer);
   ReplicateRequest msg;
   if (!reader->Read(&msg) || !msg.has_step()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -199,7 +308,7 @@ grpc::Status ShardService::Replicate(
 grpc::Status ShardService::InstallSnapshot(
     grpc::ServerContext* ctx, grpc::ServerReader<SnapshotChunk>* reader,
     InstallSnapshotResponse* resp) {
-  BERTPS_CORE_OR_RETURN(shard);
+  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kPeer);
   SnapshotChunk msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -259,8 +368,9 @@ void GrpcPeerLink::SetAddresses(std::vector<std::string> addresses) {
 
 absl::Status GrpcPeerLink::StubOf(int to_shard,
                                   std::shared_ptr<ParameterServer::Stub>* stub,
-                                  std::string* address) {
+                                  std::string* address, PeerScope* scope) {
   absl::MutexLock l(&mu_);
+  *scope = scope_;
   if (to_shard < 0 || to_shard >= static_cast<int>(addresses_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("no shard ", to_shard));
   }
@@ -305,9 +415,14 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
     int pending = 0;
     for (Call& c : calls) {
       if (c.done) continue;
-      absl::Status st = StubOf(c.shard, &c.stub, &c.address);
+      PeerScope scope;
+      absl::Status st = StubOf(c.shard, &c.stub, &c.address, &scope);
       if (!st.ok()) return Annotate(st, absl::StrCat("shard ", c.shard));
       c.ctx = std::make_unique<grpc::ClientContext>();
+      scope.AddTo(c.ctx.get());
+      // The receiver checks the incarnation in the request too.
+      c.ctx->AddMetadata(kIncarnationMetadata,
+                         absl::StrCat(request.incarnation()));
       c.ctx->set_deadline(absl::ToChronoTime(
           std::min(deadline, absl::Now() + absl::Seconds(2))));
       c.ctx->set_wait_for_ready(true);

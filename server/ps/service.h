@@ -27,6 +27,15 @@
 namespace bertps {
 namespace ps {
 
+// A shard of a coordinator's job checkpoints only into its checkpoint.dir
+// and restores only its checkpoint.restore or a manifest under that
+// directory (ShardOptions; lexically, NUL and control characters refused):
+// PERMISSION_DENIED otherwise, saying nothing of the file. A shard run on
+// its own (no job id) takes any path.
+absl::Status CheckCheckpointDir(const ShardOptions& o, const std::string& dir);
+absl::Status CheckRestoreManifest(const ShardOptions& o,
+                                  const std::string& manifest);
+
 using ShardServiceBase = ParameterServer::WithRawCallbackMethod_Pull<
     ParameterServer::WithRawCallbackMethod_Push<
         ParameterServer::WithCallbackMethod_Announce<ParameterServer::Service>>>;
@@ -76,9 +85,13 @@ class ShardService final : public ShardServiceBase {
 
  private:
   // The installed core; UNAVAILABLE when none, ABORTED when the call's
-  // kIncarnationMetadata names another install.
+  // kIncarnationMetadata names another install, PERMISSION_DENIED when a
+  // core of a coordinator's job gets a call without the job's id,
+  // incarnation and key (kPeer: and the shards' key).
+  enum class CallScope { kMember, kPeer };
   absl::StatusOr<std::shared_ptr<ShardCore>> Current(
-      const grpc::ServerContextBase* ctx) const;
+      const grpc::ServerContextBase* ctx,
+      CallScope scope = CallScope::kMember) const;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
   // A replicated step's gradient, received whole before it is applied
@@ -95,6 +108,11 @@ class GrpcPeerLink : public PeerLink {
                         SecurityConfig security = SecurityConfig());
   // Replaces the addresses (e.g. once ephemeral ports are known).
   void SetAddresses(std::vector<std::string> addresses);
+  // What its calls name (the installed core's job and keys).
+  void SetScope(PeerScope scope) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    scope_ = std::move(scope);
+  }
   // SendAll to one shard.
   absl::Status Send(int to_shard, const ExchangeRequest& request,
                     absl::Time deadline, const std::atomic<bool>* stop) override;
@@ -112,10 +130,11 @@ class GrpcPeerLink : public PeerLink {
   // The stub and address of `to_shard`, its channel made on first use.
   absl::Status StubOf(int to_shard,
                       std::shared_ptr<ParameterServer::Stub>* stub,
-                      std::string* address);
+                      std::string* address, PeerScope* scope);
   const SecurityConfig security_;
   absl::Mutex mu_;
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
+  PeerScope scope_ ABSL_GUARDED_BY(mu_);
   // Shared with Send()s in flight, which may outlive a SetAddresses.
   std::vector<std::shared_ptr<ParameterServer::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

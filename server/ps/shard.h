@@ -96,9 +96,17 @@ struct ShardOptions {
   // Which start of the job this install is (the coordinator's count; 0 for
   // a shard run on its own). Requests naming another are refused.
   int64_t incarnation = 0;
-  // The job served (for metrics and messages; empty for a shard run on its
-  // own).
+  // The job served (empty for a shard run on its own). A shard of a job
+  // serves only calls naming it, its incarnation and its key (ps::wire.h
+  // kJobMetadata, kJobKeyMetadata); peer calls (Exchange, Replicate,
+  // InstallSnapshot) also the shard key. Checkpoint calls write only under
+  // checkpoint_dir; Restore calls read only a manifest under it or
+  // restore_manifest.
   std::string job_id;
+  std::string job_key;
+  std::string shard_key;
+  std::string checkpoint_dir;
+  std::string restore_manifest;
   // Threads of an optimizer step: the slices are split in a fixed way, and
   // each slice's update is element-wise, so any count gives the same bits.
   int update_threads = 2;

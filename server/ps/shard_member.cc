@@ -137,6 +137,10 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
         o.incarnation = a->incarnation();
         o.job_id = job_;
+        o.job_key = a->job_key();
+        o.shard_key = a->shard_key();
+        o.checkpoint_dir = a->spec().checkpoint().dir();
+        o.restore_manifest = a->spec().checkpoint().restore();
         o.update_threads = update_threads_;
         o.update_nice = update_nice_;
         std::vector<std::string> peers(a->ps_addresses().begin(),
