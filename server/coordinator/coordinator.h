@@ -71,7 +71,7 @@
 #include "common/io/tfevents.h"
 #include "common/waitlist.h"
 #include "proto/coordinator.pb.h"
-#include "server/coordinator/path_policy.h"
+#include "common/cluster/path_policy.h"
 #include "common/ps/example_ledger.h"
 
 namespace bertps {

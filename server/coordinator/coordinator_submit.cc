@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
-#include "server/coordinator/path_policy.h"
+#include "common/cluster/path_policy.h"
 
 namespace bertps {
 

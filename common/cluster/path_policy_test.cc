@@ -1,4 +1,4 @@
-#include "server/coordinator/path_policy.h"
+#include "common/cluster/path_policy.h"
 
 #include "gtest/gtest.h"
 
