@@ -779,7 +779,7 @@ std::vector<std::string> JobSpecFiles(const std::string& dir) {
 
 TEST_F(K8sBase, ExampleSpecsUseAbsolutePathsUnderTheRoots) {
   const Roots r = CoordinatorRoots(m_);
-  // server/coordinator/path_policy.cc's fields.
+  // common/cluster/path_policy.cc's fields.
   const std::set<std::string> inputs = {"data",
                                         "eval.data",
                                         "model",

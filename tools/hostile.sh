@@ -11,6 +11,9 @@
 #   alive     raw bytes sent to a port: every daemon still up and answering
 # After every case each daemon must still run (else the verdict is "crash",
 # and the cluster is started again) and no job may be left RUNNING.
+# `confine DATA OUT` (cases.sh) runs the cases after it against a coordinator
+# with --data_root DATA --output_root OUT --jobs_root OUT/jobs (the cluster
+# is started again before the first of them that runs).
 #
 #   tools/hostile.sh [--only REGEX] [--list]
 # Binaries: $COORD $SERVER $WORKER $CTL $BERT_LOCAL, else built with Bazel.
@@ -23,7 +26,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) shift; only="$1" ;;
     --list) list=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "hostile: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -74,13 +77,20 @@ F="$work/files"
 
 # --- the cluster ----------------------------------------------------------
 cluster=()
+roots_data="" roots_out=""  # the roots the cases need (confine; "": none)
+roots_running="|"           # "DATA|OUT" the cluster runs with
 start_cluster() {
   for p in "${cluster[@]}"; do kill -9 "$p" 2>/dev/null; done
   cluster=()
-  local addr="$work/coordinator.address"
+  local addr="$work/coordinator.address" flags=(--jobs_root "$work/jobs")
+  if [ -n "$roots_out" ]; then
+    flags=(--data_root "$roots_data" --output_root "$roots_out"
+           --jobs_root "$roots_out/jobs")
+  fi
+  roots_running="$roots_data|$roots_out"
   rm -f "$addr"
   "$COORD" --port 0 --metrics_port 0 --address_file "$addr" \
-    --member_timeout_s 2 --jobs_root "$work/jobs" > "$work/coordinator.log" 2>&1 &
+    --member_timeout_s 2 "${flags[@]}" > "$work/coordinator.log" 2>&1 &
   cluster+=($!); pids+=($!)
   for _ in $(seq 1 200); do [ -s "$addr" ] && break; sleep 0.05; done
   export BERTPS_COORDINATOR="$(cat "$addr")"
@@ -120,8 +130,12 @@ verdict() {  # verdict ID KIND DETAIL
 }
 selected() {
   if [ "$list" = 1 ]; then echo "$1"; return 1; fi
-  [ -z "$only" ] || [[ "$1" =~ $only ]]
+  [ -z "$only" ] || [[ "$1" =~ $only ]] || return 1
+  # The cluster the case needs (confined or not).
+  [ "$roots_data|$roots_out" = "$roots_running" ] || start_cluster
 }
+# confine DATA OUT: the cases after it run with these roots.
+confine() { roots_data="$1"; roots_out="$2"; }
 after_case() {  # after_case ID: a daemon that died is a crash
   local d
   d=$(dead_daemons)

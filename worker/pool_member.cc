@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/cluster/path_policy.h"
 #include "glog/logging.h"
 
 namespace bertps {
@@ -30,8 +31,10 @@ void PoolMember::StartItem(const Assignment& a) {
   }
   LOG(INFO) << job_ << " item " << index_ << " started";
   thread_ = std::thread([this, spec = a.spec(), item = a.item(),
-                         job = a.job_id()] {
-    absl::StatusOr<WorkResult> r = handler_(spec, item, cancel_);
+                         job = a.job_id(), paths = CheckAssignmentPaths(a)] {
+    // A path that left its root since the submit: the item's error, unopened.
+    absl::StatusOr<WorkResult> r =
+        paths.ok() ? handler_(spec, item, cancel_) : paths;
     absl::MutexLock l(&mu_);
     finished_ = true;
     if (!r.ok() && r.status().code() == absl::StatusCode::kCancelled) return;

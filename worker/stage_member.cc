@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "glog/logging.h"
 #include "common/cluster/job_spec.h"
+#include "common/cluster/path_policy.h"
 #include "worker/pipeline_stage.h"
 
 namespace bertps {
@@ -54,6 +55,7 @@ StageMember::StageMember(const std::string& coordinator, std::string address,
 absl::Status StageMember::RunPart(
     const Assignment& a, std::atomic<bool>* cancel,
     const std::function<void(const StepReport&)>& report) {
+  RETURN_IF_ERROR(CheckAssignmentPaths(a));  // before anything is opened
   const JobSpec& spec = a.spec();
   const int S = spec.pipeline().stages();
   PipelineStageOptions o;

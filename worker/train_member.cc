@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/cluster/path_policy.h"
 #include "worker/job_options.h"
 #include "worker/train_worker.h"
 
@@ -20,6 +21,8 @@ TrainMember::TrainMember(const std::string& coordinator,
 absl::Status TrainMember::RunPart(
     const Assignment& a, std::atomic<bool>* cancel,
     const std::function<void(const StepReport&)>& report) {
+  // Before anything is opened: links may have changed since the submit.
+  if (absl::Status st = CheckAssignmentPaths(a); !st.ok()) return st;
   std::vector<std::string> ps(a.ps_addresses().begin(), a.ps_addresses().end());
   absl::StatusOr<TrainWorkerOptions> o =
       TrainWorkerOptionsFromSpec(a.spec(), a.index(), ps);

@@ -313,7 +313,8 @@ int OnGlobError(const char* path, int err) {
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> MatchShardFiles(
-    const std::vector<std::string>& patterns, int shard, int num_shards) {
+    const std::vector<std::string>& patterns, int shard, int num_shards,
+    const std::function<absl::Status(const std::string&)>& check) {
   if (num_shards < 1 || shard < 0 || shard >= num_shards) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", shard, " of ", num_shards, " is not valid"));
@@ -354,6 +355,7 @@ absl::StatusOr<std::vector<std::string>> MatchShardFiles(
     globfree(&g);
   }
   for (const std::string& f : all) {
+    if (check) RETURN_IF_ERROR(check(f));
     // Only regular files: a FIFO or a device matched by a pattern would
     // block or never end when read.
     struct stat st;

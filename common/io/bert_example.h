@@ -28,6 +28,7 @@
 #define BERTPS_COMMON_IO_BERT_EXAMPLE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,10 +103,14 @@ void AppendExample(const ClassifyExample& example, BertBatch* batch);
 // The sorted, de-duplicated union of the files matching `patterns` (glob(3);
 // record indices, *.bertps-index, left out), keeping those whose index i
 // satisfies i % num_shards == shard.
-// NotFound if a pattern matches nothing or the shard gets no file.
+// NotFound if a pattern matches nothing or the shard gets no file. `check`
+// (if set) sees every match first, before anything else is done with it
+// (stat included); its error is returned (the coordinator's roots:
+// common/cluster/path_policy.h, CheckInputFile).
 absl::StatusOr<std::vector<std::string>> MatchShardFiles(
     const std::vector<std::string>& patterns, int shard = 0,
-    int num_shards = 1);
+    int num_shards = 1,
+    const std::function<absl::Status(const std::string&)>& check = nullptr);
 
 class ExampleStream {
  public:

@@ -55,7 +55,9 @@ bool IsFinal(JobState s) {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_([&] {
         if (!options.count_examples && !options.describe_data) {
-          options.describe_data = coordinator_internal::DescribeData;
+          options.describe_data = [roots = options.roots](const JobSpec& s) {
+            return coordinator_internal::DescribeData(s, roots);
+          };
         }
         return options;
       }()),

@@ -71,7 +71,7 @@
 #include "common/io/tfevents.h"
 #include "common/waitlist.h"
 #include "proto/coordinator.pb.h"
-#include "server/coordinator/path_policy.h"
+#include "common/cluster/path_policy.h"
 #include "common/ps/example_ledger.h"
 
 namespace bertps {
@@ -550,6 +550,9 @@ class Coordinator {
   int64_t next_member_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // PENDING, FIFO
+  // The outputs (LexicalNormal) of submissions making their directories
+  // outside the lock: no other submission may take them meanwhile.
+  std::multiset<std::string> outputs_being_made_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Member> members_ ABSL_GUARDED_BY(mu_);
   // Registrations per token: a token bucket each (tokens, last refill).
   struct RegistrationBucket {
@@ -625,8 +628,11 @@ bool IsFinal(JobState s);
 
 // Work items over files matched by `globs`: each file cut into
 // parts = max(1, ceil(shards / files)) parts (shards 0: one item per file).
+// With `roots`, every match resolved and checked against them before it
+// is looked at (CheckInputFile): one outside is refused, naming it.
 absl::StatusOr<std::vector<WorkItem>> MakeWorkItems(
-    const std::vector<std::string>& globs, int shards);
+    const std::vector<std::string>& globs, int shards,
+    const PathRoots& roots = {});
 
 // Merged metrics of statistics (classification when num_labels > 0).
 EvalMetrics MetricsOf(const EvalStats& stats,

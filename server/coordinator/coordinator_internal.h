@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cluster/job_plan.h"
+#include "common/cluster/path_policy.h"
 #include "absl/status/statusor.h"
 #include "proto/coordinator.pb.h"
 
@@ -31,8 +32,16 @@ inline int64_t ExamplesPerUpdate(const JobSpec& s) {
 
 // The job's data files with their sizes and records, through their record
 // indices (built here once, loaded by the workers): the default
-// CoordinatorOptions::describe_data. Runs in the SubmitJob handler.
-absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec);
+// CoordinatorOptions::describe_data (with the coordinator's roots: every
+// match is checked against them before it is opened). Runs in the SubmitJob
+// handler.
+absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec,
+                                                   const PathRoots& roots);
+
+// Makes the job's job_dir and checks that the coordinator can write its
+// tensorboard_dir (creating it): at submit, after every other check passed.
+// INVALID_ARGUMENT naming the field.
+absl::Status MakeJobDirs(const JobSpec& spec);
 
 // What the job's members need in memory (common/cluster/memory_plan.h):
 // the largest shard's, and a train worker's at the data's shape (0 where

@@ -19,8 +19,11 @@ namespace bertps {
 using coordinator_internal::EvalGlobs;
 
 absl::StatusOr<std::vector<WorkItem>> MakeWorkItems(
-    const std::vector<std::string>& globs, int shards) {
-  ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(globs));
+    const std::vector<std::string>& globs, int shards, const PathRoots& roots) {
+  ASSIGN_OR_RETURN(std::vector<std::string> files,
+                   io::MatchShardFiles(globs, 0, 1, [&](const std::string& f) {
+                     return CheckInputFile("input file", f, roots);
+                   }));
   const int n = static_cast<int>(files.size());
   const int parts = shards <= n ? 1 : (shards + n - 1) / n;
   std::vector<WorkItem> items;
@@ -212,7 +215,8 @@ void Coordinator::AddRoundLocked(Job& job, const std::string& name,
                                  int64_t version,
                                  const std::string& checkpoint) {
   absl::StatusOr<std::vector<WorkItem>> items =
-      MakeWorkItems(EvalGlobs(job.status.spec()), job.status.spec().eval().shards());
+      MakeWorkItems(EvalGlobs(job.status.spec()),
+                    job.status.spec().eval().shards(), options_.roots);
   if (!items.ok()) {
     FinishLocked(job, FAILED, absl::StrCat("eval round ", name, ": ",
                                            items.status().message()));

@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
-#include "server/coordinator/path_policy.h"
+#include "common/cluster/path_policy.h"
 
 namespace bertps {
 
@@ -65,9 +65,40 @@ absl::StatusOr<ExampleShape> FirstExampleShape(const JobSpec& spec,
 
 }  // namespace
 
-absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec) {
+// The job's directories, made once every check that can refuse the job has
+// passed: job_dir, and tensorboard_dir, which the coordinator writes itself
+// (a directory it cannot write is found now, not after the training).
+absl::Status MakeJobDirs(const JobSpec& spec) {
+  if (!spec.job_dir().empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(spec.job_dir(), ec);
+    if (ec || !std::filesystem::is_directory(spec.job_dir())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job spec: job_dir \"", spec.job_dir(), "\": cannot create it",
+          ec ? absl::StrCat(" (", ec.message(), ")") : std::string(
+                                                            " (not a directory)")));
+    }
+  }
+  if (!spec.tensorboard_dir().empty()) {
+    if (absl::Status st = io::CheckWritableDir(
+            spec.tensorboard_dir(),
+            absl::StrCat("tensorboard_dir \"", spec.tensorboard_dir(), "\""));
+        !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec,
+                                                   const PathRoots& roots) {
   std::vector<std::string> globs(spec.data().begin(), spec.data().end());
-  ASSIGN_OR_RETURN(std::vector<std::string> files, io::MatchShardFiles(globs));
+  // Each match checked against the roots before it is opened.
+  ASSIGN_OR_RETURN(std::vector<std::string> files,
+                   io::MatchShardFiles(globs, 0, 1, [&](const std::string& f) {
+                     return CheckInputFile("input file", f, roots);
+                   }));
   std::vector<DataFile> out;
   for (const std::string& f : files) {
     // The record index the workers read through: built here once (or
@@ -111,29 +142,10 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   }
   ApplyJobDirDefaults(&spec);
   // Paths first: validation reads a config.json model, counting reads data.
+  // Nothing is created before every check that can refuse the job passed
+  // (MakeJobDirs, at the end).
   RETURN_IF_ERROR(CheckJobPaths(spec, options_.roots));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
-  if (!spec.job_dir().empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(spec.job_dir(), ec);
-    if (ec || !std::filesystem::is_directory(spec.job_dir())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job spec: job_dir \"", spec.job_dir(), "\": cannot create it",
-          ec ? absl::StrCat(" (", ec.message(), ")") : std::string(
-                                                            " (not a directory)")));
-    }
-  }
-  if (!spec.tensorboard_dir().empty()) {
-    // The coordinator writes the job's TensorBoard events itself: a
-    // directory it cannot write is found now, not after the training.
-    if (absl::Status st = io::CheckWritableDir(
-            spec.tensorboard_dir(),
-            absl::StrCat("tensorboard_dir \"", spec.tensorboard_dir(), "\""));
-        !st.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job spec: ", st.message()));
-    }
-  }
   int64_t examples = 0;
   std::vector<DataFile> data_files;
   if (spec.task() == PRETRAIN || spec.task() == CLASSIFY) {
@@ -170,7 +182,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   if (spec.task() == PREPROCESS) {
     std::vector<std::string> globs(spec.data().begin(), spec.data().end());
     absl::StatusOr<std::vector<WorkItem>> w =
-        MakeWorkItems(globs, spec.preprocess().shards());
+        MakeWorkItems(globs, spec.preprocess().shards(), options_.roots);
     if (!w.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("job spec: data: ", w.status().message()));
@@ -179,7 +191,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   }
   if (spec.task() == EVAL || HasEval(spec)) {
     absl::StatusOr<std::vector<WorkItem>> w =
-        MakeWorkItems(EvalGlobs(spec), spec.eval().shards());
+        MakeWorkItems(EvalGlobs(spec), spec.eval().shards(), options_.roots);
     if (!w.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("job spec: eval.data: ", w.status().message()));
@@ -197,7 +209,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
     spec.set_steps(PlanOf(spec).UpdatesForEpochs(spec.epochs(), examples));
     spec.set_epochs(0);
   }
-  absl::MutexLock l(&mu_);
+  absl::ReleasableMutexLock l(&mu_);
   RETURN_IF_ERROR(CheckMemberMemoryLocked(spec, *memory));
   // Two jobs that write to the same place would overwrite each other's
   // checkpoints, exports or records: refused while the other may write.
@@ -213,7 +225,27 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
             "), which writes there; give each job its own"));
       }
     }
+    if (outputs_being_made_.count(mine) > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job spec: ", mine_field, " \"", mine,
+          "\" is an output of a job being submitted now; give each job its "
+          "own"));
+    }
   }
+  // Every check passed: the directories now, outside the lock, the outputs
+  // reserved meanwhile.
+  std::vector<std::string> outputs;
+  for (const auto& [field, path] : JobOutputPaths(spec)) {
+    outputs.push_back(LexicalNormal(path));
+  }
+  outputs_being_made_.insert(outputs.begin(), outputs.end());
+  l.Release();
+  const absl::Status made = coordinator_internal::MakeJobDirs(spec);
+  absl::MutexLock relock(&mu_);
+  for (const std::string& o : outputs) {
+    outputs_being_made_.erase(outputs_being_made_.find(o));
+  }
+  RETURN_IF_ERROR(made);
   const std::string id =
       reserved.empty() ? absl::StrFormat("job-%06d", next_job_++) : reserved;
   Job& job = jobs_[id];

@@ -7,6 +7,7 @@
 #include "glog/logging.h"
 #include "common/cluster/job_plan.h"
 #include "common/cluster/job_spec.h"
+#include "common/cluster/path_policy.h"
 
 namespace bertps {
 namespace ps {
@@ -134,6 +135,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       incarnation_ = a->incarnation();
       started_as_ = member_.member_id();
       absl::Status st = [&]() -> absl::Status {
+        RETURN_IF_ERROR(CheckAssignmentPaths(*a));  // links may have changed
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
         o.incarnation = a->incarnation();
         o.job_id = job_;

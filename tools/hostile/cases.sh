@@ -135,3 +135,37 @@ net net-shard-preface       shard preface
 net net-shard-bigframe      shard bigframe
 net net-metrics-random      metrics random
 net net-metrics-slow        metrics slow
+# --- paths, with --data_root/--output_root --------------------------------
+# The data root is $work (the data, the files, the model above), outputs go
+# under $work/out. Links planted inside the roots point out of them.
+mkdir -p "$work/out" "$work/outside" "$work/linked"
+ln -sfn /etc "$work/etc-link"
+ln -sf /etc/hostname "$work/linked/a.tfrecord"
+ln -sfn "$work/outside" "$work/out/escape"
+ln -sfn "$work/outside/new" "$work/out/dangling"
+up=$(printf '/.?%.0s' $(seq 1 "$(awk -F/ '{print NF - 1}' <<< "$work")"))
+name=$(basename "$work")
+confine "$work" "$work/out"
+spec path-run-confined      succeeds ''                              # members re-check, and pass
+spec path-dot-question      refused 'data\[0\].*glob character .\?. is in the directory' "data=\"$work$up/etc/hostname\""
+spec path-dot-question-last refused 'data: input file .*/\.\.. resolves to .*outside --data_root' "data=\"$work/.?\""
+spec path-star-in-dir       refused 'data\[0\].*glob character .\*. is in the directory "dat\*"' "data=\"$work/dat*/*.tfrecord\""
+spec path-escape-in-dir     refused 'data\[0\].*glob character' 'data="'"$work"'/data/\\.\\./data/*.tfrecord"'
+spec path-eval-dot-question refused 'eval\.data\[0\].*glob character' "eval.data=\"$work/data$up/etc/hostname\"" "checkpoint.dir=\"$work/out/ck-eval\""
+spec path-nul-job-dir       refused 'job_dir .*control character \(byte 0x00' "job_dir=\"$work/escaped\\000/../../$name/out/nul-j\""
+run  path-nul-job-dir-none  0 ''                                     test ! -e "$work/escaped" -a ! -e "$work/out/nul-j"
+spec path-nul-tensorboard   refused 'tensorboard_dir .*control character \(byte 0x00' "tensorboard_dir=\"$work/escaped-tb\\000/../../$name/out/tb\""
+run  path-nul-tensorboard-none 0 ''                                  test ! -e "$work/escaped-tb" -a ! -e "$work/out/tb"
+spec path-newline-export    refused 'export_path .*control character \(byte 0x0a' "export_path=\"$work/out/a\\nb.safetensors\""
+spec path-relative          refused 'data\[0\].*must be an absolute path under --data_root' 'data="data/*.tfrecord"'
+spec path-outside-root      refused 'init_weights .*\(/etc/hostname\) is outside --data_root' 'init_weights="/etc/hostname"'
+spec path-link-input        refused 'init_weights .*resolves to /etc/hostname, outside' "init_weights=\"$work/etc-link/hostname\""
+spec path-link-glob         refused 'data\[0\].*resolves to /etc/host\*, outside' "data=\"$work/etc-link/host*\""
+spec path-link-data-file    refused 'data: input file .*linked/a\.tfrecord. resolves to /etc/hostname' "data=\"$work/linked/*.tfrecord\""
+spec path-link-output       refused 'checkpoint\.dir .*resolves to .*/outside/ck, outside --output_root' "checkpoint.dir=\"$work/out/escape/ck\""
+spec path-link-export       refused 'export_path .*resolves to .*/outside/m\.safetensors' "export_path=\"$work/out/escape/m.safetensors\""
+spec path-link-tensorboard  refused 'tensorboard_dir .*resolves to .*/outside/tb' "tensorboard_dir=\"$work/out/escape/tb\""
+run  path-link-outside-none 0 ''                                     test -z "$(ls -A "$work/outside")"
+spec path-link-to-nothing   refused 'export_path .*symbolic link to nothing' "export_path=\"$work/out/dangling\""
+spec path-dotdot-below-new  refused 'export_path .*does not exist yet' "export_path=\"$work/out/none/../x.safetensors\""
+spec path-output-in-data    refused 'export_path .*is outside --output_root' "export_path=\"$work/data/x.safetensors\""
