@@ -1,3 +1,4 @@
+#include "common/monotonic_clock.h"
 #include "worker/job_member.h"
 
 #include <algorithm>
@@ -120,7 +121,7 @@ void JobMember::Start(const Assignment& assignment, int slot) {
 }
 
 absl::Status JobMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = absl::Now();
+  absl::Time last_ok = MonotonicNow();  // a clock step moves no give-up
   int own = -1;  // the member's own slot in the current assignment
   while (!stop_) {
     std::vector<StepReport> reports;
@@ -159,12 +160,12 @@ absl::Status JobMember::Run(absl::Duration give_up) {
       // Keep the reports for the next attempt (they are idempotent).
       absl::MutexLock l(&mu_);
       pending_.insert(pending_.begin(), reports.begin(), reports.end());
-      if (absl::Now() - last_ok > give_up) return a.status();
+      if (MonotonicNow() - last_ok > give_up) return a.status();
       LOG(WARNING) << a.status();
       absl::SleepFor(member_.interval());
       continue;
     }
-    last_ok = absl::Now();
+    last_ok = MonotonicNow();
     const bool assigned = !a->stop() && !a->job_id().empty();
     if (!job_.empty() && !(assigned && a->job_id() == job_)) {
       // Finished, failed, cancelled, or the slots went to other members.

@@ -1,3 +1,4 @@
+#include "common/monotonic_clock.h"
 #include "worker/pool_member.h"
 
 #include <utility>
@@ -54,7 +55,7 @@ void PoolMember::StartItem(const Assignment& a) {
 }
 
 absl::Status PoolMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = absl::Now();
+  absl::Time last_ok = MonotonicNow();  // a clock step moves no give-up
   while (!stop_) {
     std::vector<std::pair<std::string, WorkResult>> results;
     bool finished;
@@ -84,12 +85,12 @@ absl::Status PoolMember::Run(absl::Duration give_up) {
     if (!a.ok()) {
       absl::MutexLock l(&mu_);
       results_.insert(results_.begin(), results.begin(), results.end());
-      if (absl::Now() - last_ok > give_up) return a.status();
+      if (MonotonicNow() - last_ok > give_up) return a.status();
       LOG(WARNING) << a.status();
       absl::SleepFor(member_.interval());
       continue;
     }
-    last_ok = absl::Now();
+    last_ok = MonotonicNow();
     if (!later.empty()) {
       absl::MutexLock l(&mu_);
       results_.insert(results_.begin(), later.begin(), later.end());

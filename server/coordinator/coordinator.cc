@@ -66,6 +66,12 @@ Coordinator::Coordinator(CoordinatorOptions options)
                                         absl::ToUnixNanos(absl::Now())))),
       heartbeat_interval_ms_(options_.heartbeat_ms) {}
 
+std::string Coordinator::NewJobIdLocked() {
+  const int64_t n = next_job_++;
+  if (options_.store != nullptr) return absl::StrFormat("job-%06d", n);
+  return absl::StrFormat("job-%06d-%s", n, instance_);
+}
+
 int64_t Coordinator::NowMs() const {
   return absl::ToUnixMillis(options_.now());
 }
@@ -74,7 +80,7 @@ absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id) const {
   absl::MutexLock l(&mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  JobStatus s = it->second.status;
+  JobStatus s = ShownLocked(it->second);
   if (!store_error_.empty()) s.set_store_error(store_error_);
   return s;
 }
@@ -128,7 +134,7 @@ std::vector<JobStatus> Coordinator::List() const {
   absl::MutexLock l(&mu_);
   std::vector<JobStatus> out;
   for (const auto& [id, job] : jobs_) {
-    out.push_back(job.status);
+    out.push_back(ShownLocked(job));
     out.back().clear_history();
   }
   return out;
@@ -145,7 +151,7 @@ ListJobsResponse Coordinator::ListPage(int page_size, const std::string& after,
       resp.set_next_page_token(resp.jobs(resp.jobs_size() - 1).id());
       break;
     }
-    JobStatus s = it->second.status;
+    JobStatus s = ShownLocked(it->second);
     s.clear_history();
     const size_t size = s.ByteSizeLong();
     if (resp.jobs_size() > 0 && bytes + size > max_bytes) {
@@ -159,16 +165,67 @@ ListJobsResponse Coordinator::ListPage(int page_size, const std::string& after,
 }
 
 absl::Status Coordinator::Cancel(const std::string& id) {
-  absl::MutexLock l(&mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
-  Job& job = it->second;
-  if (IsFinal(job.status.state())) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", id, " already ended: ", JobState_Name(job.status.state())));
+  if (options_.store == nullptr) {
+    absl::MutexLock l(&mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
+    Job& job = it->second;
+    if (IsFinal(job.status.state())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", id, " already ended: ", JobState_Name(job.status.state())));
+    }
+    FinishLocked(job, CANCELLED, "cancelled by request");
+    TickLocked();  // its members are free: a queued job may start
+    return absl::OkStatus();
   }
-  FinishLocked(job, CANCELLED, "cancelled by request");
-  TickLocked();  // its members are free: a queued job may start
+  // Acknowledged means durable: the cancelled record is written first
+  // (outside the lock, one write to the store at a time); a store that
+  // cannot take it refuses the call and the job runs on.
+  {
+    absl::MutexLock sl(&store_mu_);
+    JobRecord record;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = jobs_.find(id);
+      if (it == jobs_.end()) {
+        return absl::NotFoundError(absl::StrCat("no job ", id));
+      }
+      const Job& job = it->second;
+      if (IsFinal(job.status.state())) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job ", id, " already ended: ", JobState_Name(job.status.state())));
+      }
+      record = RecordLocked(job);
+      record.mutable_status()->set_state(CANCELLED);
+      record.mutable_status()->set_reason("cancelled by request");
+      record.mutable_status()->set_end_time_ms(NowMs());
+      record.mutable_status()->clear_waiting();
+      record.mutable_status()->clear_waiting_since_ms();
+    }
+    if (absl::Status st = options_.store->Put(id, record); !st.ok()) {
+      absl::MutexLock l(&mu_);
+      store_error_ = st.ToString();
+      return absl::UnavailableError(absl::StrCat(
+          "the coordinator's job store cannot write (", st.message(),
+          "): job ", id, " was not cancelled"));
+    }
+    absl::MutexLock l(&mu_);
+    Job& job = jobs_[id];
+    FinishLocked(job, CANCELLED, "cancelled by request");
+    if (job.status.state() == CANCELLED &&
+        job.status.incarnation() == record.status().incarnation()) {
+      // What was written is what is shown.
+      job.stored_state = CANCELLED;
+      job.stored_incarnation = job.status.incarnation();
+      job.durable = job.status;
+      job.held_from = -1;
+      watch_->Poke();
+    }
+    TickLocked();  // its members are free: a queued job may start
+  }
+  if (absl::Status st = FlushIfUrgent(); !st.ok()) {
+    LOG(WARNING) << "job " << id << " is cancelled; " << st;
+  }
   return absl::OkStatus();
 }
 
@@ -179,16 +236,18 @@ absl::StatusOr<std::vector<JobEvent>> Coordinator::WaitForEvents(
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", id));
   const Job* job = &it->second;
   // Sequence numbers count every event of the job; a watcher that fell
-  // behind by more than max_events misses the dropped ones.
-  auto total = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return job->events_dropped + static_cast<int64_t>(job->events.size());
+  // behind by more than max_events misses the dropped ones. Events held
+  // for the store (a change not durable yet) are not shown.
+  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return EventsShown(*job) > *seq;
   };
-  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return total() > *seq; };
   mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  const int64_t shown = EventsShown(*job);
   const int64_t from =
-      std::min(std::max(*seq, job->events_dropped), total()) - job->events_dropped;
-  std::vector<JobEvent> out(job->events.begin() + from, job->events.end());
-  *seq = total();
+      std::min(std::max(*seq, job->events_dropped), shown) - job->events_dropped;
+  std::vector<JobEvent> out(job->events.begin() + from,
+                            job->events.begin() + (shown - job->events_dropped));
+  *seq = shown;
   return out;
 }
 
@@ -200,10 +259,7 @@ void Coordinator::WhenEvents(const std::string& id, int64_t seq,
         if (also()) return true;
         absl::MutexLock l(&mu_);
         auto it = jobs_.find(id);
-        return it == jobs_.end() ||
-               it->second.events_dropped +
-                       static_cast<int64_t>(it->second.events.size()) >
-                   seq;
+        return it == jobs_.end() || EventsShown(it->second) > seq;
       },
       deadline, std::move(fire));
 }
@@ -214,7 +270,7 @@ void Coordinator::Tick() {
     TickLocked();
   }
   ProbeMembers();
-  FlushStore();
+  FlushStore().IgnoreError();  // shown as store_error
   FlushTensorBoard();
   PruneCheckpoints();
 }

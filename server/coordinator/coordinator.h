@@ -55,6 +55,7 @@
 #ifndef BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
 #define BERTPS_SERVER_COORDINATOR_COORDINATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -69,6 +70,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/io/tfevents.h"
+#include "common/monotonic_clock.h"
 #include "common/waitlist.h"
 #include "proto/coordinator.pb.h"
 #include "common/cluster/path_policy.h"
@@ -118,7 +120,11 @@ struct CoordinatorOptions {
   // files' framing, and the examples are their records' sum.
   std::function<absl::StatusOr<std::vector<DataFile>>(const JobSpec&)>
       describe_data;
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // The coordinator's clock: every timeout, liveness and lease decision is
+  // measured with it; shown times (submit, start, end, events) come from it
+  // too. Default: MonotonicNow (common/monotonic_clock.h), which a step of
+  // the system clock does not move.
+  std::function<absl::Time()> now = [] { return MonotonicNow(); };
   // Asks the member serving at `address` whether it is alive (the daemon: a
   // grpc.health.v1 check with a short deadline). When a train member reports
   // it could not reach the job's shards, each shard is probed at once and
@@ -233,9 +239,12 @@ class Coordinator {
   // Writes the jobs changed since the last write to the store, outside the
   // coordinator's lock: state changes (submitted, started, restarted,
   // finished) at the next call, progress at most once a second (or at once
-  // with `force`). Submit calls it before it answers; Tick() every time. A
-  // failed write is retried, and shown (store_error, JobStatus.store_error).
-  void FlushStore(bool force = false) ABSL_LOCKS_EXCLUDED(store_mu_, mu_);
+  // with `force`). Tick() calls it every time; every call that changed a
+  // state (Submit, Cancel, Register, Heartbeat) before it answers, and
+  // answers UNAVAILABLE when the store could not take it. A failed write
+  // is retried, and shown (store_error, JobStatus.store_error); what it
+  // held back stays unseen until it is written. Returns the store's error.
+  absl::Status FlushStore(bool force = false) ABSL_LOCKS_EXCLUDED(store_mu_, mu_);
   // The store's last error ("" while writes succeed).
   std::string store_error() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -346,6 +355,12 @@ class Coordinator {
     // What the store last got of the job (a change of either is urgent).
     JobState stored_state = JOB_STATE_UNSPECIFIED;
     int64_t stored_incarnation = -1;
+    // Acknowledged means durable: while a change of state or incarnation is
+    // not in the store yet, the events from held_from on (a sequence
+    // number; -1: none held) reach no watcher and GetJob/ListJobs show
+    // `durable` (the status as last written). With no store nothing is held.
+    int64_t held_from = -1;
+    JobStatus durable;
     absl::Time last_probe = absl::InfinitePast();  // of its shards
     // Train jobs: the current incarnation's keys (Assignment.job_key,
     // shard_key), made anew at each start; never shown or stored.
@@ -514,6 +529,24 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's record for the store.
   JobRecord RecordLocked(const Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sequence number of the next event of `job`; of the first one not shown
+  // yet (held_from, or the next).
+  static int64_t EventsTotal(const Job& job) {
+    return job.events_dropped + static_cast<int64_t>(job.events.size());
+  }
+  static int64_t EventsShown(const Job& job) {
+    return job.held_from >= 0 ? std::min(job.held_from, EventsTotal(job))
+                              : EventsTotal(job);
+  }
+  // The status a client may be shown: the durable one while a change is
+  // held back.
+  const JobStatus& ShownLocked(const Job& job) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return job.held_from >= 0 ? job.durable : job.status;
+  }
+  // Flushes the store when a change is waiting for it (urgent); the
+  // store's error, to answer UNAVAILABLE with, otherwise OK.
+  absl::Status FlushIfUrgent() ABSL_LOCKS_EXCLUDED(store_mu_, mu_);
   // The job changed: written at the next FlushStore (a state change makes it
   // urgent).
   void MarkDirtyLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -547,6 +580,10 @@ class Coordinator {
   absl::Mutex store_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   int64_t next_job_ ABSL_GUARDED_BY(mu_) = 1;
+  // A new job id: "job-NNNNNN" numbered on from the store's jobs; without a
+  // store "job-NNNNNN-<instance>", so ids (and the directories named after
+  // them) never repeat across restarts.
+  std::string NewJobIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t next_member_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);  // PENDING, FIFO

@@ -41,7 +41,12 @@ absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec,
 // Makes the job's job_dir and checks that the coordinator can write its
 // tensorboard_dir (creating it): at submit, after every other check passed.
 // INVALID_ARGUMENT naming the field.
-absl::Status MakeJobDirs(const JobSpec& spec);
+// The file in a job's directory naming the job it belongs to.
+inline constexpr char kJobDirMarker[] = ".bertps-job";
+// Creates the job's directories (job_dir, with its marker naming `id`;
+// tensorboard_dir checked writable): a job_dir that belongs to another job
+// or holds files already is refused (FAILED_PRECONDITION).
+absl::Status MakeJobDirs(const JobSpec& spec, const std::string& id);
 
 // What the job's members need in memory (common/cluster/memory_plan.h):
 // the largest shard's, and a train worker's at the data's shape (0 where

@@ -73,7 +73,7 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
           ": ", own.message(), ")"));
     }
   }
-  absl::MutexLock l(&mu_);
+  absl::ReleasableMutexLock l(&mu_);
   // A shard or stage registering at the address of a live member of its role
   // is that member's process started again: the old one is gone (two
   // processes cannot listen on one address, and the server there proved to
@@ -110,6 +110,10 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   resp.set_member_secret(m.secret);
   TickLocked();
   resp.set_heartbeat_ms(heartbeat_interval_ms_);
+  l.Release();
+  // What the registration started or restarted is durable before it
+  // answers (see Heartbeat).
+  RETURN_IF_ERROR(FlushIfUrgent());
   return resp;
 }
 
@@ -165,9 +169,16 @@ void Coordinator::ReclaimMembersLocked() {
 
 absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
     const HeartbeatRequest& r) {
-  absl::MutexLock l(&mu_);
-  absl::StatusOr<HeartbeatResponse> resp = HeartbeatLocked(r);
-  if (resp.ok()) resp->set_heartbeat_ms(heartbeat_interval_ms_);
+  absl::StatusOr<HeartbeatResponse> resp;
+  {
+    absl::MutexLock l(&mu_);
+    resp = HeartbeatLocked(r);
+    if (resp.ok()) resp->set_heartbeat_ms(heartbeat_interval_ms_);
+  }
+  // A state change this heartbeat made (a job started, restarted, failed
+  // over, finished) is in the store before the member hears of it; a store
+  // that cannot take it answers UNAVAILABLE (the member tries again).
+  if (resp.ok()) RETURN_IF_ERROR(FlushIfUrgent());
   return resp;
 }
 

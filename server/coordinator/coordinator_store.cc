@@ -50,21 +50,36 @@ void Coordinator::MarkDirtyLocked(Job& job) {
   if (job.status.state() != job.stored_state ||
       job.status.incarnation() != job.stored_incarnation) {
     urgent_ = true;
+    // Not shown before it is written: the event of the change (the newest)
+    // and every one after it wait for the store.
+    if (job.held_from < 0) {
+      job.held_from = std::max(job.events_dropped, EventsTotal(job) - 1);
+    }
   }
 }
 
-void Coordinator::FlushStore(bool force) {
-  if (options_.store == nullptr) return;
+absl::Status Coordinator::FlushStore(bool force) {
+  if (options_.store == nullptr) return absl::OkStatus();
   absl::MutexLock sl(&store_mu_);
-  std::vector<std::pair<std::string, JobRecord>> batch;
+  struct Write {
+    std::string id;
+    JobRecord record;
+    int64_t events = 0;  // the job's events when the record was taken
+  };
+  std::vector<Write> batch;
   {
     absl::MutexLock l(&mu_);
     const absl::Time now = options_.now();
-    if (dirty_.empty()) return;
-    if (!force && !urgent_ && now - last_flush_ < absl::Seconds(1)) return;
+    if (dirty_.empty()) {
+      return store_error_.empty() ? absl::OkStatus()
+                                  : absl::UnavailableError(store_error_);
+    }
+    if (!force && !urgent_ && now - last_flush_ < absl::Seconds(1)) {
+      return absl::OkStatus();
+    }
     for (const std::string& id : dirty_) {
       Job& job = jobs_[id];
-      batch.emplace_back(id, RecordLocked(job));
+      batch.push_back({id, RecordLocked(job), EventsTotal(job)});
       job.stored_state = job.status.state();
       job.stored_incarnation = job.status.incarnation();
     }
@@ -75,19 +90,35 @@ void Coordinator::FlushStore(bool force) {
   // The writes (fsync'ed by SQLite) run without the coordinator's lock:
   // heartbeats and requests go on meanwhile.
   absl::Status first;
-  std::vector<std::string> failed;
-  for (const auto& [id, record] : batch) {
-    absl::Status st = options_.store->Put(id, record);
-    if (!st.ok()) {
-      failed.push_back(id);
-      if (first.ok()) first = st;
-    }
+  std::vector<bool> ok(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    absl::Status st = options_.store->Put(batch[i].id, batch[i].record);
+    ok[i] = st.ok();
+    if (!st.ok() && first.ok()) first = st;
   }
   absl::MutexLock l(&mu_);
-  for (const std::string& id : failed) {
-    dirty_.insert(id);  // written again at the next flush
-    urgent_ = true;
+  bool shown = false;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Job& job = jobs_[batch[i].id];
+    if (!ok[i]) {
+      dirty_.insert(batch[i].id);  // written again at the next flush
+      urgent_ = true;
+      continue;
+    }
+    const JobStatus& written = batch[i].record.status();
+    if (job.held_from < 0) continue;
+    // Durable now: what the record holds may be shown. A change made since
+    // the record was taken stays held (from the events after it).
+    job.durable = written;
+    if (job.status.state() == written.state() &&
+        job.status.incarnation() == written.incarnation()) {
+      job.held_from = -1;
+    } else {
+      job.held_from = std::max(job.held_from, batch[i].events);
+    }
+    shown = true;
   }
+  if (shown) watch_->Poke();
   const std::string error = first.ok() ? "" : first.ToString();
   if (error != store_error_) {
     if (error.empty()) {
@@ -97,6 +128,21 @@ void Coordinator::FlushStore(bool force) {
     }
     store_error_ = error;
   }
+  if (!first.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the coordinator's job store cannot write (", first.message(),
+        "): the change is not durable, try again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::FlushIfUrgent() {
+  if (options_.store == nullptr) return absl::OkStatus();
+  {
+    absl::MutexLock l(&mu_);
+    if (!urgent_) return absl::OkStatus();
+  }
+  return FlushStore(/*force=*/true);
 }
 
 std::string Coordinator::store_error() const {
@@ -140,6 +186,7 @@ absl::Status Coordinator::Recover() {
     job.status = std::move(*r.mutable_status());
     job.stored_state = job.status.state();  // as the store has it
     job.stored_incarnation = job.status.incarnation();
+    job.durable = job.status;
     job.examples_per_epoch = r.examples_per_epoch();
     for (JobRecord::ItemState& s : *r.mutable_items()) {
       Item it;

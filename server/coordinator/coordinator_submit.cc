@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,8 +20,10 @@
 #include "common/io/tfrecord.h"
 #include "common/ps/checkpoint.h"
 #include "common/status.h"
+#include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/coordinator_internal.h"
+#include "server/coordinator/job_store.h"
 #include "common/cluster/path_policy.h"
 
 namespace bertps {
@@ -68,15 +71,41 @@ absl::StatusOr<ExampleShape> FirstExampleShape(const JobSpec& spec,
 // The job's directories, made once every check that can refuse the job has
 // passed: job_dir, and tensorboard_dir, which the coordinator writes itself
 // (a directory it cannot write is found now, not after the training).
-absl::Status MakeJobDirs(const JobSpec& spec) {
+absl::Status MakeJobDirs(const JobSpec& spec, const std::string& id) {
   if (!spec.job_dir().empty()) {
+    const std::string& dir = spec.job_dir();
+    const std::string marker = absl::StrCat(dir, "/", kJobDirMarker);
     std::error_code ec;
-    std::filesystem::create_directories(spec.job_dir(), ec);
-    if (ec || !std::filesystem::is_directory(spec.job_dir())) {
+    if (std::filesystem::exists(dir, ec)) {
+      // Two jobs never share a directory: one that exists is taken only
+      // when it is empty (made for the job by its user).
+      absl::StatusOr<std::string> owner = io::ReadFileToString(marker, 256);
+      if (owner.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job spec: job_dir \"", dir, "\" is job ",
+            absl::StripAsciiWhitespace(*owner),
+            "'s directory; give each job its own (bertpsctl resubmit makes "
+            "a new one)"));
+      }
+      if (!std::filesystem::is_directory(dir, ec) ||
+          !std::filesystem::is_empty(dir, ec)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "job spec: job_dir \"", dir, "\" exists and is not empty: a job "
+            "directory is the job's own (name a new or an empty one)"));
+      }
+    }
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "job spec: job_dir \"", spec.job_dir(), "\": cannot create it",
+          "job spec: job_dir \"", dir, "\": cannot create it",
           ec ? absl::StrCat(" (", ec.message(), ")") : std::string(
                                                             " (not a directory)")));
+    }
+    if (absl::Status st = io::WriteFileAtomically(marker, id + "\n");
+        !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job spec: job_dir \"", dir, "\": cannot write it (",
+          st.message(), ")"));
     }
   }
   if (!spec.tensorboard_dir().empty()) {
@@ -124,9 +153,12 @@ absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec,
 }  // namespace coordinator_internal
 
 absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
-  absl::StatusOr<std::string> id = AddJob(std::move(spec));
-  // Stored before the client hears of it (outside the lock).
-  if (id.ok()) FlushStore(/*force=*/true);
+  // The job is in the store before anyone hears of it (AddJob); a start it
+  // caused is too, before the client's answer.
+  ASSIGN_OR_RETURN(std::string id, AddJob(std::move(spec)));
+  if (absl::Status st = FlushIfUrgent(); !st.ok()) {
+    LOG(WARNING) << "job " << id << " is stored, its start not yet: " << st;
+  }
   return id;
 }
 
@@ -137,7 +169,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   std::string reserved;
   if (spec.job_dir().empty() && !options_.jobs_root.empty()) {
     absl::MutexLock l(&mu_);
-    reserved = absl::StrFormat("job-%06d", next_job_++);
+    reserved = NewJobIdLocked();
     spec.set_job_dir(absl::StrCat(options_.jobs_root, "/", reserved));
   }
   ApplyJobDirDefaults(&spec);
@@ -232,23 +264,16 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
           "own"));
     }
   }
-  // Every check passed: the directories now, outside the lock, the outputs
-  // reserved meanwhile.
+  // Every check passed: the job's id, its directories and (with a store)
+  // its record, those two outside the lock, the outputs reserved meanwhile.
   std::vector<std::string> outputs;
   for (const auto& [field, path] : JobOutputPaths(spec)) {
     outputs.push_back(LexicalNormal(path));
   }
   outputs_being_made_.insert(outputs.begin(), outputs.end());
-  l.Release();
-  const absl::Status made = coordinator_internal::MakeJobDirs(spec);
-  absl::MutexLock relock(&mu_);
-  for (const std::string& o : outputs) {
-    outputs_being_made_.erase(outputs_being_made_.find(o));
-  }
-  RETURN_IF_ERROR(made);
   const std::string id =
-      reserved.empty() ? absl::StrFormat("job-%06d", next_job_++) : reserved;
-  Job& job = jobs_[id];
+      reserved.empty() ? NewJobIdLocked() : reserved;
+  Job job;
   job.examples_per_epoch = examples;
   job.status.set_id(id);
   *job.status.mutable_spec() = spec;
@@ -263,7 +288,34 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
     job.work.push_back(std::move(it));
   }
   job.status.set_items_total(static_cast<int>(job.work.size()));
-  EventLocked(job, "submitted");
+  const bool store = options_.store != nullptr;
+  JobRecord record;
+  if (store) record = RecordLocked(job);
+  l.Release();
+  const absl::Status made = coordinator_internal::MakeJobDirs(spec, id);
+  // Acknowledged means durable: the job is written before anyone hears of
+  // it; a store that cannot take it refuses the submission, and nothing is
+  // queued.
+  absl::Status stored;
+  if (made.ok() && store) stored = options_.store->Put(id, record);
+  absl::MutexLock relock(&mu_);
+  for (const std::string& o : outputs) {
+    outputs_being_made_.erase(outputs_being_made_.find(o));
+  }
+  RETURN_IF_ERROR(made);
+  if (!stored.ok()) {
+    store_error_ = stored.ToString();
+    return absl::UnavailableError(absl::StrCat(
+        "the coordinator's job store cannot write (", stored.message(),
+        "): job ", id, " was not submitted"));
+  }
+  if (store) {
+    job.stored_state = PENDING;
+    job.stored_incarnation = 0;
+    job.durable = job.status;
+  }
+  Job& added = jobs_[id] = std::move(job);
+  EventLocked(added, "submitted");
   queue_.push_back(id);
   StartJobsLocked();
   return id;

@@ -385,14 +385,19 @@ TEST(CoordinatorStore, WritesOutsideTheLockAtMostOnceASecondForProgress) {
   const int64_t progress_puts = store.puts() - before;
   EXPECT_GE(progress_puts, 1);
   EXPECT_LE(progress_puts, 3);
-  // A store that fails is retried and visible in every job's status.
+  // A store that fails refuses the cancel (nothing acknowledged is lost:
+  // the job runs on), is retried and is visible in every job's status.
   store.set_fail_puts(true);
-  ASSERT_TRUE(c.Cancel(*id).ok());
+  absl::Status refused = c.Cancel(*id);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_EQ(c.Get(*id)->state(), RUNNING);
   c.Tick();
   EXPECT_NE(c.Get(*id)->store_error().find("the disk is full"),
             std::string::npos);
   EXPECT_NE(c.store_error(), "");
   store.set_fail_puts(false);
+  ASSERT_TRUE(c.Cancel(*id).ok());
+  EXPECT_EQ(c.Get(*id)->state(), CANCELLED);
   c.Tick();
   EXPECT_EQ(c.store_error(), "");
   EXPECT_EQ(c.Get(*id)->store_error(), "");

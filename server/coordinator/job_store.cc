@@ -1,13 +1,21 @@
 #include "server/coordinator/job_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace bertps {
 namespace {
@@ -16,9 +24,12 @@ namespace {
 // in serialized (FULLMUTEX) mode: calls from any thread.
 class SqliteJobStore : public JobStore {
  public:
-  SqliteJobStore(std::string path, sqlite3* db)
-      : path_(std::move(path)), db_(db) {}
-  ~SqliteJobStore() override { sqlite3_close(db_); }
+  SqliteJobStore(std::string path, sqlite3* db, int lock_fd)
+      : path_(std::move(path)), db_(db), lock_fd_(lock_fd) {}
+  ~SqliteJobStore() override {
+    sqlite3_close(db_);
+    if (lock_fd_ >= 0) close(lock_fd_);  // releases the store's lock
+  }
   absl::Status Exec(const char* sql);
   absl::Status Put(const std::string& id, const JobRecord& record) override;
   absl::StatusOr<std::vector<JobRecord>> LoadAll() override;
@@ -26,12 +37,54 @@ class SqliteJobStore : public JobStore {
  private:
   const std::string path_;
   sqlite3* db_;
+  const int lock_fd_;  // holds the exclusive lock of path_ + ".lock"
 };
+
+// One writer per store: an exclusive flock on PATH.lock for the life of the
+// store (released by the kernel when the process ends, however it ends).
+// The file names its holder (pid, host, since) for the next one's message.
+absl::StatusOr<int> LockStore(const std::string& path) {
+  const std::string lock_path = path + ".lock";
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "state database ", path, ": cannot open its lock file ", lock_path,
+        ": ", strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[256] = {0};
+    const ssize_t n = pread(fd, holder, sizeof(holder) - 1, 0);
+    close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state database ", path, " is in use by another coordinator (",
+          n > 0 ? absl::StripAsciiWhitespace(holder) : "holder unknown",
+          "): one coordinator per store; stop that one first"));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "state database ", path, ": cannot lock ", lock_path, ": ",
+        strerror(err)));
+  }
+  char host[128] = {0};
+  gethostname(host, sizeof(host) - 1);
+  const std::string who = absl::StrCat(
+      "pid ", getpid(), " on ", host, " since ",
+      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(), absl::UTCTimeZone()),
+      "\n");
+  if (ftruncate(fd, 0) != 0 ||
+      pwrite(fd, who.data(), who.size(), 0) != static_cast<ssize_t>(who.size())) {
+    // The lock holds without the note; only the next one's message is poorer.
+  }
+  return fd;
+}
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(
     const std::string& path) {
+  absl::StatusOr<int> lock = LockStore(path);
+  if (!lock.ok()) return lock.status();
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -39,10 +92,11 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(
                       nullptr) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
+    close(*lock);
     return absl::UnavailableError(
         absl::StrCat("state database ", path, ": ", msg));
   }
-  auto s = std::make_unique<SqliteJobStore>(path, db);
+  auto s = std::make_unique<SqliteJobStore>(path, db, *lock);
   sqlite3_busy_timeout(db, 5000);
   absl::Status st = s->Exec("PRAGMA journal_mode=WAL");
   if (st.ok()) st = s->Exec("PRAGMA synchronous=FULL");

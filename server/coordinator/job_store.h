@@ -24,7 +24,10 @@ namespace bertps {
 // outside its lock (coordinator_store.cc).
 class JobStore {
  public:
-  // The SQLite store at `path` (created if needed).
+  // The SQLite store at `path` (created if needed), locked for this process
+  // (an exclusive lock on `path`.lock, held while the store is open): a
+  // second Open while it is held, from this or another process, fails
+  // FAILED_PRECONDITION naming the holder.
   static absl::StatusOr<std::unique_ptr<JobStore>> Open(const std::string& path);
   virtual ~JobStore() = default;
 

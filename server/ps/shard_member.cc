@@ -1,3 +1,4 @@
+#include "common/monotonic_clock.h"
 #include "server/ps/shard_member.h"
 
 #include <algorithm>
@@ -71,7 +72,7 @@ ShardMember::ShardMember(const std::string& coordinator, ShardServer* server)
 }
 
 absl::Status ShardMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = absl::Now();
+  absl::Time last_ok = MonotonicNow();  // a clock step moves no give-up
   std::string error;
   while (!stop_) {
     HeartbeatRequest req;
@@ -99,12 +100,12 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
       joined_.clear();
     }
     if (!a.ok()) {
-      if (absl::Now() - last_ok > give_up) return a.status();
+      if (MonotonicNow() - last_ok > give_up) return a.status();
       LOG(WARNING) << a.status();
       absl::SleepFor(member_.interval());
       continue;
     }
-    last_ok = absl::Now();
+    last_ok = MonotonicNow();
     error.clear();
     // Another incarnation of the job (started again after a lost shard or a
     // coordinator restart) or a new member id (registered again): a new
