@@ -111,6 +111,12 @@ int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
 // Submits the spec of an ended job again (its name, data, outputs);
 // --from_checkpoint restores the newest checkpoint it reported, so the new
 // job continues from that step. Prints the new job's id.
+// resubmit's spec writes into a directory of its own: outputs under the
+// ended job's job_dir are cleared (derived again from the new job_dir), and
+// job_dir is cleared when the coordinator named it after the job (its
+// --jobs_root), else it becomes JOB_DIR.resubmit-<UTC time>. The old one is
+// only read (checkpoint.restore).
+void GiveOwnDirectory(const std::string& id, JobSpec* spec);
 int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
                 const std::string& job, std::ostream& out, std::ostream& err);
 

@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_format.h"
 #include "common/io/file_util.h"
 #include "nlohmann/json.hpp"
@@ -151,6 +154,37 @@ int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
   return kExitOk;
 }
 
+void GiveOwnDirectory(const std::string& id, JobSpec* spec) {
+  std::string old = spec->job_dir();
+  if (old.empty()) return;
+  while (old.size() > 1 && old.back() == '/') old.pop_back();
+  // The old directory (its checkpoints, export, records) is the old job's:
+  // the new one reads it (checkpoint.restore) and writes its own.
+  auto under = [&old](const std::string& p) {
+    return p == old || absl::StartsWith(p, old + "/");
+  };
+  if (under(spec->checkpoint().dir())) spec->mutable_checkpoint()->clear_dir();
+  if (under(spec->export_path())) spec->clear_export_path();
+  if (under(spec->tensorboard_dir())) spec->clear_tensorboard_dir();
+  if (under(spec->output_dir())) spec->clear_output_dir();
+  if (under(spec->eval().predictions_dir())) {
+    spec->mutable_eval()->clear_predictions_dir();
+  }
+  const std::string& trimmed = old;
+  const size_t slash = trimmed.rfind('/');
+  const std::string base =
+      slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (base == id) {
+    // Named after the job by the coordinator's --jobs_root: it names the
+    // new one's after its own id.
+    spec->clear_job_dir();
+  } else {
+    spec->set_job_dir(absl::StrCat(
+        trimmed, ".resubmit-",
+        absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone())));
+  }
+}
+
 int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
                 const std::string& job, std::ostream& out, std::ostream& err) {
   JobStatus s;
@@ -163,6 +197,7 @@ int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
   }
   SubmitJobRequest req;
   *req.mutable_spec() = s.spec();
+  GiveOwnDirectory(s.id(), req.mutable_spec());
   std::string from;
   if (o.from_checkpoint) {
     if (s.last_checkpoint().empty()) {

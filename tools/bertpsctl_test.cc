@@ -392,6 +392,36 @@ TEST_F(BertpsctlTest, EventsListTheJobsLogWithTimes) {
   EXPECT_EQ(err2.str(), "bertpsctl: no job job-404\n");
 }
 
+// resubmit never writes into the ended job's directory: outputs under it
+// are cleared; a job_dir named after the job (--jobs_root) is left to the
+// coordinator, another gets a sibling of its own.
+TEST(BertpsctlResubmit, GetsADirectoryOfItsOwn) {
+  JobSpec a;
+  a.set_job_dir("/srv/jobs/job-000007");
+  a.mutable_checkpoint()->set_dir("/srv/jobs/job-000007/checkpoints");
+  a.mutable_checkpoint()->set_restore("/srv/jobs/job-000007/checkpoints/ckpt-4/manifest.json");
+  a.set_export_path("/srv/jobs/job-000007/model.safetensors");
+  a.set_tensorboard_dir("/elsewhere/tb");
+  GiveOwnDirectory("job-000007", &a);
+  EXPECT_EQ(a.job_dir(), "");
+  EXPECT_EQ(a.checkpoint().dir(), "");
+  EXPECT_EQ(a.export_path(), "");
+  EXPECT_EQ(a.tensorboard_dir(), "/elsewhere/tb");  // not under it: kept
+  EXPECT_EQ(a.checkpoint().restore(),
+            "/srv/jobs/job-000007/checkpoints/ckpt-4/manifest.json");
+  JobSpec b;
+  b.set_job_dir("/srv/runs/phase1/");
+  b.set_output_dir("/srv/runs/phase1/output");
+  GiveOwnDirectory("job-000009", &b);
+  EXPECT_TRUE(absl::StartsWith(b.job_dir(), "/srv/runs/phase1.resubmit-"))
+      << b.job_dir();
+  EXPECT_EQ(b.output_dir(), "");
+  JobSpec c;
+  c.mutable_checkpoint()->set_dir("/x/ckpt");
+  GiveOwnDirectory("job-1", &c);
+  EXPECT_EQ(c.checkpoint().dir(), "/x/ckpt");  // no job_dir: as it was
+}
+
 // resubmit: an ended job's spec again, --from_checkpoint restoring the newest
 // checkpoint it reported; a running job is refused.
 TEST_F(BertpsctlTest, ResubmitAnEndedJobFromItsCheckpoint) {
@@ -417,6 +447,7 @@ TEST_F(BertpsctlTest, ResubmitAnEndedJobFromItsCheckpoint) {
   EXPECT_EQ(got["spec"]["name"], "long run");
   EXPECT_EQ(got["spec"]["checkpoint"]["restore"],
             "/runs/ckpt/ckpt-40/manifest.json");
+  EXPECT_EQ(got["spec"]["checkpoint"]["dir"], "/runs/ckpt");  // its own
   service_.Put(Running("job-8", 3, 10, 5.0));
   std::ostringstream out2, err2;
   EXPECT_EQ(CmdResubmit(stub_.get(), options_, "job-8", out2, err2), kExitError);
