@@ -46,6 +46,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/coordinator.pb.h"
 #include "proto/event.pb.h"
+#include "common/cluster/member_instance.h"
 #include "server/coordinator/coordinator.h"
 #include "server/coordinator/job_store.h"
 #include "tests/fixtures_gen.h"
@@ -817,6 +818,7 @@ TEST(TfeventsV1, TheCoordinatorWritesEveryListedTag) {
     RegisterRequest r;
     r.set_role(role);
     r.set_address(address);
+    r.set_protocol_version(kMemberProtocolVersion);
     absl::StatusOr<RegisterResponse> reg = c.Register(r);
     secrets[reg->member_id()] = reg->member_secret();
     return reg->member_id();

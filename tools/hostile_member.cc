@@ -28,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cluster/member_instance.h"
 #include "common/grpc_status.h"
 #include "common/init.h"
 #include "common/ps/wire.h"
@@ -113,6 +114,7 @@ int CoordinatorCall(const std::string& cmd, const SecurityConfig& security) {
       return 2;
     }
     req.set_role(role);
+    req.set_protocol_version(kMemberProtocolVersion);
     req.set_address(absl::GetFlag(FLAGS_address));
     req.set_instance(absl::GetFlag(FLAGS_instance));
     RegisterResponse resp;

@@ -62,7 +62,6 @@ void JobMember::Start(const Assignment& assignment, int slot) {
     if (it != states_.end()) fresh.failing_since = it->second.failing_since;
   }
   StopPart(slot);
-  started_as_ = member_.member_id();
   LOG(INFO) << assignment.job_id() << ": slot " << slot << " starts (member "
             << member_.member_id() << ", incarnation "
             << assignment.incarnation() << ")";
@@ -100,7 +99,7 @@ void JobMember::Start(const Assignment& assignment, int slot) {
       state.cancelled = true;  // not done: stopped (e.g. to go on elsewhere)
       return;
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = MonotonicNow();
     if (st.code() == absl::StatusCode::kUnavailable && unreachable_.empty()) {
       unreachable_ = std::string(st.message());
     }
@@ -121,176 +120,206 @@ void JobMember::Start(const Assignment& assignment, int slot) {
 }
 
 absl::Status JobMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = MonotonicNow();  // a clock step moves no give-up
-  int own = -1;  // the member's own slot in the current assignment
-  while (!stop_) {
-    std::vector<StepReport> reports;
-    std::map<int, PartState> states;
-    std::string unreachable;
-    {
-      absl::MutexLock l(&mu_);
-      reports.swap(pending_);
-      states = states_;
-      unreachable.swap(unreachable_);
+  loop_.set_give_up(give_up);
+  return loop_.Run();
+}
+
+void JobMember::Fill(HeartbeatRequest* req) {
+  std::map<int, PartState> states;
+  std::string unreachable;
+  {
+    absl::MutexLock l(&mu_);
+    sent_.swap(pending_);
+    pending_.clear();
+    states = states_;
+    unreachable.swap(unreachable_);
+  }
+  req->set_job_id(job_);
+  req->set_incarnation(incarnation_);
+  for (const StepReport& r : sent_) *req->add_steps() = r;
+  std::string error;
+  for (const auto& [slot, st] : states) {
+    if (!st.error.empty() && error.empty()) {
+      error = slot == own_ ? st.error
+                           : absl::StrCat("slot ", slot, " (taken over): ",
+                                          st.error);
     }
-    HeartbeatRequest req;
-    req.set_job_id(job_);
-    req.set_incarnation(incarnation_);
-    for (const StepReport& r : reports) *req.add_steps() = r;
-    std::string error;
-    for (const auto& [slot, st] : states) {
-      if (!st.error.empty() && error.empty()) {
-        error = slot == own ? st.error
-                            : absl::StrCat("slot ", slot, " (taken over): ",
-                                           st.error);
+    if (st.finished && !st.transient && !st.cancelled && st.error.empty()) {
+      req->add_done_slots(slot);
+      if (slot == own_) req->set_done(true);
+    }
+  }
+  if (!error.empty()) {
+    req->set_done(false);
+    req->clear_done_slots();
+  }
+  req->set_error(error);
+  req->set_unreachable(unreachable);
+}
+
+void JobMember::Unsent(const HeartbeatRequest& sent) {
+  // Kept for the next attempt (reports are idempotent).
+  absl::MutexLock l(&mu_);
+  pending_.insert(pending_.begin(), sent_.begin(), sent_.end());
+  sent_.clear();
+  if (unreachable_.empty()) unreachable_ = sent.unreachable();
+}
+
+MemberRun JobMember::Running() {
+  MemberRun run;
+  run.set_shard(-1);
+  run.set_item(-1);
+  if (job_.empty() || parts_.empty()) return run;
+  run.set_job_id(job_);
+  run.set_incarnation(incarnation_);
+  run.set_job_key(job_key_);
+  if (parts_.count(own_) > 0) run.add_slots(own_);
+  for (const auto& [slot, part] : parts_) {
+    if (slot != own_) run.add_slots(slot);
+  }
+  absl::MutexLock l(&mu_);
+  for (const auto& [slot, st] : states_) {
+    if (st.finished && !st.transient && !st.cancelled && st.error.empty()) {
+      run.add_done_slots(slot);
+    }
+  }
+  return run;
+}
+
+void JobMember::GiveUp() {
+  StopParts();
+  job_.clear();
+  incarnation_ = 0;
+  job_key_.clear();
+  own_ = -1;
+}
+
+bool JobMember::Apply(const Assignment& a) {
+  const bool assigned = !a.stop() && !a.job_id().empty();
+  if (!job_.empty() && !(assigned && a.job_id() == job_)) {
+    // Finished, failed, cancelled, or the slots went to other members.
+    StopParts();
+    job_.clear();
+    incarnation_ = 0;
+    job_key_.clear();
+    own_ = -1;
+    if (exit_when_job_ends_) return false;
+  }
+  if (assigned && job_.empty()) {
+    job_ = a.job_id();
+    incarnation_ = a.incarnation();
+  }
+  // The job started again (a new incarnation): the running parts are of
+  // the old start. (A member that registered again after the coordinator
+  // restarted keeps its parts when the coordinator adopted them: the same
+  // job and incarnation.)
+  if (!parts_.empty() && a.incarnation() != incarnation_) {
+    LOG(INFO) << job_ << ": incarnation " << a.incarnation() << " replaces "
+              << incarnation_;
+    StopParts();
+    absl::MutexLock l(&mu_);
+    pending_.clear();  // steps of the old start are done again
+  }
+  if (assigned) {
+    incarnation_ = a.incarnation();
+    if (!a.job_key().empty()) job_key_ = a.job_key();
+  }
+  if (assigned && !a.wait()) FollowSlots(a);
+  return true;
+}
+
+void JobMember::FollowSlots(const Assignment& a) {
+  own_ = a.index();
+  std::set<int> want(a.also_indices().begin(), a.also_indices().end());
+  want.insert(own_);
+  // Slots given to other members: their parts stop.
+  std::vector<int> gone;
+  for (const auto& [slot, part] : parts_) {
+    if (want.count(slot) == 0) gone.push_back(slot);
+  }
+  for (int slot : gone) {
+    LOG(INFO) << job_ << ": slot " << slot << " went to another member";
+    StopPart(slot);
+  }
+  for (int slot : want) {
+    // A stage of the slot's replica without a member (being replaced):
+    // its stages wait for the new one.
+    const std::vector<std::string> peers = PeersOf(a, slot);
+    const bool peers_complete =
+        std::none_of(peers.begin(), peers.end(),
+                     [](const std::string& p) { return p.empty(); });
+    auto it = parts_.find(slot);
+    if (it == parts_.end()) {
+      if (!peers_complete) continue;
+      if (slot != own_) {
+        LOG(INFO) << job_ << ": taking over slot " << slot << " beside slot "
+                  << own_;
       }
-      if (st.finished && !st.transient && !st.cancelled && st.error.empty()) {
-        req.add_done_slots(slot);
-        if (slot == own) req.set_done(true);
-      }
-    }
-    if (!error.empty()) {
-      req.set_done(false);
-      req.clear_done_slots();
-    }
-    req.set_error(error);
-    req.set_unreachable(unreachable);
-    absl::StatusOr<Assignment> a = member_.Heartbeat(req);
-    if (!a.ok()) {
-      // Keep the reports for the next attempt (they are idempotent).
-      absl::MutexLock l(&mu_);
-      pending_.insert(pending_.begin(), reports.begin(), reports.end());
-      if (MonotonicNow() - last_ok > give_up) return a.status();
-      LOG(WARNING) << a.status();
-      absl::SleepFor(member_.interval());
+      Start(a, slot);
       continue;
     }
-    last_ok = MonotonicNow();
-    const bool assigned = !a->stop() && !a->job_id().empty();
-    if (!job_.empty() && !(assigned && a->job_id() == job_)) {
-      // Finished, failed, cancelled, or the slots went to other members.
-      StopParts();
-      job_.clear();
-      incarnation_ = 0;
-      own = -1;
-      if (exit_when_job_ends_) break;
-    }
-    if (assigned && job_.empty()) {
-      job_ = a->job_id();
-      incarnation_ = a->incarnation();
-    }
-    // The job started again (a new incarnation, or this member registered
-    // again): the running parts are of the old start.
-    if (!parts_.empty() && (a->incarnation() != incarnation_ ||
-                            member_.member_id() != started_as_)) {
-      LOG(INFO) << job_ << ": incarnation " << a->incarnation()
-                << " replaces " << incarnation_;
-      StopParts();
-      absl::MutexLock l(&mu_);
-      pending_.clear();  // steps of the old start are done again
-    }
-    if (assigned) incarnation_ = a->incarnation();
-    if (assigned && !a->wait()) {
-      own = a->index();
-      std::set<int> want(a->also_indices().begin(), a->also_indices().end());
-      want.insert(own);
-      // Slots given to other members: their parts stop.
-      std::vector<int> gone;
-      for (const auto& [slot, part] : parts_) {
-        if (want.count(slot) == 0) gone.push_back(slot);
-      }
-      for (int slot : gone) {
-        LOG(INFO) << job_ << ": slot " << slot << " went to another member";
-        StopPart(slot);
-      }
-      for (int slot : want) {
-        // A stage of the slot's replica without a member (being replaced):
-        // its stages wait for the new one.
-        const std::vector<std::string> peers = PeersOf(*a, slot);
-        const bool peers_complete =
-            std::none_of(peers.begin(), peers.end(),
-                         [](const std::string& p) { return p.empty(); });
-        auto it = parts_.find(slot);
-        if (it == parts_.end()) {
-          if (!peers_complete) continue;
-          if (slot != own) {
-            LOG(INFO) << job_ << ": taking over slot " << slot
-                      << " beside slot " << own;
-          }
-          Start(*a, slot);
-          continue;
-        }
-        bool finished, transient, done;
-        {
-          absl::MutexLock l(&mu_);
-          const PartState& st = states_[slot];
-          finished = st.finished;
-          transient = st.transient;
-          // Ran to its end (a stop asked too late changes nothing).
-          done = st.finished && !st.transient && !st.cancelled &&
-                 st.error.empty();
-        }
-        Part& part = it->second;
-        // A shard's primary was replaced by its backup: a part still
-        // running is told to stop (it ends at its next check, or when its
-        // call to the lost primary fails), then goes on at the new address.
-        // A stage of the replica replaced: the same, with its new address.
-        const bool shards_moved = !std::equal(
-            part.ps_addresses.begin(), part.ps_addresses.end(),
-            a->ps_addresses().begin(), a->ps_addresses().end());
-        const bool peers_moved = part.peers != peers;
-        const bool moved = shards_moved || peers_moved;
-        if (moved && !finished) {
-          if (!part.moving) {
-            part.moving = true;
-            *part.cancel = true;
-          }
-          continue;
-        }
-        // A part that ran to its end while the shards or its replica's
-        // stages moved starts again too: its last push may have been lost
-        // with a primary that had only staged it, or the replica's new stage
-        // needs it for a step not yet applied. It starts at the shards' step
-        // (at the last one there is nothing left and it ends at once) and
-        // pushes again what the shards lack (a duplicate is applied once).
-        if (done && moved && peers_complete) {
-          LOG(INFO) << job_ << ": slot " << slot << " had ended; it starts "
-                    << "again with the "
-                    << (peers_moved ? "replica's new stage addresses"
-                                    : "shards' new addresses")
-                    << " (its last step may not be applied)";
-          Start(*a, slot);
-          continue;
-        }
-        if (!finished || done || !(transient || part.moving)) continue;
-        if (!peers_complete) continue;  // wait for the replica's new stage
-        if (moved || part.moving) {
-          LOG(INFO) << job_ << ": slot " << slot << " goes on with the "
-                    << (peers_moved ? "replica's new stage addresses"
-                                    : "shards' new addresses");
-          Start(*a, slot);
-        } else if (part.retry_at == absl::InfiniteFuture()) {
-          part.retry_at = absl::Now() + absl::Seconds(1);
-        } else if (absl::Now() >= part.retry_at) {
-          Start(*a, slot);  // rejoins at the shards' step
-        }
-      }
-    }
-    absl::SleepFor(member_.interval());
-  }
-  StopParts();
-  if (stop_) {
-    HeartbeatRequest last;
-    last.set_job_id(job_);
-    last.set_incarnation(incarnation_);
+    bool finished, transient, done;
     {
       absl::MutexLock l(&mu_);
-      for (const StepReport& r : pending_) *last.add_steps() = r;
+      const PartState& st = states_[slot];
+      finished = st.finished;
+      transient = st.transient;
+      // Ran to its end (a stop asked too late changes nothing).
+      done = st.finished && !st.transient && !st.cancelled && st.error.empty();
     }
-    absl::Status st = member_.Leave(last);
-    if (!st.ok()) LOG(WARNING) << st;
+    Part& part = it->second;
+    // A shard's primary was replaced by its backup: a part still running is
+    // told to stop (it ends at its next check, or when its call to the lost
+    // primary fails), then goes on at the new address. A stage of the
+    // replica replaced: the same, with its new address.
+    const bool shards_moved =
+        !std::equal(part.ps_addresses.begin(), part.ps_addresses.end(),
+                    a.ps_addresses().begin(), a.ps_addresses().end());
+    const bool peers_moved = part.peers != peers;
+    const bool moved = shards_moved || peers_moved;
+    if (moved && !finished) {
+      if (!part.moving) {
+        part.moving = true;
+        *part.cancel = true;
+      }
+      continue;
+    }
+    // A part that ran to its end while the shards or its replica's stages
+    // moved starts again too: its last push may have been lost with a
+    // primary that had only staged it, or the replica's new stage needs it
+    // for a step not yet applied. It starts at the shards' step (at the
+    // last one there is nothing left and it ends at once) and pushes again
+    // what the shards lack (a duplicate is applied once).
+    if (done && moved && peers_complete) {
+      LOG(INFO) << job_ << ": slot " << slot << " had ended; it starts "
+                << "again with the "
+                << (peers_moved ? "replica's new stage addresses"
+                                : "shards' new addresses")
+                << " (its last step may not be applied)";
+      Start(a, slot);
+      continue;
+    }
+    if (!finished || done || !(transient || part.moving)) continue;
+    if (!peers_complete) continue;  // wait for the replica's new stage
+    if (moved || part.moving) {
+      LOG(INFO) << job_ << ": slot " << slot << " goes on with the "
+                << (peers_moved ? "replica's new stage addresses"
+                                : "shards' new addresses");
+      Start(a, slot);
+    } else if (part.retry_at == absl::InfiniteFuture()) {
+      part.retry_at = MonotonicNow() + absl::Seconds(1);
+    } else if (MonotonicNow() >= part.retry_at) {
+      Start(a, slot);  // rejoins at the shards' step
+    }
   }
-  return absl::OkStatus();
+}
+
+void JobMember::End(HeartbeatRequest* last) {
+  StopParts();
+  last->set_job_id(job_);
+  last->set_incarnation(incarnation_);
+  absl::MutexLock l(&mu_);
+  for (const StepReport& r : pending_) *last->add_steps() = r;
 }
 
 }  // namespace bertps

@@ -42,10 +42,11 @@
 #include "absl/time/time.h"
 #include "common/security.h"
 #include "common/cluster/member.h"
+#include "common/cluster/member_loop.h"
 
 namespace bertps {
 
-class JobMember {
+class JobMember : private MemberRole {
  public:
   // Runs this member's part of `assignment` until it ends or *cancel is set;
   // `report` queues a step report for the next heartbeat.
@@ -57,10 +58,11 @@ class JobMember {
             const SecurityConfig& security, Runner runner);
   ~JobMember();
 
-  // Until Stop() (or the first job's end with ExitWhenJobEnds); fails only
-  // if the coordinator cannot be reached for `give_up` in a row.
-  absl::Status Run(absl::Duration give_up = absl::Minutes(2));
-  void Stop() { stop_ = true; }
+  // Until Stop() (or the first job's end with ExitWhenJobEnds), on the one
+  // member loop (MemberLoop): a coordinator away for `give_up` (0: never)
+  // makes it stop its parts and wait for the coordinator.
+  absl::Status Run(absl::Duration give_up = absl::ZeroDuration());
+  void Stop() { loop_.Stop(); }
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
   void set_transient_limit(absl::Duration d) { transient_limit_ = d; }
   // Called with the job's id and each step report of a part (on the part's
@@ -123,17 +125,29 @@ class JobMember {
   void StopPart(int slot);
   void StopParts();
 
+  // MemberRole.
+  void Fill(HeartbeatRequest* request) override;
+  void Unsent(const HeartbeatRequest& sent) override;
+  bool Apply(const Assignment& a) override;
+  MemberRun Running() override;
+  void GiveUp() override;
+  void End(HeartbeatRequest* last) override;
+  // The slots of the current assignment: started, moved, retried.
+  void FollowSlots(const Assignment& a);
+
   MemberClient member_;
+  MemberLoop loop_{&member_, this};
   const Runner runner_;
   ReportObserver on_report_;  // set before Run(), then only read
-  std::atomic<bool> stop_{false};
   std::atomic<bool> exit_when_job_ends_{false};
   absl::Duration transient_limit_ = absl::Minutes(10);
   // Of the heartbeat loop (Run's thread) only.
   std::map<int, Part> parts_;  // by slot
   std::string job_;            // the job of the parts (running or ended)
   int64_t incarnation_ = 0;
-  std::string started_as_;     // member id when the parts started
+  std::string job_key_;        // the incarnation's (Assignment.job_key)
+  int own_ = -1;               // the member's own slot
+  std::vector<StepReport> sent_;  // the reports of the heartbeat in flight
 
   absl::Mutex mu_;
   std::vector<StepReport> pending_ ABSL_GUARDED_BY(mu_);

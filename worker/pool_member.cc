@@ -1,4 +1,3 @@
-#include "common/monotonic_clock.h"
 #include "worker/pool_member.h"
 
 #include <utility>
@@ -55,73 +54,83 @@ void PoolMember::StartItem(const Assignment& a) {
 }
 
 absl::Status PoolMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = MonotonicNow();  // a clock step moves no give-up
-  while (!stop_) {
-    std::vector<std::pair<std::string, WorkResult>> results;
-    bool finished;
-    {
-      absl::MutexLock l(&mu_);
-      results.swap(results_);
-      finished = finished_;
-    }
-    if (finished && thread_.joinable()) {
-      thread_.join();
-      job_.clear();
-      index_ = -1;
-    }
-    // Results of one job per heartbeat (the request names one job).
-    HeartbeatRequest req;
-    std::vector<std::pair<std::string, WorkResult>> later;
-    for (auto& [job, res] : results) {
-      if (req.job_id().empty()) req.set_job_id(job);
-      if (job == req.job_id()) {
-        *req.add_results() = res;
-      } else {
-        later.emplace_back(job, std::move(res));
-      }
-    }
-    if (req.job_id().empty()) req.set_job_id(job_);
-    absl::StatusOr<Assignment> a = member_.Heartbeat(req);
-    if (!a.ok()) {
-      absl::MutexLock l(&mu_);
-      results_.insert(results_.begin(), results.begin(), results.end());
-      if (MonotonicNow() - last_ok > give_up) return a.status();
-      LOG(WARNING) << a.status();
-      absl::SleepFor(member_.interval());
-      continue;
-    }
-    last_ok = MonotonicNow();
-    if (!later.empty()) {
-      absl::MutexLock l(&mu_);
-      results_.insert(results_.begin(), later.begin(), later.end());
-    }
-    const bool has = !a->stop() && a->has_item();
-    const bool same = has && a->job_id() == job_ && a->item().index() == index_;
-    if (!same && !job_.empty()) CancelItem();  // no longer ours
-    if (has && job_.empty()) {
-      // A lease we are not working on (new, or after a result): start it.
-      bool reported = false;
-      for (const auto& [job, res] : results) {
-        reported |= job == a->job_id() && res.index() == a->item().index();
-      }
-      if (!reported) StartItem(*a);
-    }
-    if (!results.empty() || !later.empty()) continue;  // next lease at once
-    absl::SleepFor(member_.interval());
-  }
-  CancelItem();
-  // Shutting down: hand the lease back now (and any result not yet sent).
-  HeartbeatRequest last;
+  loop_.set_give_up(give_up);
+  return loop_.Run();
+}
+
+void PoolMember::Fill(HeartbeatRequest* req) {
+  std::vector<std::pair<std::string, WorkResult>> results;
+  bool finished;
   {
     absl::MutexLock l(&mu_);
-    for (auto& [job, res] : results_) {
-      if (last.job_id().empty()) last.set_job_id(job);
-      if (job == last.job_id()) *last.add_results() = res;
+    results.swap(results_);
+    finished = finished_;
+  }
+  if (finished && thread_.joinable()) {
+    thread_.join();
+    job_.clear();
+    index_ = -1;
+  }
+  // Results of one job per heartbeat (the request names one job); the
+  // others wait for the next one, which goes at once.
+  sent_.clear();
+  std::vector<std::pair<std::string, WorkResult>> later;
+  for (auto& [job, res] : results) {
+    if (req->job_id().empty()) req->set_job_id(job);
+    if (job == req->job_id()) {
+      *req->add_results() = res;
+      sent_.emplace_back(job, res);
+    } else {
+      later.emplace_back(job, std::move(res));
     }
   }
-  absl::Status st = member_.Leave(last);
-  if (!st.ok()) LOG(WARNING) << st;
-  return absl::OkStatus();
+  if (req->job_id().empty()) req->set_job_id(job_);
+  urgent_ = !sent_.empty() || !later.empty();
+  if (!later.empty()) {
+    absl::MutexLock l(&mu_);
+    results_.insert(results_.begin(), later.begin(), later.end());
+  }
+}
+
+void PoolMember::Unsent(const HeartbeatRequest&) {
+  absl::MutexLock l(&mu_);
+  results_.insert(results_.begin(), sent_.begin(), sent_.end());
+  sent_.clear();
+}
+
+bool PoolMember::Apply(const Assignment& a) {
+  const bool has = !a.stop() && a.has_item();
+  const bool same = has && a.job_id() == job_ && a.item().index() == index_;
+  if (!same && !job_.empty()) CancelItem();  // no longer ours
+  if (has && job_.empty()) {
+    // A lease we are not working on (new, or after a result): start it.
+    bool reported = false;
+    for (const auto& [job, res] : sent_) {
+      reported |= job == a.job_id() && res.index() == a.item().index();
+    }
+    if (!reported) StartItem(a);
+  }
+  return true;
+}
+
+MemberRun PoolMember::Running() {
+  MemberRun run;
+  if (!job_.empty() && index_ >= 0) {
+    run.set_job_id(job_);
+    run.set_item(index_);
+  }
+  run.set_shard(-1);
+  return run;
+}
+
+void PoolMember::End(HeartbeatRequest* last) {
+  CancelItem();
+  // Shutting down: hand the lease back now (and any result not yet sent).
+  absl::MutexLock l(&mu_);
+  for (auto& [job, res] : results_) {
+    if (last->job_id().empty()) last->set_job_id(job);
+    if (job == last->job_id()) *last->add_results() = res;
+  }
 }
 
 }  // namespace bertps

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "common/security.h"
 #include "common/cluster/member.h"
+#include "common/cluster/member_loop.h"
 
 namespace bertps {
 
@@ -35,7 +36,7 @@ using ItemHandler = std::function<absl::StatusOr<WorkResult>(
     const JobSpec& spec, const WorkItem& item,
     const std::atomic<bool>& cancel)>;
 
-class PoolMember {
+class PoolMember : private MemberRole {
  public:
   // Dials the coordinator with `security` (common/security.h).
   PoolMember(const std::string& coordinator, Role role, ItemHandler handler,
@@ -44,20 +45,33 @@ class PoolMember {
   PoolMember(const PoolMember&) = delete;
   PoolMember& operator=(const PoolMember&) = delete;
 
-  // Until Stop(); fails only if the coordinator cannot be reached for
-  // `give_up` in a row. On Stop() the item in progress is cancelled (its
-  // lease expires and another member redoes it).
-  absl::Status Run(absl::Duration give_up = absl::Minutes(2));
-  void Stop() { stop_ = true; }
+  // Until Stop() (MemberLoop: a coordinator away for `give_up` makes it
+  // cancel its item and wait; 0: never). On Stop() the item in progress is
+  // cancelled and its lease handed back.
+  absl::Status Run(absl::Duration give_up = absl::ZeroDuration());
+  void Stop() { loop_.Stop(); }
   int64_t items_done() const { return items_done_.load(); }
 
  private:
   void StartItem(const Assignment& a);
   void CancelItem();
+  // MemberRole.
+  void Fill(HeartbeatRequest* request) override;
+  void Unsent(const HeartbeatRequest& sent) override;
+  bool Apply(const Assignment& a) override;
+  MemberRun Running() override;
+  void GiveUp() override { CancelItem(); }
+  void End(HeartbeatRequest* last) override;
+  bool Urgent() override { return urgent_; }
 
   MemberClient member_;
+  MemberLoop loop_{&member_, this};
   const ItemHandler handler_;
-  std::atomic<bool> stop_{false};
+  // Results the last heartbeat carried (a lease they answered is not
+  // started again), results of other jobs kept for the next one, and
+  // whether the next heartbeat goes at once.
+  std::vector<std::pair<std::string, WorkResult>> sent_;
+  bool urgent_ = false;
   std::atomic<bool> cancel_{false};
   std::atomic<int64_t> items_done_{0};
   std::thread thread_;

@@ -45,11 +45,20 @@ absl::Status MemberClient::Register() {
           : limit.source);
   req.set_daemon(daemon_);
   if (!my_address_.empty()) req.set_instance(instance_);
+  req.set_protocol_version(kMemberProtocolVersion);
+  if (announce_) {
+    MemberRun run = announce_();
+    if (!run.job_id().empty()) *req.mutable_running() = std::move(run);
+  }
+  req.set_gave_up(gave_up_);
   RegisterResponse resp;
   absl::Status st = FromGrpcStatus(stub_->Register(&ctx, req, &resp));
   if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
   member_id_ = resp.member_id();
   member_secret_ = resp.member_secret();
+  member_timeout_ = absl::Milliseconds(resp.member_timeout_ms());
+  adopted_ = resp.adopted();
+  gave_up_.clear();  // told
   interval_ = absl::Milliseconds(std::max<int64_t>(50, resp.heartbeat_ms()));
   return absl::OkStatus();
 }
@@ -72,8 +81,10 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
     req.set_member_id(member_id_);
     req.set_member_secret(member_secret_);
+    if (!gave_up_.empty()) req.set_gave_up(gave_up_);
     HeartbeatResponse resp;
     absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+    if (st.ok()) gave_up_.clear();  // told
     if (st.code() == absl::StatusCode::kNotFound) {
       member_id_.clear();  // the coordinator forgot us: register again
       continue;

@@ -7,18 +7,42 @@
 #define BERTPS_COMMON_CLUSTER_MEMBER_H_
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/cluster/member_instance.h"
 #include "common/security.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace bertps {
 
-class MemberClient {
+// What a member loop needs of the coordinator (MemberClient; tests fake
+// it).
+class MemberChannel {
+ public:
+  virtual ~MemberChannel() = default;
+  // One heartbeat (member_id and its credential filled in); registers (or
+  // registers again, announcing what announce() says it runs) first when
+  // needed. UNAVAILABLE etc. when the coordinator cannot be reached.
+  virtual absl::StatusOr<Assignment> Heartbeat(HeartbeatRequest request) = 0;
+  // The member leaves (see MemberClient::Leave).
+  virtual absl::Status Leave(HeartbeatRequest request) = 0;
+  // Send the next heartbeat within this long (the coordinator's word).
+  virtual absl::Duration interval() const = 0;
+  // The coordinator's member timeout, once registered (0: not known yet).
+  virtual absl::Duration member_timeout() const = 0;
+  virtual const std::string& member_id() const = 0;
+  // What the member runs, announced whenever it registers (again).
+  virtual void set_announce(std::function<MemberRun()> announce) = 0;
+  // A note sent once with the next registration or heartbeat (a give-up).
+  virtual void set_gave_up(std::string note) = 0;
+};
+
+class MemberClient : public MemberChannel {
  public:
   MemberClient(const std::string& coordinator, Role role,
                std::string my_address,
@@ -32,11 +56,11 @@ class MemberClient {
                                        const std::vector<StepReport>& reports,
                                        bool done, const std::string& error);
   // Any request (member_id is filled in).
-  absl::StatusOr<Assignment> Heartbeat(HeartbeatRequest request);
+  absl::StatusOr<Assignment> Heartbeat(HeartbeatRequest request) override;
   // Tells the coordinator this member shuts down (its slot, shard or lease
   // is taken back now, not after the member timeout); `request` may carry
   // last results. One attempt with a short deadline; no-op if unregistered.
-  absl::Status Leave(HeartbeatRequest request = HeartbeatRequest());
+  absl::Status Leave(HeartbeatRequest request = HeartbeatRequest()) override;
   // One of `share` members one process serves (RegisterRequest.daemon):
   // registers with `daemon` and 1/share of the process's memory limit. Call
   // before the first Heartbeat.
@@ -44,8 +68,15 @@ class MemberClient {
     daemon_ = std::move(daemon);
     memory_share_ = std::max(1, share);
   }
-  absl::Duration interval() const { return interval_; }
-  const std::string& member_id() const { return member_id_; }
+  absl::Duration interval() const override { return interval_; }
+  absl::Duration member_timeout() const override { return member_timeout_; }
+  const std::string& member_id() const override { return member_id_; }
+  void set_announce(std::function<MemberRun()> announce) override {
+    announce_ = std::move(announce);
+  }
+  void set_gave_up(std::string note) override { gave_up_ = std::move(note); }
+  // Whether the last registration's announcement was adopted.
+  bool adopted() const { return adopted_; }
   // This member's credential (RegisterResponse.member_secret): every
   // heartbeat carries it; JobService calls of a worker token present it as
   // metadata (kMemberMetadata, kMemberSecretMetadata) to see its job.
@@ -71,6 +102,10 @@ class MemberClient {
   std::string daemon_;
   int memory_share_ = 1;
   absl::Duration interval_ = absl::Milliseconds(500);
+  absl::Duration member_timeout_;
+  std::function<MemberRun()> announce_;
+  std::string gave_up_;  // sent once, then cleared
+  bool adopted_ = false;
 };
 
 }  // namespace bertps

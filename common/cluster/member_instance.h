@@ -11,6 +11,11 @@
 
 namespace bertps {
 
+// The member protocol (RegisterRequest.protocol_version): a coordinator and
+// its members speak the same one (docs/wire-format.md). 2: member
+// credentials, re-announcement (MemberRun), give-up notes, drains.
+inline constexpr int kMemberProtocolVersion = 2;
+
 inline std::string MemberInstanceService(const std::string& instance) {
   return "bertps.instance." + instance;
 }

@@ -310,6 +310,9 @@ void Coordinator::TickLocked() {
   SetHeartbeatIntervalLocked(alive);
   for (auto& [id, job] : jobs_) {
     if (job.status.state() != RUNNING) continue;
+    // Adopting after a restart: nothing is given out until the members that
+    // run the job re-announced it (or the window closed).
+    if (CheckAdoptionLocked(job)) continue;
     FillShardsLocked(job);
     FillSlotsLocked(job);
     AddBackupsLocked(job);

@@ -158,6 +158,11 @@ struct CoordinatorOptions {
   std::string jobs_root;
   // Where jobs are kept across restarts (not owned; null: memory only).
   class JobStore* store = nullptr;
+  // After a restart on `store`: how long the members that run a train job
+  // have to re-announce it before it starts again from its checkpoint
+  // (negative: the member timeout; zero: no adoption, every running train
+  // job starts again).
+  absl::Duration adopt_window = absl::Seconds(-1);
 };
 
 class Coordinator {
@@ -284,6 +289,8 @@ class Coordinator {
     // registered with (Caller::token).
     std::string secret;
     std::string token;
+    // The member leaves once its work is handed off (a drain): no new work.
+    bool draining = false;
     // Pool members: the lease taken back when it was declared lost (job,
     // item): a late result of it is ignored, not refused.
     std::string lost_lease_job;
@@ -363,9 +370,14 @@ class Coordinator {
     JobStatus durable;
     absl::Time last_probe = absl::InfinitePast();  // of its shards
     // Train jobs: the current incarnation's keys (Assignment.job_key,
-    // shard_key), made anew at each start; never shown or stored.
+    // shard_key), made anew at each start; never shown, stored with the job
+    // (a restarted coordinator checks re-announcements with them).
     std::string job_key;
     std::string shard_key;
+    // After a restart of the coordinator: until when the members that run
+    // the job may re-announce it (MemberRun) and be adopted, with no
+    // restart (InfinitePast: not adopting).
+    absl::Time adopt_until = absl::InfinitePast();
   };
 
   void TickLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -385,7 +397,7 @@ class Coordinator {
   // lost while holding work, told to stop since.
   bool MayTakeWorkLocked(const Member& m) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return HeardLocked(m) && !m.needs_stop;
+    return HeardLocked(m) && !m.needs_stop && !m.draining;
   }
   // "" or, for the waiting message, the idle members of `role` not heard
   // lately ("; 1 idle train worker not heard for 4.2 s").
@@ -600,6 +612,17 @@ class Coordinator {
   // A registration may proceed under `caller`'s token limits.
   absl::Status AdmitRegistrationLocked(const Caller& caller)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a restart: a running train job waits for the members that run it
+  // to re-announce it (PrepareAdoptionLocked); one that does is adopted in
+  // its place (AdoptLocked: same incarnation, key checked); once every shard
+  // index has its primary the job goes on with no restart, and when one
+  // has none by adopt_until it starts again from its checkpoint
+  // (CheckAdoptionLocked, each tick).
+  void PrepareAdoptionLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AdoptLocked(Member& m, const MemberRun& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the job is still adopting after this tick's check.
+  bool CheckAdoptionLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dead members that hold nothing, silent past reclaim_after: forgotten.
   void ReclaimMembersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a pool result is for the lease `m` holds (true), for the one

@@ -153,6 +153,7 @@ absl::StatusOr<bool> Coordinator::CheckResultLocked(const Member& m,
 }
 
 void Coordinator::LeaseLocked(Member& m) {
+  if (m.draining) return;  // no new work for a member that drains
   const bool eval = m.role == EVAL_ROLE;
   for (auto& [id, job] : jobs_) {
     if (job.status.state() != RUNNING) continue;

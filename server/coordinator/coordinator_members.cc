@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/cluster/member_instance.h"
 #include "common/security.h"
 #include "common/status.h"
@@ -25,6 +26,13 @@ using coordinator_internal::StagesOf;
 
 absl::StatusOr<RegisterResponse> Coordinator::Register(
     const RegisterRequest& r, const Caller& caller) {
+  if (r.protocol_version() != kMemberProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "register: this member speaks member protocol version ",
+        r.protocol_version(), ", this coordinator version ",
+        kMemberProtocolVersion,
+        ": run the coordinator and its daemons of one release"));
+  }
   if (r.role() != PS && !IsTrainer(r.role()) && !IsPool(r.role())) {
     return absl::InvalidArgumentError(
         absl::StrCat("register: role ", Role_Name(r.role()),
@@ -104,10 +112,19 @@ absl::StatusOr<RegisterResponse> Coordinator::Register(
   m.last_seen = options_.now();
   m.secret = RandomSecret();
   m.token = caller.token;
-  members_[m.id] = m;
+  Member& added = members_[m.id] = m;
+  if (!r.gave_up().empty()) {
+    LOG(WARNING) << "member " << m.id << " at " << m.address
+                 << " registers after it " << r.gave_up();
+  }
   RegisterResponse resp;
   resp.set_member_id(m.id);
   resp.set_member_secret(m.secret);
+  resp.set_protocol_version(kMemberProtocolVersion);
+  resp.set_member_timeout_ms(absl::ToInt64Milliseconds(options_.member_timeout));
+  // What it says it runs (registering again after this coordinator
+  // restarted): taken back into its job when that checks out.
+  if (r.has_running() && AdoptLocked(added, r.running())) resp.set_adopted(true);
   TickLocked();
   resp.set_heartbeat_ms(heartbeat_interval_ms_);
   l.Release();
@@ -182,6 +199,95 @@ absl::StatusOr<HeartbeatResponse> Coordinator::Heartbeat(
   return resp;
 }
 
+bool Coordinator::AdoptLocked(Member& m, const MemberRun& run) {
+  auto it = jobs_.find(run.job_id());
+  if (it == jobs_.end()) return false;
+  Job& job = it->second;
+  const std::string& id = job.status.id();
+  const JobSpec& spec = job.status.spec();
+  if (IsPool(m.role)) {
+    // A leased item still wanted and held by no one: the member goes on.
+    const int item = run.item();
+    if (job.status.state() != RUNNING || item < 0 ||
+        item >= static_cast<int>(job.work.size()) || job.work[item].done ||
+        !job.work[item].holder.empty()) {
+      return false;
+    }
+    job.work[item].holder = m.id;
+    m.job = id;
+    m.index = item;
+    return true;
+  }
+  // A train job's member: the same incarnation, and the key of it (only its
+  // members were given it).
+  if (job.status.state() != RUNNING ||
+      run.incarnation() != job.status.incarnation() || job.job_key.empty() ||
+      !ConstantTimeEquals(run.job_key(), job.job_key)) {
+    LOG(INFO) << "member " << m.id << " announced job " << run.job_id()
+              << " incarnation " << run.incarnation()
+              << ", which it cannot go on with: not adopted";
+    return false;
+  }
+  if (m.role == PS) {
+    const int i = run.shard();
+    if (i < 0 || i >= static_cast<int>(job.shards.size())) return false;
+    if (spec.replicas() > 1 && i < static_cast<int>(job.terms.size()) &&
+        run.term() != job.terms[i]) {
+      return false;
+    }
+    if (!run.backup()) {
+      if (!job.shards[i].empty()) return false;  // taken (by a primary)
+      job.shards[i] = m.id;
+      job.status.set_ps_addresses(i, m.address);
+    } else {
+      if (i >= static_cast<int>(job.backups.size()) ||
+          static_cast<int>(job.backups[i].size()) >= spec.replicas() - 1) {
+        return false;
+      }
+      job.backups[i].push_back(m.id);
+    }
+    m.job = id;
+    m.index = i;
+    m.backup = run.backup();
+    m.applied = run.applied();
+    m.told = true;
+    job.ready_shards.insert(m.id);
+    UpdateShardReplicasLocked(job);
+    EventLocked(job, absl::StrCat(run.backup() ? "backup of shard " : "shard ",
+                                  i, " (member ", m.id, " at ", m.address,
+                                  ", version ", run.applied(),
+                                  ") re-announced and adopted"));
+    return true;
+  }
+  if (!IsTrainer(m.role)) return false;
+  std::vector<int> taken;
+  for (int k : run.slots()) {
+    if (k >= 0 && k < static_cast<int>(job.slots.size()) &&
+        job.slots[k].empty()) {
+      taken.push_back(k);
+    }
+  }
+  if (taken.empty()) return false;
+  m.job = id;
+  m.index = taken[0];
+  m.told = true;
+  for (int k : taken) {
+    job.slots[k] = m.id;
+    if (k != m.index) m.also[k] = NowMs();
+    job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
+    job.slot_free_since[k] = absl::InfiniteFuture();
+  }
+  for (int k : run.done_slots()) {
+    if (std::find(taken.begin(), taken.end(), k) != taken.end()) {
+      job.slot_done[k] = true;
+    }
+  }
+  UpdateSlotHoldersLocked(job);
+  EventLocked(job, absl::StrCat("member ", m.id, " re-announced slot(s) ",
+                                absl::StrJoin(taken, ", "), ": adopted"));
+  return true;
+}
+
 int64_t Coordinator::heartbeat_interval_ms() const {
   absl::MutexLock l(&mu_);
   return heartbeat_interval_ms_;
@@ -203,6 +309,18 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
     return absl::PermissionDeniedError(absl::StrCat(
         "heartbeat for member ", r.member_id(),
         " without that member's credential (RegisterResponse.member_secret)"));
+  }
+  if (r.draining() && !m.draining) {
+    LOG(INFO) << "member " << m.id << " drains: no new work for it";
+  }
+  m.draining = r.draining();
+  // It stopped its work while this coordinator did not answer: the work is
+  // free now (a shard's job starts again from its checkpoint).
+  if (!r.gave_up().empty() && !m.job.empty()) {
+    Job& job = jobs_[m.job];
+    EventLocked(job, absl::StrCat("member ", m.id, " ", r.gave_up()));
+    LoseMemberLocked(m, absl::StrCat("gave up (", r.gave_up(), ")"));
+    m.needs_stop = false;  // it stopped already
   }
   // Pool results: every one for the lease this member holds (or the one
   // taken back when it was lost, ignored); else nothing of the heartbeat

@@ -222,6 +222,7 @@ TEST(CoordinatorSecurity, RegisteringAtAnAddressNeedsItsServer) {
   const int64_t inc = t.c->Get(job)->incarnation();
 
   RegisterRequest forged = r;
+  forged.set_protocol_version(kMemberProtocolVersion);
   forged.set_instance("attacker");
   absl::StatusOr<RegisterResponse> refused = t.c->Register(forged);
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied)
@@ -297,6 +298,7 @@ TEST(CoordinatorSecurity, RegistrationsAreBoundedPerTokenAndDeadMembersReclaimed
   mallory.token = "worker#1";
   RegisterRequest r;
   r.set_role(TRAIN);
+  r.set_protocol_version(kMemberProtocolVersion);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(t.c->Register(r, mallory).ok()) << i;
   absl::StatusOr<RegisterResponse> burst = t.c->Register(r, mallory);
   EXPECT_EQ(burst.status().code(), StatusCode::kResourceExhausted);

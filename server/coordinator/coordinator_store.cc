@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "glog/logging.h"
 #include "server/coordinator/job_store.h"
@@ -41,6 +42,8 @@ JobRecord Coordinator::RecordLocked(const Job& job) const {
   r.set_last_checkpoint(job.last_checkpoint);
   r.set_last_checkpoint_version(job.last_checkpoint_version);
   r.set_tokens_per_example(job.tokens_per_example);
+  r.set_job_key(job.job_key);
+  r.set_shard_key(job.shard_key);
   return r;
 }
 
@@ -172,6 +175,70 @@ void Coordinator::AdoptNewerCheckpointLocked(Job& job) {
   job.status.set_last_checkpoint_version(m->version);
 }
 
+void Coordinator::PrepareAdoptionLocked(Job& job) {
+  const JobSpec& spec = job.status.spec();
+  const int shards = spec.num_ps_shards();
+  const int slots = static_cast<int>(job.status.slots_size()) > 0
+                        ? job.status.slots_size()
+                        : spec.num_workers() * coordinator_internal::StagesOf(spec);
+  job.shards.assign(shards, "");
+  job.backups.assign(shards, {});
+  job.joining.assign(shards, {});
+  job.terms.assign(shards, 0);
+  for (const ShardReplicas& r : job.status.shards()) {
+    if (r.shard() >= 0 && r.shard() < shards) job.terms[r.shard()] = r.term();
+  }
+  while (job.status.ps_addresses_size() < shards) job.status.add_ps_addresses("");
+  job.slots.assign(slots, "");
+  job.slot_done.assign(slots, false);
+  for (const SlotHolder& h : job.status.slots()) {
+    if (h.slot() >= 0 && h.slot() < slots) job.slot_done[h.slot()] = h.done();
+  }
+  job.slot_free_since.assign(slots, absl::InfiniteFuture());
+  job.ready_shards.clear();
+  job.ledger_version = -1;
+  const absl::Duration window = options_.adopt_window < absl::ZeroDuration()
+                                    ? options_.member_timeout
+                                    : options_.adopt_window;
+  job.adopt_until = options_.now() + window;
+  UpdateSlotHoldersLocked(job);
+  SetWaitingLocked(job, absl::StrCat(
+      "its members to re-announce incarnation ", job.status.incarnation(),
+      " after the coordinator's restart (", absl::FormatDuration(window),
+      " at most, then it starts again from its checkpoint)"));
+  EventLocked(job, absl::StrCat(
+      "coordinator restarted: adopting the members that run incarnation ",
+      job.status.incarnation(), " (no restart unless a shard is not "
+      "re-announced within ", absl::FormatDuration(window), ")"));
+}
+
+bool Coordinator::CheckAdoptionLocked(Job& job) {
+  if (job.adopt_until == absl::InfinitePast()) return false;
+  if (job.status.state() != RUNNING) {
+    job.adopt_until = absl::InfinitePast();
+    return false;
+  }
+  std::vector<int> missing;
+  for (size_t i = 0; i < job.shards.size(); ++i) {
+    if (job.shards[i].empty()) missing.push_back(static_cast<int>(i));
+  }
+  if (missing.empty()) {
+    job.adopt_until = absl::InfinitePast();
+    SetWaitingLocked(job, "");
+    EventLocked(job, absl::StrCat(
+        "every shard re-announced incarnation ", job.status.incarnation(),
+        ": the job goes on with no restart"));
+    return false;
+  }
+  if (options_.now() < job.adopt_until) return true;
+  job.adopt_until = absl::InfinitePast();
+  RestartLocked(job, absl::StrCat(
+      "after the coordinator's restart, shard(s) ", absl::StrJoin(missing, ", "),
+      " of incarnation ", job.status.incarnation(),
+      " were not re-announced in time"));
+  return false;
+}
+
 absl::Status Coordinator::Recover() {
   if (options_.store == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(std::vector<JobRecord> records, options_.store->LoadAll());
@@ -215,6 +282,8 @@ absl::Status Coordinator::Recover() {
     job.last_checkpoint = r.last_checkpoint();
     job.last_checkpoint_version = r.last_checkpoint_version();
     job.tokens_per_example = r.tokens_per_example();
+    job.job_key = r.job_key();
+    job.shard_key = r.shard_key();
     const JobState state = job.status.state();
     const Task task = job.status.spec().task();
     if (state == PENDING) {
@@ -222,6 +291,14 @@ absl::Status Coordinator::Recover() {
       EventLocked(job, "coordinator restarted: queued");
     } else if (IsFinal(state)) {
       EventLocked(job, absl::StrCat("restored: ", JobState_Name(state)));
+    } else if (state == RUNNING && (task == PRETRAIN || task == CLASSIFY) &&
+               !job.training_done && !job.job_key.empty() &&
+               options_.adopt_window != absl::ZeroDuration()) {
+      // The members go on running it: each registers again announcing what
+      // it runs, and is adopted in its place; no restart unless a shard
+      // index stays without its member.
+      AdoptNewerCheckpointLocked(job);
+      PrepareAdoptionLocked(job);
     } else if (state == RUNNING && (task == PRETRAIN || task == CLASSIFY) &&
                !job.training_done) {
       // Members re-register without their assignments: start the job again

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cluster/member_instance.h"
 #include "server/coordinator/coordinator.h"
 
 namespace bertps {
@@ -23,7 +24,8 @@ inline std::map<std::string, std::string>& TestMemberSecrets() {
 
 // Register, keeping the member's credential for SignedHeartbeat.
 inline absl::StatusOr<RegisterResponse> RegisterMember(
-    Coordinator& c, const RegisterRequest& r, const Caller& caller = Caller()) {
+    Coordinator& c, RegisterRequest r, const Caller& caller = Caller()) {
+  if (r.protocol_version() == 0) r.set_protocol_version(kMemberProtocolVersion);
   absl::StatusOr<RegisterResponse> resp = c.Register(r, caller);
   if (resp.ok()) TestMemberSecrets()[resp->member_id()] = resp->member_secret();
   return resp;

@@ -1,4 +1,3 @@
-#include "common/monotonic_clock.h"
 #include "server/ps/shard_member.h"
 
 #include <algorithm>
@@ -72,69 +71,104 @@ ShardMember::ShardMember(const std::string& coordinator, ShardServer* server)
 }
 
 absl::Status ShardMember::Run(absl::Duration give_up) {
-  absl::Time last_ok = MonotonicNow();  // a clock step moves no give-up
-  std::string error;
-  while (!stop_) {
-    HeartbeatRequest req;
-    req.set_job_id(job_);
-    req.set_incarnation(incarnation_);
-    req.set_error(error);
-    if (!job_.empty()) {
-      if (ShardCore* core = server_->core()) {
-        const StatsResponse s = core->Stats();
-        req.set_example_ledger(s.example_ledger());
-        req.set_applied_version(s.version());
-      }
-      for (std::string& d : server_->replica_link().TakeDropped()) {
-        dropped_.push_back(std::move(d));
-      }
-      for (const std::string& d : dropped_) req.add_dropped_backups(d);
-      for (std::string& d : server_->replica_link().TakeJoined()) {
-        joined_.push_back(std::move(d));
-      }
-      for (const std::string& d : joined_) req.add_joined_backups(d);
+  loop_.set_give_up(give_up);
+  return loop_.Run();
+}
+
+void ShardMember::Fill(HeartbeatRequest* req) {
+  req->set_job_id(job_);
+  req->set_incarnation(incarnation_);
+  req->set_error(error_);
+  if (!job_.empty()) {
+    if (ShardCore* core = server_->core()) {
+      const StatsResponse s = core->Stats();
+      req->set_example_ledger(s.example_ledger());
+      req->set_applied_version(s.version());
     }
-    absl::StatusOr<Assignment> a = member_.Heartbeat(req);
-    if (a.ok()) {
-      dropped_.clear();
-      joined_.clear();
+    for (std::string& d : server_->replica_link().TakeDropped()) {
+      dropped_.push_back(std::move(d));
     }
-    if (!a.ok()) {
-      if (MonotonicNow() - last_ok > give_up) return a.status();
-      LOG(WARNING) << a.status();
-      absl::SleepFor(member_.interval());
-      continue;
+    for (const std::string& d : dropped_) req->add_dropped_backups(d);
+    for (std::string& d : server_->replica_link().TakeJoined()) {
+      joined_.push_back(std::move(d));
     }
-    last_ok = MonotonicNow();
-    error.clear();
-    // Another incarnation of the job (started again after a lost shard or a
-    // coordinator restart) or a new member id (registered again): a new
-    // install, restored from the job's checkpoint.
-    const bool same_job = !a->stop() && a->job_id() == job_;
-    if (!job_.empty() &&
-        (!same_job || a->incarnation() != incarnation_ ||
-         member_.member_id() != started_as_)) {
-      server_->Uninstall();
-      LOG(INFO) << "left job " << job_ << " (incarnation " << incarnation_
-                << ")";
-      job_.clear();
-      if (exit_when_job_ends_ && !same_job) return absl::OkStatus();
+    for (const std::string& d : joined_) req->add_joined_backups(d);
+  }
+}
+
+MemberRun ShardMember::Running() {
+  MemberRun run;
+  run.set_shard(-1);
+  run.set_item(-1);
+  ShardCore* core = server_->core();
+  if (job_.empty() || core == nullptr) return run;
+  const ShardOptions& o = core->options();
+  run.set_job_id(job_);
+  run.set_incarnation(incarnation_);
+  run.set_job_key(o.job_key);
+  run.set_shard(o.shard);
+  run.set_backup(core->backup());
+  const StatsResponse s = core->Stats();
+  run.set_term(s.term());
+  run.set_applied(s.version());
+  return run;
+}
+
+void ShardMember::GiveUp() {
+  // No one accounts for the shard's steps now: the job restarts from its
+  // checkpoint when the coordinator is back.
+  server_->Uninstall();
+  job_.clear();
+  incarnation_ = 0;
+}
+
+void ShardMember::End(HeartbeatRequest* last) {
+  // Shutting down: the coordinator starts the job again without this shard
+  // now rather than after the member timeout.
+  server_->Uninstall();
+  last->set_job_id(job_);
+  last->set_incarnation(incarnation_);
+}
+
+void ShardMember::Wait(absl::Duration interval,
+                       const std::function<void(absl::Duration)>&) {
+  // Sooner when the replica link has news (a backup dropped, a joiner
+  // caught up): the coordinator acts on it at once.
+  server_->replica_link().WaitForNews(interval);
+}
+
+bool ShardMember::Apply(const Assignment& assignment) {
+  const Assignment* a = &assignment;
+  dropped_.clear();
+  joined_.clear();
+  error_.clear();
+  urgent_ = false;
+  // Another incarnation of the job (started again after a lost shard), or
+  // another job: a new install, restored from the job's checkpoint. The
+  // same job and incarnation after this member registered again (the
+  // coordinator restarted and adopted it) keeps its install.
+  const bool same_job = !a->stop() && a->job_id() == job_;
+  if (!job_.empty() && (!same_job || a->incarnation() != incarnation_)) {
+    server_->Uninstall();
+    LOG(INFO) << "left job " << job_ << " (incarnation " << incarnation_
+              << ")";
+    job_.clear();
+    if (exit_when_job_ends_ && !same_job) return false;
+  }
+  // The same install: a shard index whose primary was replaced (its
+  // address), this backup promoted, this primary's backups changed.
+  if (!job_.empty() && same_job && !a->wait()) {
+    absl::Status st = FollowAssignment(*a);
+    if (!st.ok()) {
+      error_ = std::string(st.message());
+      LOG(ERROR) << "job " << job_ << ": " << st;
     }
-    // The same install: a shard index whose primary was replaced (its
-    // address), this backup promoted, this primary's backups changed.
-    if (!job_.empty() && same_job && !a->wait()) {
-      absl::Status st = FollowAssignment(*a);
-      if (!st.ok()) {
-        error = std::string(st.message());
-        LOG(ERROR) << "job " << job_ << ": " << st;
-      }
-    }
-    // wait: the job is starting again and a shard index has no member yet
-    // (its peers are not all known); install once they are.
-    if (!a->stop() && !a->job_id().empty() && !a->wait() && job_.empty()) {
-      job_ = a->job_id();
-      incarnation_ = a->incarnation();
-      started_as_ = member_.member_id();
+  }
+  // wait: the job is starting again and a shard index has no member yet
+  // (its peers are not all known); install once they are.
+  if (!a->stop() && !a->job_id().empty() && !a->wait() && job_.empty()) {
+    job_ = a->job_id();
+    incarnation_ = a->incarnation();
       absl::Status st = [&]() -> absl::Status {
         RETURN_IF_ERROR(CheckAssignmentPaths(*a));  // links may have changed
         ASSIGN_OR_RETURN(ShardOptions o, ShardOptionsFromSpec(a->spec(), a->index()));
@@ -171,7 +205,7 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
         return absl::OkStatus();
       }();
       if (!st.ok()) {
-        error = std::string(st.message());  // fails the job on the next beat
+        error_ = std::string(st.message());  // fails the job on the next beat
         LOG(ERROR) << "job " << job_ << ": " << st;
       } else {
         LOG(INFO) << (a->joining()  ? "joining as a backup of shard "
@@ -182,22 +216,10 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
                   << (backups_.empty()
                           ? ""
                           : absl::StrCat(", ", backups_.size(), " backup(s)"));
-        continue;  // say it is installed at once (the job waits for it)
+        urgent_ = true;  // say it is installed at once (the job waits for it)
       }
-    }
-    // The next heartbeat, sooner when the replica link has news (a backup
-    // dropped, a joiner caught up): the coordinator acts on it at once.
-    server_->replica_link().WaitForNews(member_.interval());
   }
-  // Shutting down: the coordinator starts the job again without this shard
-  // now rather than after the member timeout.
-  server_->Uninstall();
-  HeartbeatRequest last;
-  last.set_job_id(job_);
-  last.set_incarnation(incarnation_);
-  absl::Status st = member_.Leave(last);
-  if (!st.ok()) LOG(WARNING) << st;
-  return absl::OkStatus();
+  return true;
 }
 
 }  // namespace ps

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 #include "common/cluster/member.h"
+#include "common/cluster/member_loop.h"
 #include "server/ps/server.h"
 
 namespace bertps {
@@ -24,12 +25,15 @@ namespace ps {
 absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
                                                   int shard);
 
-class ShardMember {
+class ShardMember : private MemberRole {
  public:
   // Dials the coordinator with the server's SecurityConfig.
   ShardMember(const std::string& coordinator, ShardServer* server);
-  absl::Status Run(absl::Duration give_up = absl::Minutes(2));
-  void Stop() { stop_ = true; }
+  // Until Stop() (or the first job's end with ExitWhenJobEnds), on the one
+  // member loop (MemberLoop): a coordinator away for `give_up` (0: never)
+  // makes it uninstall its shard and wait for the coordinator.
+  absl::Status Run(absl::Duration give_up = absl::ZeroDuration());
+  void Stop() { loop_.Stop(); }
   // ShardOptions.update_threads of the jobs it installs.
   void set_update_threads(int n) { update_threads_ = n; }
   // ShardOptions.update_nice of the jobs it installs.
@@ -47,15 +51,27 @@ class ShardMember {
   // A new assignment of the installed job and incarnation: peers' addresses,
   // a promotion, this primary's backups.
   absl::Status FollowAssignment(const Assignment& a);
+  // MemberRole.
+  void Fill(HeartbeatRequest* request) override;
+  void Unsent(const HeartbeatRequest&) override {}  // all is read afresh
+  bool Apply(const Assignment& a) override;
+  MemberRun Running() override;
+  void GiveUp() override;
+  void End(HeartbeatRequest* last) override;
+  bool Urgent() override { return urgent_; }
+  void Wait(absl::Duration interval,
+            const std::function<void(absl::Duration)>& sleep) override;
+
   MemberClient member_;
+  MemberLoop loop_{&member_, this};
   ShardServer* const server_;
-  std::atomic<bool> stop_{false};
   std::atomic<bool> exit_when_job_ends_{false};
   std::string job_;
   int64_t incarnation_ = 0;  // of the installed job
   int update_threads_ = 2;
   int update_nice_ = 10;
-  std::string started_as_;  // member id when the job was installed
+  std::string error_;        // for the next heartbeat (fails the job)
+  bool urgent_ = false;      // installed: say so at once
   // Of the installed job: its shards' addresses and this primary's backups,
   // as last applied (a change is applied on the next heartbeat).
   std::vector<std::string> peers_;
