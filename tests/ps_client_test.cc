@@ -6,12 +6,15 @@
 #include "common/ps/ps_client.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/io/half.h"
 #include "common/model/test_util.h"
@@ -186,11 +189,12 @@ struct Serving {
 // Two real shards of the small model (initial values from `seed`) on
 // 127.0.0.1; `shards` holds fewer when one could not start.
 struct RealShards {
-  explicit RealShards(uint64_t seed) {
+  explicit RealShards(uint64_t seed, int workers = 1) {
     ps::ShardOptions so;
     so.config = Small();
     so.init_seed = seed;
     so.num_shards = 2;
+    so.num_workers = workers;
     for (int i = 0; i < 2; ++i) {
       so.shard = i;
       auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});
@@ -454,6 +458,49 @@ TEST(PsClientBf16Pull, DenseWeightsComeRoundedTheRestExact) {
   std::vector<float> again(layout.total_size());
   ASSERT_TRUE((*bf16)->Pull(0, 0, 0, again.data()).ok());
   EXPECT_EQ(again, exact);
+}
+
+// A part started again at a checkpoint's step writes that checkpoint only
+// if no shard holds its push of the step (CheckpointUnlessPast with a
+// pusher; StatsResponse.last_step): the member that pushed it wrote it
+// first, and a shard holding it may be inside the step after a failover,
+// where the checkpoint would wait for a push that only this part makes.
+TEST(PsClientCheckpointUnlessPast, SkippedWhereAShardHoldsThePush) {
+  RealShards real(7, /*workers=*/2);
+  ASSERT_EQ(real.shards.size(), 2u);
+  auto client = PsClient::Connect(real.Options(), Small(), BertTask::kPretrain);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/unless_pushed");
+  // Worker 0's push of step 0, staged (the step waits for worker 1).
+  std::vector<float> grad((*client)->layout().total_size(), 1e-3f);
+  PushHeader h;
+  h.set_worker(0);
+  h.set_step(0);
+  h.set_examples(4);
+  ASSERT_TRUE((*client)->Push(h, grad.data()).ok());
+  absl::StatusOr<std::vector<StatsResponse>> stats = (*client)->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const StatsResponse& s : *stats) {
+    EXPECT_EQ(s.version(), 0);
+    ASSERT_EQ(s.last_step_size(), 2);
+    EXPECT_EQ(s.last_step(0), 0);
+    EXPECT_EQ(s.last_step(1), -1);
+  }
+  // Worker 0's push is held: nothing written.
+  absl::StatusOr<std::optional<std::string>> m =
+      (*client)->CheckpointUnlessPast(dir, 0, /*pusher=*/0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->has_value());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/ckpt-0/manifest.json"));
+  // Worker 1's is not, nor is any pusher named: written.
+  for (int pusher : {1, -1}) {
+    m = (*client)->CheckpointUnlessPast(dir, 0, pusher);
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE(m->has_value()) << pusher;
+    EXPECT_TRUE(std::filesystem::exists(**m)) << **m;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

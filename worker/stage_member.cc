@@ -132,13 +132,15 @@ absl::Status StageMember::RunPart(
   // have ended between that step and its checkpoint: the checkpoint is
   // written now (the same bits again if it was), so none is skipped. The
   // shards hold that version until this slot pushes the next step (BSP); if
-  // they are past it, the member that pushed it wrote it (a slot taken back
-  // may run briefly on both).
+  // they are past it, or one holds this stage's push of it, the member that
+  // pushed it wrote it (a slot taken back may run briefly on both; after a
+  // failover a shard holding that push may be inside the step, waiting for
+  // the promoted peer, which waits for this push again).
   o.on_start = [&](int64_t start) -> absl::Status {
     if (!leader || start == 0 || !due(start)) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::optional<std::string> m,
                      stage->client()->CheckpointUnlessPast(
-                         spec.checkpoint().dir(), start));
+                         spec.checkpoint().dir(), start, stage->ps_worker()));
     if (!m.has_value()) return absl::OkStatus();
     StepReport s;
     s.set_step(start - 1);

@@ -286,14 +286,25 @@ absl::Status TrainWorker::Run() {
   std::string pending_checkpoint;
   int64_t pending_version = 0;
   bool final_written = false;
-  // `unless_past`: nothing if the shards are past `version` already.
-  auto write_checkpoint = [&](int64_t version,
-                              bool unless_past = false) -> absl::Status {
+  // `unless_past`: nothing if the shards are past `version` already;
+  // `unless_pushed` also nothing if a shard holds this worker's push of
+  // that step (PsClient::CheckpointUnlessPast).
+  auto write_checkpoint = [&](int64_t version, bool unless_past = false,
+                              bool unless_pushed = false) -> absl::Status {
     if (unless_past) {
       ASSIGN_OR_RETURN(std::optional<std::string> m,
-                       client_->CheckpointUnlessPast(options_.checkpoint_dir,
-                                                     version));
-      if (!m.has_value()) return absl::OkStatus();
+                       client_->CheckpointUnlessPast(
+                           options_.checkpoint_dir, version,
+                           unless_pushed ? options_.worker : -1));
+      if (!m.has_value()) {
+        if (unless_pushed) {
+          LOG(INFO) << "worker " << options_.worker << " started again at "
+                    << "step " << version << ": its checkpoint is not "
+                    << "written again (a shard is past it or holds this "
+                    << "worker's push of it, pushed after the checkpoint)";
+        }
+        return absl::OkStatus();
+      }
       pending_checkpoint = *std::move(m);
     } else {
       ASSIGN_OR_RETURN(pending_checkpoint,
@@ -312,11 +323,16 @@ absl::Status TrainWorker::Run() {
   // between that step and its checkpoint: the checkpoint is written now (the
   // same bits again if it was), so none is skipped. The shards hold that
   // version until this slot pushes (a slot taken back may run briefly on
-  // two members).
+  // two members) -- unless one holds this slot's push of it already: after
+  // a failover a shard may be inside that step, waiting for the norms of
+  // the promoted peer, which waits for this slot's push again, so a
+  // checkpoint would wait for ever (docs/ps.md "Replicas").
   if (checkpoints && bsp && every > 0 && start > 0 && start % every == 0 &&
       start < options_.steps) {
-    // (Past it already: the member that pushed that step wrote it.)
-    RETURN_IF_ERROR(write_checkpoint(start, /*unless_past=*/true));
+    // (Past it, or this slot's push of it held: the member that pushed
+    // that step wrote it.)
+    RETURN_IF_ERROR(write_checkpoint(start, /*unless_past=*/true,
+                                     /*unless_pushed=*/true));
   }
   auto begin = Clock::now();
   double loss_sum = 0;

@@ -215,7 +215,16 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
 }
 
 absl::StatusOr<std::optional<std::string>> PsClient::CheckpointUnlessPast(
-    const std::string& dir, int64_t version) {
+    const std::string& dir, int64_t version, int pusher) {
+  if (pusher >= 0) {
+    ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, Stats());
+    for (const StatsResponse& s : stats) {
+      if (s.version() > version ||
+          (pusher < s.last_step_size() && s.last_step(pusher) >= version)) {
+        return std::optional<std::string>();
+      }
+    }
+  }
   absl::StatusOr<std::string> m = Checkpoint(dir, version);
   if (m.ok()) return std::optional<std::string>(*std::move(m));
   if (!absl::IsFailedPrecondition(m.status())) return m.status();

@@ -174,8 +174,15 @@ class PsClient {
   // Checkpoint(dir, version) written again by a part started at `version`
   // (BSP), unless the shards are already past it (nullopt): then another
   // member of its slot pushed that step, and wrote the checkpoint first.
+  // With `pusher` (the worker index the part pushes as), also nothing when
+  // a shard already holds that worker's push of step `version`
+  // (StatsResponse.last_step): the member that pushed it wrote the
+  // checkpoint before it pushed. After a failover such a shard may be
+  // inside that step, its norm exchange waiting for the promoted peer,
+  // which waits for this part to push the step again: the checkpoint would
+  // wait for that shard, and the part would never push.
   absl::StatusOr<std::optional<std::string>> CheckpointUnlessPast(
-      const std::string& dir, int64_t version);
+      const std::string& dir, int64_t version, int pusher = -1);
   absl::Status Restore(const std::string& manifest);
   absl::StatusOr<std::vector<StatsResponse>> Stats();
   // Pulls the latest parameters and writes them as Hugging Face safetensors,

@@ -363,6 +363,7 @@ StatsResponse ShardCore::Stats() const {
   r.set_pushes_rejected(pushes_rejected_);
   r.set_bytes_in(bytes_in_);
   for (int64_t c : clock_) r.add_worker_clock(c);
+  for (int64_t s : last_step_) r.add_last_step(s);
   r.set_example_ledger(ledger_.Serialize());
   r.set_last_grad_norm(last_grad_norm_);
   r.set_last_learning_rate(last_lr_);
