@@ -40,6 +40,15 @@
 #                                              the same at cluster scale on
 #                                              emulated hosts (root; tools/
 #                                              bench_soak_scale.sh)
+#   tools/bench.sh soak coordinator [minutes] [seed]
+#                                              the control plane under chaos:
+#                                              the coordinator killed and
+#                                              started again at random while
+#                                              jobs are submitted, cancelled,
+#                                              watched; nothing acknowledged
+#                                              lost (tools/
+#                                              bench_soak_coordinator.sh;
+#                                              default 5 1)
 #   tools/bench.sh soak [minutes] [workers] [mode]
 #                                              the whole service under load:
 #                                              a coordinator, 2 shard daemons
@@ -212,6 +221,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/bench_scale.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_replicas.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_slices.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_soak_scale.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_soak_coordinator.sh"
 # build_service_bins: builds the daemons, bert_local and bertpsctl (opt) and sets
 # $service_bins to their paths, in the order the process tests take them.
 build_service_bins() {
@@ -559,6 +569,8 @@ case "$what" in
   pipeline) bench_pipeline "${2:-}" ;;
   soak) if [ "${2:-}" = scale ]; then
           bench_soak_scale "${3:-}" "${4:-}" "${5:-}" "${6:-}" "${7:-}"
+        elif [ "${2:-}" = coordinator ]; then
+          bench_soak_coordinator "${3:-}" "${4:-}"
         else bench_soak "${2:-}" "${3:-}" "${4:-}"; fi ;;
   preprocess) bench_preprocess "${2:-}" ;;
   input) bench_input "${2:-}" ;;

@@ -35,29 +35,42 @@ ShardService::ShardService(std::shared_ptr<ShardCore> core)
 
 namespace {
 
-// `path` lexically normal: "." and ".." resolved, repeated slashes dropped;
-// nullopt for a relative path, one with a NUL or control character.
+// `path` lexically normal: "." and ".." resolved, repeated slashes dropped
+// (a relative path stays relative: the shard and its caller read it from
+// the same spec); nullopt for an empty path or one with a NUL or control
+// character.
 std::optional<std::string> NormalPath(absl::string_view path) {
-  if (path.empty() || path[0] != '/') return std::nullopt;
+  if (path.empty()) return std::nullopt;
   for (char ch : path) {
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return std::nullopt;
   }
+  const bool absolute = path[0] == '/';
   std::vector<absl::string_view> parts;
   for (absl::string_view p : absl::StrSplit(path, '/', absl::SkipEmpty())) {
     if (p == ".") continue;
     if (p == "..") {
-      if (!parts.empty()) parts.pop_back();
+      if (!parts.empty() && parts.back() != "..") {
+        parts.pop_back();
+      } else if (!absolute) {
+        parts.push_back(p);
+      }
       continue;
     }
     parts.push_back(p);
   }
-  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+  const std::string joined = absl::StrJoin(parts, "/");
+  if (absolute) return absl::StrCat("/", joined);
+  return joined.empty() ? std::string(".") : joined;
 }
 
 bool IsUnder(absl::string_view path, absl::string_view dir) {
   std::optional<std::string> p = NormalPath(path), d = NormalPath(dir);
   if (!p || !d) return false;
-  return *p == *d || *d == "/" || absl::StartsWith(*p, *d + "/");
+  if ((*p)[0] == '/' && (*d)[0] != '/') return false;  // one of each:
+  if ((*p)[0] != '/' && (*d)[0] == '/') return false;  // never under
+  if (absl::StartsWith(*p, "..") && *p != *d) return false;  // out of dir
+  return *p == *d || *d == "/" || (*d == "." && !absl::StartsWith(*p, "..")) ||
+         absl::StartsWith(*p, *d + "/");
 }
 
 }  // namespace
