@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Descriptor limits (issue 56, item 4), with real processes over 127.0.0.1:
 #  1. every daemon (coordinator, shard, train worker) started with a soft
-#     limit of 256 under a hard one of 4096 raises it to 4096 and says so.
+#     limit of 256 under a hard one of 4096 raises it to 4096 and says so;
+#  2. a coordinator whose descriptors run out (a limit of 64 that it cannot
+#     raise, 100 connections held open) sheds new connections meanwhile and
+#     serves again once they close; gRPC 1.51's own listener stopped for
+#     good at the first EMFILE ("Failed accept4: Too many open files"), so
+#     no client was ever served again.
 set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
@@ -41,6 +46,54 @@ for d in "coordinator $coord_pid $work/coordinator.log" \
 done
 stop_gently "$w_raised" "the worker"
 
+# 2. A coordinator out of descriptors sheds, and serves again.
+cat > "$work/coordinator-64.sh" <<EOF
+#!/bin/sh
+exec prlimit --nofile=64:64 "$COORD" "\$@"
+EOF
+chmod +x "$work/coordinator-64.sh"
+main_coord="$coord"; main_coord_pid="$coord_pid"
+start_coordinator "$work/coordinator-64.sh" 0 "$work/coordinator-64.log"
+low="$BERTPS_COORDINATOR"; low_pid="$coord_pid"
+export BERTPS_COORDINATOR="$main_coord"
+timeout 20 "$CTL" --coordinator "$low" list > /dev/null \
+  || fail "the coordinator under 64 descriptors does not answer at all"
+/usr/bin/python3 - "${low##*:}" "$work/held" <<'PY' &
+import os, socket, sys, time
+port, flag = int(sys.argv[1]), sys.argv[2]
+held = []
+for _ in range(100):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+    except OSError:
+        break
+open(flag, "w").write(str(len(held)))
+while os.path.exists(flag):
+    time.sleep(0.05)
+for s in held:
+    s.close()
+PY
+holder=$!; pids+=($holder)
+for _ in $(seq 1 200); do [ -s "$work/held" ] && break; sleep 0.05; done
+[ -s "$work/held" ] || fail "the connections were not opened"
+sleep 1
+in_use=$(ls "/proc/$low_pid/fd" | wc -l)
+echo "100 connections held: $(cat "$work/held") connected, the coordinator holds $in_use descriptors of 64"
+rm -f "$work/held"; wait "$holder"
+served=""
+for _ in $(seq 1 40); do
+  if timeout 5 "$CTL" --coordinator "$low" list > /dev/null 2>&1; then served=1; break; fi
+  sleep 0.25
+done
+[ -n "$served" ] || fail "the coordinator no longer answers after running out of descriptors ($(grep -c 'Failed accept4' "$work/coordinator-64.log" || true) 'Failed accept4' lines)"
+echo "served again after the connections closed"
+grep -q "closed .* new connection(s)" "$work/coordinator-64.log" \
+  || fail "the coordinator does not say it shed connections"
+grep -q "serving new connections again" "$work/coordinator-64.log" \
+  || fail "the coordinator does not say it serves again"
+grep "listener.cc" "$work/coordinator-64.log" | sed 's/^[^]]*] //'
+stop_gently "$low_pid" "the coordinator under 64 descriptors"
+
 stop_gently "$ps_pid" "the shard"
-stop_gently "$coord_pid" "the coordinator"
+stop_gently "$main_coord_pid" "the coordinator"
 echo "PASS"
