@@ -30,6 +30,7 @@ absl::Status TrainMember::RunPart(
   o->ps.security = security_;
   o->simulate_compute_ms = simulate_compute_ms_;
   o->prefetch_batches = prefetch_batches_;
+  o->max_open_files = max_open_files_;
   o->ps.incarnation = a.incarnation();
   o->ps.job_id = a.job_id();
   o->ps.job_key = a.job_key();

@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
                                                  : o.index_cache_dir,
                        o.expected_files));
   w->source_->set_shuffle(o.shuffle, o.seed);
+  w->source_->set_max_open_files(o.max_open_files);
   std::string record;
   RETURN_IF_ERROR(w->source_->Read(0, &record));
   if (o.task == BertTask::kPretrain) {

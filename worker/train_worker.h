@@ -94,6 +94,9 @@ struct TrainWorkerOptions {
   // Where record indices go when the data's directory is read-only
   // (empty: io::DefaultIndexCacheDir()).
   std::string index_cache_dir;
+  // Data files kept open at once, the least recently read closed first
+  // (common/io/record_index.h): any number of files fits the descriptors.
+  int max_open_files = io::IndexedExampleSource::kDefaultMaxOpenFiles;
   int64_t checkpoint_every = 0;
   std::string export_path;        // worker 0 exports the final model
   // An export directory's labels and vocabulary (common/model/hf_export.h).
