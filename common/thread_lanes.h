@@ -48,7 +48,10 @@ class ThreadLanes {
   std::shared_ptr<absl::Notification> Run(int lane, std::function<void()> fn)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  int lanes() const { return static_cast<int>(lanes_.size()); }
+  // (lanes_ is sized once, in the constructor.)
+  int lanes() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return static_cast<int>(lanes_.size());
+  }
   // Threads started for tasks: the lanes (once each, at first use) and the
   // extra ones.
   int64_t threads_started() const ABSL_LOCKS_EXCLUDED(mu_);
