@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/descriptors.h"
 #include "common/version.h"
 #include "glog/logging.h"
 
@@ -83,6 +84,18 @@ std::vector<std::string> InitProcess(int argc, char** argv,
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = min_level;
   google::InstallFailureSignalHandler();
+  // Descriptors: the soft limit up to the hard one (common/descriptors.h).
+  const DescriptorLimitChange fds = RaiseDescriptorLimit();
+  if (fds.raised()) {
+    LOG(INFO) << "raised the descriptor limit from " << fds.before.soft
+              << " to " << fds.after.soft;
+  }
+  if (fds.after.soft >= 0 && fds.after.soft < 1024) {
+    LOG(WARNING) << "the descriptor limit is " << fds.after.soft
+                 << " (hard limit " << fds.after.hard
+                 << "): few connections and files fit; raise the hard "
+                    "limit (ulimit -Hn, systemd LimitNOFILE=)";
+  }
   // Large tensors are reused across steps and RPCs: keep freed pages instead
   // of handing them back to the kernel each time (see docs/performance.md).
   // (32 MiB is the largest mmap threshold glibc accepts on 64-bit.)

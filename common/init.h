@@ -1,5 +1,7 @@
-// Process start-up shared by every bertps binary: parses absl flags and
-// starts glog. Call once at the top of main(); flags belong in *_main.cc only.
+// Process start-up shared by every bertps binary: parses absl flags, starts
+// glog, raises the soft descriptor limit to the hard one (logging "raised
+// the descriptor limit from N to M"; common/descriptors.h). Call once at the
+// top of main(); flags belong in *_main.cc only.
 // Returns the positional arguments (argv[0] first).
 #ifndef BERTPS_COMMON_INIT_H_
 #define BERTPS_COMMON_INIT_H_

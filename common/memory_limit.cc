@@ -1,5 +1,6 @@
 #include "common/memory_limit.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -23,6 +24,39 @@ bool ReadInt(const std::string& path, int64_t* out) {
   if (!in || !std::getline(in, text)) return false;
   text = std::string(absl::StripAsciiWhitespace(text));
   return absl::SimpleAtoi(text, out) && *out > 0 && *out < kUnlimited;
+}
+
+// The soft limit of /proc/self/limits' line starting `name` ("Max address
+// space"); -1 when unlimited or absent.
+int64_t SoftLimit(const std::string& limits, absl::string_view name) {
+  std::ifstream in(limits);
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, name)) continue;
+    std::vector<std::string> f =
+        absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    int64_t v = 0;
+    if (!f.empty() && absl::SimpleAtoi(f[0], &v) && v >= 0) return v;
+    return -1;  // "unlimited"
+  }
+  return -1;
+}
+
+// A "Vm...:   N kB" line of /proc/self/status, in bytes; -1 when absent.
+int64_t StatusBytes(const std::string& status, absl::string_view key) {
+  std::ifstream in(status);
+  std::string line;
+  while (std::getline(in, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, key)) continue;
+    std::vector<std::string> f =
+        absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    int64_t kb = 0;
+    if (!f.empty() && absl::SimpleAtoi(f[0], &kb) && kb >= 0) return kb * 1024;
+    return -1;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -72,6 +106,28 @@ MemoryLimit DetectMemoryLimit(const std::string& root) {
       break;
     }
   }
+  // Address-space limits: what they leave besides what is mapped now.
+  struct Rlimit {
+    const char* line;    // in /proc/self/limits
+    const char* mapped;  // in /proc/self/status
+    const char* name;
+  };
+  for (const Rlimit& r : {Rlimit{"Max address space", "VmSize:", "RLIMIT_AS"},
+                          Rlimit{"Max data size", "VmData:", "RLIMIT_DATA"}}) {
+    const int64_t cap = SoftLimit(root + "/proc/self/limits", r.line);
+    if (cap < 0 || cap >= kUnlimited) continue;
+    const int64_t mapped =
+        std::max<int64_t>(0, StatusBytes(root + "/proc/self/status", r.mapped));
+    const int64_t left =
+        std::max<int64_t>(1, cap - mapped - kAddressSpaceReserve);
+    if (limit.bytes == 0 || left < limit.bytes) {
+      limit.bytes = left;
+      limit.source = absl::StrCat(
+          r.name, " ", FormatBytes(cap), " less ", FormatBytes(mapped),
+          " mapped and ", FormatBytes(kAddressSpaceReserve),
+          " kept for thread stacks and allocator arenas");
+    }
+  }
   return limit;
 }
 
@@ -81,6 +137,17 @@ std::string FormatBytes(int64_t bytes) {
   if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", b / (1 << 20));
   if (bytes >= (int64_t{1} << 10)) return absl::StrFormat("%.1f KiB", b / (1 << 10));
   return absl::StrCat(bytes, " B");
+}
+
+absl::Status OutOfMemoryError(absl::string_view what, absl::string_view cause,
+                              int64_t need, absl::string_view detail,
+                              const MemoryLimit& limit) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " ran out of memory (", cause, "): it needs ~", FormatBytes(need),
+      " (", detail, ") and this process may use ",
+      limit.bytes > 0 ? FormatBytes(limit.bytes) : std::string("an unknown amount"),
+      " (", limit.bytes > 0 ? limit.source : "no limit found", ")",
+      "; give it more memory or make the job smaller"));
 }
 
 absl::Status CheckFits(absl::string_view what, int64_t need,

@@ -241,6 +241,10 @@ void AddTcpTuning(grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
+void TuneAcceptedConnection(int fd) {
+  Apply(fd, AlgorithmFor(PeerIsLoopback(fd)));
+}
+
 absl::Status SetTcpCongestionOf(int fd, const std::string& algorithm) {
   if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, algorithm.data(),
                  static_cast<socklen_t>(algorithm.size())) != 0) {

@@ -61,6 +61,10 @@ void AddTcpTuning(absl::string_view target, grpc::ChannelArguments* args);
 // calls it.
 void AddTcpTuning(grpc::ServerBuilder* builder);
 
+// Applies the policy to one connection a server accepted itself (outside
+// gRPC's listener: common/listener.h), decided by its peer address.
+void TuneAcceptedConnection(int fd);
+
 // Sets `algorithm` on a TCP socket.
 absl::Status SetTcpCongestionOf(int fd, const std::string& algorithm);
 // The congestion control algorithm of a TCP socket.

@@ -2,7 +2,11 @@
 
 #include <pthread.h>
 
+#include <system_error>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 
 namespace bertps {
 
@@ -41,35 +45,81 @@ void ThreadLanes::ReapLocked() {
   }
 }
 
+absl::Status ThreadLanes::Start() {
+  absl::MutexLock l(&mu_);
+  for (Lane& ln : lanes_) {
+    if (ln.thread.joinable()) continue;
+    const int index = static_cast<int>(&ln - lanes_.data());
+    try {
+      ln.thread = std::thread([this, index] { LaneLoop(index); });
+    } catch (const std::system_error& e) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot start thread ", index + 1, " of ", lanes_.size(), " (",
+          name_, "): ", e.what()));
+    }
+    ++started_;
+  }
+  return absl::OkStatus();
+}
+
 std::shared_ptr<absl::Notification> ThreadLanes::Run(
     int lane, std::function<void()> fn) {
   auto done = std::make_shared<absl::Notification>();
-  absl::MutexLock l(&mu_);
-  ReapLocked();
-  Lane& ln = lanes_[static_cast<size_t>(lane) % lanes_.size()];
-  if (!ln.busy) {
-    ln.busy = true;
-    ln.task = std::move(fn);
-    ln.done = done;
-    if (!ln.thread.joinable()) {
-      ++started_;
-      const int index = static_cast<int>(&ln - lanes_.data());
-      ln.thread = std::thread([this, index] { LaneLoop(index); });
-    }
-    return done;
-  }
-  ++started_;
-  ++extra_;
-  auto extra = std::make_unique<Extra>();
-  Extra* raw = extra.get();
-  extras_.push_back(std::move(extra));
-  raw->thread = std::thread([this, raw, done, f = std::move(fn)] {
-    f();
+  {
     absl::MutexLock l(&mu_);
-    raw->ended = true;
-    done->Notify();
-  });
+    ReapLocked();
+    Lane& ln = lanes_[static_cast<size_t>(lane) % lanes_.size()];
+    if (!ln.busy) {
+      bool running = ln.thread.joinable();
+      if (!running) {
+        const int index = static_cast<int>(&ln - lanes_.data());
+        try {
+          ln.thread = std::thread([this, index] { LaneLoop(index); });
+          ++started_;
+          running = true;
+        } catch (const std::system_error& e) {
+          LOG_EVERY_N(ERROR, 100) << name_ << ": cannot start a thread ("
+                                  << e.what() << "): the task runs on the "
+                                  << "caller's thread";
+        }
+      }
+      if (running) {
+        ln.busy = true;
+        ln.task = std::move(fn);
+        ln.done = done;
+        return done;
+      }
+    } else {
+      auto extra = std::make_unique<Extra>();
+      Extra* raw = extra.get();
+      try {
+        raw->thread = std::thread([this, raw, done, f = fn] {
+          f();
+          absl::MutexLock l(&mu_);
+          raw->ended = true;
+          done->Notify();
+        });
+        extras_.push_back(std::move(extra));
+        ++started_;
+        ++extra_;
+        return done;
+      } catch (const std::system_error& e) {
+        LOG_EVERY_N(ERROR, 100) << name_ << ": cannot start a thread ("
+                                << e.what() << "): the task runs on the "
+                                << "caller's thread";
+      }
+    }
+    ++inline_;
+  }
+  // No thread could start: the task runs here.
+  fn();
+  done->Notify();
   return done;
+}
+
+int64_t ThreadLanes::inline_runs() const {
+  absl::MutexLock l(&mu_);
+  return inline_;
 }
 
 void ThreadLanes::LaneLoop(int index) {

@@ -9,6 +9,13 @@
 // waiting for a version that the queued push must produce). The extra
 // threads are joined as they end.
 //
+// Start() starts every lane's thread at once (otherwise each starts at its
+// lane's first task), so that a process that cannot start threads (their
+// stacks cannot be mapped under a tight memory limit) hears it as an error
+// at start. A thread that cannot start later (an extra one) does not abort
+// the process: its task runs on the caller's thread instead (logged), which
+// at worst waits for the task's own deadline.
+//
 // Thread-safety: thread-safe. The destructor waits for every task.
 #ifndef BERTPS_COMMON_THREAD_LANES_H_
 #define BERTPS_COMMON_THREAD_LANES_H_
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
@@ -29,6 +37,9 @@ class ThreadLanes {
  public:
   ThreadLanes(std::string name, int lanes);
   ~ThreadLanes();
+  // Starts the lanes' threads (those not started yet); RESOURCE_EXHAUSTED
+  // naming the lanes when one cannot start.
+  absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_);
   ThreadLanes(const ThreadLanes&) = delete;
   ThreadLanes& operator=(const ThreadLanes&) = delete;
 
@@ -37,11 +48,16 @@ class ThreadLanes {
   std::shared_ptr<absl::Notification> Run(int lane, std::function<void()> fn)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  int lanes() const { return static_cast<int>(lanes_.size()); }
+  // (lanes_ is sized once, in the constructor.)
+  int lanes() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return static_cast<int>(lanes_.size());
+  }
   // Threads started for tasks: the lanes (once each, at first use) and the
   // extra ones.
   int64_t threads_started() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t extra_threads() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Tasks run on the caller's thread because no thread could start.
+  int64_t inline_runs() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Lane {
@@ -64,6 +80,7 @@ class ThreadLanes {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t extra_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t inline_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace bertps

@@ -47,6 +47,7 @@ expect_refused slices "$SERVER" --slices 2 --coordinator 127.0.0.1:1 --exit_when
 expect_refused threads "$WORKER" --threads -3
 expect_refused batch "$WORKER" --batch 2000000000
 expect_refused log_every "$WORKER" --log_every 0
+expect_refused max_open_data_files "$WORKER" --max_open_data_files 0
 expect_refused worker_index "$WORKER" --worker_index 2 --num_workers 2
 expect_refused num_workers "$WORKER" --num_workers 0
 expect_refused keepalive_ms "$WORKER" --keepalive_ms -1

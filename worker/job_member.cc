@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <set>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_limit.h"
 #include "glog/logging.h"
 
 namespace bertps {
@@ -80,6 +82,25 @@ void JobMember::Start(const Assignment& assignment, int slot) {
   part.ps_addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   part.peers.assign(a.peers().begin(), a.peers().end());
   std::atomic<bool>* cancel = part.cancel.get();
+  try {
+    StartPartThread(part, a, slot, cancel);
+  } catch (const std::system_error& e) {
+    // No thread (its stack could not be mapped: a tight memory limit): the
+    // part fails and the job hears why, the member goes on.
+    const MemoryLimit limit = DetectMemoryLimit();
+    absl::MutexLock l(&mu_);
+    PartState& state = states_[slot];
+    state.finished = true;
+    state.error = absl::StrCat(
+        "cannot start the thread of slot ", slot, " (", e.what(),
+        "): this process may use ", FormatBytes(limit.bytes), " (",
+        limit.source, ")");
+    LOG(ERROR) << a.job_id() << " slot " << slot << ": " << state.error;
+  }
+}
+
+void JobMember::StartPartThread(Part& part, const Assignment& a, int slot,
+                                std::atomic<bool>* cancel) {
   part.thread = std::thread([this, a, slot, cancel] {
     auto report = [this, job = a.job_id(), slot](const StepReport& r) {
       StepReport s = r;

@@ -123,6 +123,10 @@ class JobMember : private MemberRole {
   // Starts (or starts again) the part of `slot` of assignment `a`.
   void Start(const Assignment& a, int slot);
   void StopPart(int slot);
+  // Starts part.thread running the slot (std::system_error when no thread
+  // can start).
+  void StartPartThread(Part& part, const Assignment& a, int slot,
+                       std::atomic<bool>* cancel);
   void StopParts();
 
   // MemberRole.

@@ -1,9 +1,15 @@
 #include "worker/train_member.h"
 
+#include <algorithm>
 #include <memory>
+#include <new>
+#include <system_error>
 #include <vector>
 
 #include "common/cluster/path_policy.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster/memory_plan.h"
+#include "common/memory_limit.h"
 #include "worker/job_options.h"
 #include "worker/train_worker.h"
 
@@ -33,6 +39,7 @@ absl::Status TrainMember::RunPart(
   o->ps.security = security_;
   o->simulate_compute_ms = simulate_compute_ms_;
   o->prefetch_batches = prefetch_batches_;
+  o->max_open_files = max_open_files_;
   o->ps.incarnation = a.incarnation();
   o->ps.job_id = a.job_id();
   o->ps.job_key = a.job_key();
@@ -65,9 +72,32 @@ absl::Status TrainMember::RunPart(
     s.set_checkpoint_version(r.checkpoint_version);
     report(s);
   };
-  absl::StatusOr<std::unique_ptr<TrainWorker>> w = TrainWorker::Create(*o);
-  if (!w.ok()) return w.status();
-  return (*w)->Run();
+  // An allocation or a thread start that fails (std::bad_alloc,
+  // std::system_error: a tight memory or address-space limit) ends this
+  // part with an error that names the need and the limit, never the
+  // process (the error reaches the job through the heartbeat).
+  auto out_of_memory = [&](const char* cause) {
+    int64_t seq = 0, preds = 0;
+    for (const DataFile& f : a.data_files()) {
+      seq = std::max<int64_t>(seq, f.seq_length());
+      preds = std::max<int64_t>(preds, f.masked_positions());
+    }
+    const MemoryNeed need =
+        TrainWorkerMemoryNeed(o->config, o->task, o->batch, seq, preds);
+    return OutOfMemoryError(absl::StrCat("train worker ", a.index()), cause,
+                            need.bytes, need.detail, DetectMemoryLimit());
+  };
+  try {
+    absl::StatusOr<std::unique_ptr<TrainWorker>> w = TrainWorker::Create(*o);
+    if (!w.ok()) return w.status();
+    return (*w)->Run();
+  } catch (const std::bad_alloc&) {
+    return out_of_memory("std::bad_alloc");
+  } catch (const std::system_error& e) {
+    return out_of_memory(e.code() == std::errc::resource_unavailable_try_again
+                             ? "a thread could not start: no memory for its stack"
+                             : e.what());
+  }
 }
 
 }  // namespace bertps

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/io/record_index.h"
 #include "common/security.h"
 #include "worker/job_member.h"
 
@@ -35,6 +36,8 @@ class TrainMember {
   void set_simulate_compute_ms(double ms) { simulate_compute_ms_ = ms; }
   // TrainWorkerOptions::prefetch_batches of the parts it runs.
   void set_prefetch_batches(int n) { prefetch_batches_ = n; }
+  // TrainWorkerOptions::max_open_files of the parts it runs.
+  void set_max_open_files(int n) { max_open_files_ = n; }
   // The last step this member pushed; empty before any.
   StepReport last_report() { return member_.last_report(); }
   // Each step report, with its job's id (for metrics); set before Run().
@@ -49,6 +52,7 @@ class TrainMember {
   const SecurityConfig security_;
   double simulate_compute_ms_ = 0;
   int prefetch_batches_ = 4;
+  int max_open_files_ = io::IndexedExampleSource::kDefaultMaxOpenFiles;
   JobMember member_;
 };
 

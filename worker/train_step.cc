@@ -126,6 +126,12 @@ absl::Status TrainWorker::StartStep(StepState& s) {
 }
 
 PsClient::PushStream* TrainWorker::OpenPush(StepState& s) {
+  if (mm_.failed()) {
+    // The gradients are not what the step computes: none goes out, and the
+    // stream (if open) is cancelled with the step.
+    if (s.stream_error.ok()) s.stream_error = MemoryError(mm_.status().message());
+    return nullptr;
+  }
   // The stream opens at the first gradient: the shards refuse a push of a
   // step they have not reached, and this step's parameters (so its
   // version) arrived only during forward.
@@ -247,6 +253,9 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   s.t1 = Clock::now();
   const double cpu0 = kernels::ComputeCpuSeconds();
   absl::StatusOr<StepResult> r = ComputeMicroBatches(so);
+  // A product that could not run (out of memory): nothing of this step is
+  // used, and nothing more of it was sent (OpenPush).
+  if (mm_.failed()) return MemoryError(mm_.status().message());
   RETURN_IF_ERROR(r.status());
   s.rep.compute_cpu_ms = 1e3 * (kernels::ComputeCpuSeconds() - cpu0);
   s.t2 = Clock::now();

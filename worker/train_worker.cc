@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
                                                  : o.index_cache_dir,
                        o.expected_files));
   w->source_->set_shuffle(o.shuffle, o.seed);
+  w->source_->set_max_open_files(o.max_open_files);
   std::string record;
   RETURN_IF_ERROR(w->source_->Read(0, &record));
   if (o.task == BertTask::kPretrain) {
@@ -114,13 +115,14 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     const int64_t n = w->client_->layout().total_size();
     ASSIGN_OR_RETURN(w->sim_params_, TiledBuffer::Create(n));
     ASSIGN_OR_RETURN(w->sim_grads_, TiledBuffer::Create(n));
-    RETURN_IF_ERROR(CheckFits(
-        absl::StrCat("train worker ", o.worker),
-        static_cast<int64_t>(w->sim_params_.resident_bytes() +
-                             w->sim_grads_.resident_bytes()),
-        absl::StrCat(n, " parameters, simulated compute"),
-        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
-        kMemoryHeadroom));
+    w->memory_need_.bytes = static_cast<int64_t>(
+        w->sim_params_.resident_bytes() + w->sim_grads_.resident_bytes());
+    w->memory_need_.detail = absl::StrCat(n, " parameters, simulated compute");
+    w->memory_limit_ =
+        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit();
+    RETURN_IF_ERROR(CheckFits(absl::StrCat("train worker ", o.worker),
+                              w->memory_need_.bytes, w->memory_need_.detail,
+                              w->memory_limit_, kMemoryHeadroom));
     // Fixed, small, finite, of both signs: a function of the index within
     // the tile alone (element i is element i % tile).
     float* g = w->sim_grads_.data();
@@ -129,12 +131,13 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
       g[i] = 1e-4f * (static_cast<float>((h >> 16) % 2001) - 1000.f) / 1000.f;
     }
   } else {
-    const MemoryNeed need =
+    w->memory_need_ =
         TrainWorkerMemoryNeed(o.config, o.task, o.batch, w->seq_, w->preds_);
-    RETURN_IF_ERROR(CheckFits(
-        absl::StrCat("train worker ", o.worker), need.bytes, need.detail,
-        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
-        kMemoryHeadroom));
+    w->memory_limit_ =
+        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit();
+    RETURN_IF_ERROR(CheckFits(absl::StrCat("train worker ", o.worker),
+                              w->memory_need_.bytes, w->memory_need_.detail,
+                              w->memory_limit_, kMemoryHeadroom));
     if (w->mm_.precision() != o.precision) {
       LOG(WARNING) << "the job asks for "
                    << kernels::PrecisionName(o.precision)
@@ -143,9 +146,16 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
                    << kernels::PrecisionName(w->mm_.precision())
                    << " (its step reports say so)";
     }
-    ASSIGN_OR_RETURN(w->model_, BertModel<float>::Create(
-                                    o.config, o.task, o.batch, w->seq_,
-                                    std::max(w->preds_, 1), &w->mm_));
+    absl::StatusOr<std::unique_ptr<BertModel<float>>> model =
+        BertModel<float>::Create(o.config, o.task, o.batch, w->seq_,
+                                 std::max(w->preds_, 1), &w->mm_);
+    if (!model.ok()) {
+      if (model.status().code() == absl::StatusCode::kResourceExhausted) {
+        return w->MemoryError(model.status().message());
+      }
+      return model.status();
+    }
+    w->model_ = *std::move(model);
   }
   // Forward's parameter groups: the embeddings but the word table (whose
   // rows come first), each layer, the rest (with the whole word table).
@@ -164,6 +174,12 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     w->groups_[g].push_back(static_cast<int>(t));
   }
   return w;
+}
+
+absl::Status TrainWorker::MemoryError(absl::string_view cause) const {
+  return OutOfMemoryError(absl::StrCat("train worker ", options_.worker),
+                          cause, memory_need_.bytes, memory_need_.detail,
+                          memory_limit_);
 }
 
 absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {

@@ -44,6 +44,7 @@
 #include "common/io/batch_prefetcher.h"
 #include "common/io/record_index.h"
 #include "common/kernels/matmul.h"
+#include "common/cluster/memory_plan.h"
 #include "common/memory_limit.h"
 #include "common/model/bert.h"
 #include "common/serial_thread.h"
@@ -94,6 +95,9 @@ struct TrainWorkerOptions {
   // Where record indices go when the data's directory is read-only
   // (empty: io::DefaultIndexCacheDir()).
   std::string index_cache_dir;
+  // Data files kept open at once, the least recently read closed first
+  // (common/io/record_index.h): any number of files fits the descriptors.
+  int max_open_files = io::IndexedExampleSource::kDefaultMaxOpenFiles;
   int64_t checkpoint_every = 0;
   std::string export_path;        // worker 0 exports the final model
   // An export directory's labels and vocabulary (common/model/hf_export.h).
@@ -153,6 +157,9 @@ class TrainWorker {
 
  private:
   TrainWorker(const TrainWorkerOptions& options);
+  // RESOURCE_EXHAUSTED: an allocation failed (`cause`), with what this
+  // worker needs and may use (common/memory_limit.h OutOfMemoryError).
+  absl::Status MemoryError(absl::string_view cause) const;
   absl::Status ReadBatch(int64_t step, io::BertBatch* out);
   // The step's model computation over batch_: one Step, or with
   // accumulation one per micro-batch, summed.
@@ -193,6 +200,9 @@ class TrainWorker {
                            nullptr);
 
   const TrainWorkerOptions options_;
+  // What the memory plan says this worker needs, and what it may use.
+  MemoryNeed memory_need_;
+  MemoryLimit memory_limit_;
   std::unique_ptr<PsClient> client_;
   kernels::MatmulEngine mm_;
   std::unique_ptr<BertModel<float>> model_;  // null when simulating

@@ -65,6 +65,10 @@ ABSL_FLAG(double, simulate_compute_ms, 0,
           "fixed gradients (measuring the service at scale; 0: real compute).");
 ABSL_FLAG(int, prefetch_batches, 4,
           "Train: batches read and decoded ahead on a thread of their own.");
+ABSL_FLAG(int, max_open_data_files, 64,
+          "Train role: data files kept open at once; the least recently "
+          "read is closed to open another, so a data set of any number of "
+          "files fits the descriptor limit.");
 ABSL_FLAG(int, accumulation, 1,
           "Micro-batches of --batch summed per push (gradient accumulation).");
 ABSL_FLAG(int64_t, steps, 100, "Total steps of the job.");
@@ -108,6 +112,8 @@ int main(int argc, char** argv) {
       .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
       .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
       .Range("prefetch_batches", absl::GetFlag(FLAGS_prefetch_batches), 1, 256)
+      .Range("max_open_data_files", absl::GetFlag(FLAGS_max_open_data_files), 1,
+             1 << 20)
       .RealRange("simulate_compute_ms", absl::GetFlag(FLAGS_simulate_compute_ms),
                  0, 3.6e6)
       .Range("steps", absl::GetFlag(FLAGS_steps), 1, int64_t{1} << 40)
@@ -242,6 +248,7 @@ int main(int argc, char** argv) {
     if (absl::GetFlag(FLAGS_exit_when_job_ends)) member.ExitWhenJobEnds();
     member.set_simulate_compute_ms(absl::GetFlag(FLAGS_simulate_compute_ms));
     member.set_prefetch_batches(absl::GetFlag(FLAGS_prefetch_batches));
+    member.set_max_open_files(absl::GetFlag(FLAGS_max_open_data_files));
     std::unique_ptr<bertps::WorkerMetrics> worker_metrics;
     if (metrics) {
       worker_metrics = std::make_unique<bertps::WorkerMetrics>(metrics->registry());
@@ -285,6 +292,7 @@ int main(int argc, char** argv) {
   o.simulate_compute_ms = absl::GetFlag(FLAGS_simulate_compute_ms);
   o.precision = precision;
   o.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
+  o.max_open_files = absl::GetFlag(FLAGS_max_open_data_files);
   o.steps = absl::GetFlag(FLAGS_steps);
   o.seed = absl::GetFlag(FLAGS_seed);
   o.dropout = absl::GetFlag(FLAGS_dropout);

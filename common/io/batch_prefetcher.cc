@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace bertps {
 namespace io {
@@ -40,7 +43,15 @@ void BatchPrefetcher::Loop() {
       step = next_read_++;
       generation = generation_;
     }
-    absl::Status st = read_(step, &batch);
+    absl::Status st;
+    try {
+      st = read_(step, &batch);
+    } catch (const std::bad_alloc&) {
+      // Short of memory (a tight limit): the step fails, not the process.
+      batch = BertBatch();
+      st = absl::ResourceExhaustedError(absl::StrCat(
+          "out of memory reading the batch of step ", step));
+    }
     absl::MutexLock l(&mu_);
     if (generation != generation_) continue;  // restarted meanwhile
     ++batches_read_;

@@ -6,7 +6,8 @@
 // ahead of the step taken last, so that in steady state the compute thread
 // takes a batch that is already there: bounded memory (depth batches), one
 // thread for the worker's life. A read error stops the reading: the step
-// that failed returns it when taken, never an earlier one. Taking a step
+// that failed returns it when taken, never an earlier one (a read that
+// throws std::bad_alloc fails its step with RESOURCE_EXHAUSTED). Taking a step
 // other than the next one restarts the reading there (what was read ahead
 // is dropped).
 //

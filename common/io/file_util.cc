@@ -40,10 +40,16 @@ const char* FileKind(mode_t mode) {
 
 }  // namespace
 
-absl::StatusOr<int> OpenRegularFile(const std::string& path, int64_t* size) {
+absl::StatusOr<int> OpenRegularFile(const std::string& path, int64_t* size,
+                                    int* open_errno) {
+  if (open_errno != nullptr) *open_errno = 0;
   // O_NONBLOCK: opening a FIFO would otherwise wait for a writer.
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoStatus(errno, "open", path);
+  if (fd < 0) {
+    const int err = errno;
+    if (open_errno != nullptr) *open_errno = err;
+    return ErrnoStatus(err, "open", path);
+  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;

@@ -31,9 +31,11 @@ inline constexpr int64_t kMaxReadFileBytes = int64_t{64} << 30;
 // Opens `path` read-only and returns its descriptor (the caller closes it),
 // refusing with InvalidArgument anything but a regular file: a FIFO (opened
 // without blocking, then refused), a device such as /dev/zero, a directory
-// or a socket. `size` (may be null) gets the file's size.
+// or a socket. `size` (may be null) gets the file's size; `open_errno` (may
+// be null) the errno of a failed open(2) (0 otherwise), e.g. EMFILE.
 absl::StatusOr<int> OpenRegularFile(const std::string& path,
-                                    int64_t* size = nullptr);
+                                    int64_t* size = nullptr,
+                                    int* open_errno = nullptr);
 
 // Reads the whole of a regular file (see OpenRegularFile) of at most
 // `max_bytes`; a larger one is refused with InvalidArgument naming both

@@ -307,6 +307,7 @@ IndexedExampleSource::Open(const std::vector<std::string>& patterns,
   }
   s->files_ = std::move(files);
   s->fds_.assign(s->files_.size(), -1);
+  s->lru_at_.assign(s->files_.size(), s->lru_.end());
   if (std::any_of(s->indices_.begin(), s->indices_.end(),
                   [](const RecordIndex& i) { return i.gzip(); })) {
     for (size_t f = 0; f < s->indices_.size(); ++f) {
@@ -327,9 +328,59 @@ IndexedExampleSource::Open(const std::vector<std::string>& patterns,
 }
 
 IndexedExampleSource::~IndexedExampleSource() {
-  for (int fd : fds_) {
-    if (fd >= 0) close(fd);
+  while (CloseLeastRecent()) {
   }
+}
+
+void IndexedExampleSource::set_max_open_files(int n) {
+  max_open_files_ = std::max(n, 1);
+  while (static_cast<int>(lru_.size()) > max_open_files_) CloseLeastRecent();
+}
+
+bool IndexedExampleSource::CloseLeastRecent() {
+  if (lru_.empty()) return false;
+  const size_t f = lru_.back();
+  lru_.pop_back();
+  lru_at_[f] = lru_.end();
+  close(fds_[f]);
+  fds_[f] = -1;
+  return true;
+}
+
+absl::StatusOr<int> IndexedExampleSource::FileDescriptor(size_t f) {
+  if (fds_[f] >= 0) {
+    lru_.splice(lru_.begin(), lru_, lru_at_[f]);
+    return fds_[f];
+  }
+  while (static_cast<int>(lru_.size()) >= max_open_files_) CloseLeastRecent();
+  const std::string& path = files_[f];
+  int64_t size = 0;
+  int err = 0;
+  absl::StatusOr<int> fd = OpenRegularFile(path, &size, &err);
+  // Out of descriptors: give up open files until this one opens.
+  while (!fd.ok() && (err == EMFILE || err == ENFILE) && CloseLeastRecent()) {
+    fd = OpenRegularFile(path, &size, &err);
+  }
+  if (!fd.ok()) {
+    if (err == EMFILE || err == ENFILE) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          fd.status().message(), " (no data file is open: the process's "
+          "other descriptors fill its limit; raise it, e.g. ulimit -n)"));
+    }
+    return fd.status();
+  }
+  if (size != indices_[f].file_size) {
+    close(*fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " changed since it was indexed (", size, " bytes, was ",
+        indices_[f].file_size,
+        "): the job's data must not change while it runs"));
+  }
+  fds_[f] = *fd;
+  lru_.push_front(f);
+  lru_at_[f] = lru_.begin();
+  ++files_opened_;
+  return *fd;
 }
 
 absl::Status IndexedExampleSource::Read(int64_t position,
@@ -343,20 +394,12 @@ absl::Status IndexedExampleSource::Read(int64_t position,
       std::upper_bound(first_.begin(), first_.end(), p) - first_.begin() - 1);
   const std::string& path = files_[f];
   const RecordIndex& index = indices_[f];
-  if (fds_[f] < 0) {
-    int64_t size = 0;
-    ASSIGN_OR_RETURN(fds_[f], OpenRegularFile(path, &size));
-    if (size != index.file_size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          path, " changed since it was indexed (", size, " bytes, was ",
-          index.file_size, "): the job's data must not change while it runs"));
-    }
-  }
   if (index.gzip()) return ReadGzip(f, p - first_[f], record);
+  ASSIGN_OR_RETURN(const int fd, FileDescriptor(f));
   const int64_t offset = index.offsets[static_cast<size_t>(p - first_[f])];
   last_file_ = path;
   last_offset_ = offset;
-  ASSIGN_OR_RETURN(const int64_t n, ReadTFRecordAt(fds_[f], path, offset, record));
+  ASSIGN_OR_RETURN(const int64_t n, ReadTFRecordAt(fd, path, offset, record));
   bytes_read_ += n;
   ++records_read_;
   return absl::OkStatus();
@@ -387,8 +430,9 @@ absl::Status IndexedExampleSource::ReadGzip(size_t f, int64_t local,
                                 ? index.offsets[index.block_first[b + 1]]
                                 : index.raw_size;
     block_compressed_.resize(static_cast<size_t>(to - from));
+    ASSIGN_OR_RETURN(const int fd, FileDescriptor(f));
     ASSIGN_OR_RETURN(const size_t got,
-                     PreadFull(fds_[f], block_compressed_.data(),
+                     PreadFull(fd, block_compressed_.data(),
                                block_compressed_.size(), from, path));
     if (got < block_compressed_.size()) {
       return absl::DataLossError(absl::StrCat(where(), ": cut short"));

@@ -31,6 +31,11 @@
 // one), and within a unit a permutation of its records; so consecutive
 // positions read from the same block, and a worker whose share of a batch
 // spans whole blocks inflates only its own.
+// At most max_open_files() data files are open at once (default 64): the
+// file read least recently is closed to open another (and also when open
+// fails with EMFILE / ENFILE while any is open), so a data set of any number
+// of files fits any descriptor limit; a file opened again is checked to have
+// kept its size. Every read is still one positioned read.
 // A worker so reads only its own examples, and one that joins or resumes at
 // step t starts there at once; global batch t is the same whatever the
 // number of workers, and a replacement worker or a resumed job sees exactly
@@ -42,6 +47,7 @@
 #define BERTPS_COMMON_IO_RECORD_INDEX_H_
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -132,6 +138,15 @@ class IndexedExampleSource {
 
   // Records in all files (one epoch).
   int64_t size() const { return total_; }
+  // The bound on open data files (>= 1; kDefaultMaxOpenFiles unless set).
+  // Lowering it closes the files read least recently.
+  static constexpr int kDefaultMaxOpenFiles = 64;
+  void set_max_open_files(int n);
+  int max_open_files() const { return max_open_files_; }
+  // Data files open now, and opens so far (a file closed and opened again
+  // counts twice).
+  int open_files() const { return static_cast<int>(lru_.size()); }
+  int64_t files_opened() const { return files_opened_; }
   // Shuffles every epoch (EpochPermutation with `seed`); off: file order.
   void set_shuffle(bool on, uint64_t seed) {
     shuffle_ = on;
@@ -157,11 +172,21 @@ class IndexedExampleSource {
   absl::Status ReadGzip(size_t f, int64_t local, std::string* record);
   // The unit order of `epoch` (cum_ over perm_).
   void PrepareUnits(int64_t epoch);
+  // File f's descriptor, opened (and others closed) as the bound demands;
+  // f becomes the most recently read.
+  absl::StatusOr<int> FileDescriptor(size_t f);
+  // Closes the file read least recently (false: none is open).
+  bool CloseLeastRecent();
 
   std::vector<std::string> files_;
   std::vector<RecordIndex> indices_;
   std::vector<int64_t> first_;  // stream position of each file's first record
-  std::vector<int> fds_;        // opened at the first read of the file
+  std::vector<int> fds_;        // -1: closed (opened when read)
+  // The open files, most recently read first; lru_at_[f] is f's place.
+  std::list<size_t> lru_;
+  std::vector<std::list<size_t>::iterator> lru_at_;
+  int max_open_files_ = kDefaultMaxOpenFiles;
+  int64_t files_opened_ = 0;
   int64_t total_ = 0;
   bool shuffle_ = false;
   uint64_t seed_ = 0;

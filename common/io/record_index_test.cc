@@ -1,5 +1,7 @@
 #include "common/io/record_index.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/io/tfrecord.h"
 #include "gtest/gtest.h"
 
@@ -137,6 +140,105 @@ TEST_F(RecordIndexTest, AStaleOrCorruptIndexIsRebuiltNeverTrusted) {
   ASSERT_TRUE(i5.ok());
   EXPECT_EQ(how, IndexSource::kLoaded);
   EXPECT_EQ(i5->offsets, i3->offsets);
+}
+
+int OpenDescriptors() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  while (readdir(d) != nullptr) ++n;
+  closedir(d);
+  return n - 3;  // ".", "..", the directory's own
+}
+
+// RLIMIT_NOFILE's soft limit set to `soft` for the object's life.
+class ScopedDescriptorLimit {
+ public:
+  explicit ScopedDescriptorLimit(rlim_t soft) {
+    getrlimit(RLIMIT_NOFILE, &saved_);
+    const rlimit low{soft, saved_.rlim_max};
+    ok_ = setrlimit(RLIMIT_NOFILE, &low) == 0;
+  }
+  ~ScopedDescriptorLimit() { setrlimit(RLIMIT_NOFILE, &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+// A data set of more files than the process may have open (the audit: a
+// 1,100-file set failed at a limit of 1,024 after 48 steps, one descriptor
+// kept per file read): every record of every file reads, shuffled, over two
+// epochs, with 20 descriptors to spare.
+TEST_F(RecordIndexTest, MoreFilesThanTheDescriptorLimitAllRead) {
+  constexpr int kFiles = 300, kPerFile = 2;
+  for (int f = 0; f < kFiles; ++f) {
+    WriteFile(absl::StrFormat("part-%05d.tfrecord", f), f, kPerFile);
+  }
+  auto s = IndexedExampleSource::Open({dir_ + "/data/*.tfrecord"}, cache_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  (*s)->set_shuffle(true, 7);
+  ScopedDescriptorLimit limit(static_cast<rlim_t>(OpenDescriptors() + 20));
+  ASSERT_TRUE(limit.ok());
+  std::vector<int> seen(kFiles * kPerFile, 0);
+  std::string record;
+  for (int64_t p = 0; p < 2 * kFiles * kPerFile; ++p) {
+    absl::Status st = (*s)->Read(p, &record);
+    ASSERT_TRUE(st.ok()) << "position " << p << ": " << st;
+    int file = -1, i = -1;
+    ASSERT_EQ(std::sscanf(record.c_str(), "f%d-r%d", &file, &i), 2) << record;
+    ASSERT_EQ(record, Record(file, i));
+    ++seen[file * kPerFile + i];
+  }
+  for (int c : seen) EXPECT_EQ(c, 2);
+}
+
+// The bound: never more than max_open_files() open, the least recently read
+// closed first, a file read again reopened; a file changed while closed is
+// refused when it opens again.
+TEST_F(RecordIndexTest, OpenFilesStayWithinTheBound) {
+  constexpr int kFiles = 40;
+  for (int f = 0; f < kFiles; ++f) {
+    WriteFile(absl::StrFormat("part-%05d.tfrecord", f), f, 3);
+  }
+  auto s = IndexedExampleSource::Open({dir_ + "/data/*.tfrecord"}, cache_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->max_open_files(), IndexedExampleSource::kDefaultMaxOpenFiles);
+  (*s)->set_max_open_files(8);
+  const int before = OpenDescriptors();
+  std::string record;
+  int max_open = 0;
+  for (int64_t p = 0; p < 3 * kFiles; ++p) {  // file order: each file once
+    ASSERT_TRUE((*s)->Read(p, &record).ok()) << p;
+    ASSERT_EQ(record, Record(static_cast<int>(p / 3), static_cast<int>(p % 3)));
+    max_open = std::max(max_open, (*s)->open_files());
+  }
+  EXPECT_EQ(max_open, 8);
+  EXPECT_EQ((*s)->files_opened(), kFiles);
+  EXPECT_EQ(OpenDescriptors() - before, 8);
+  // Files 32..39 are open: reading them opens nothing; file 0 opens again.
+  for (int64_t p = 3 * 32; p < 3 * kFiles; ++p) {
+    ASSERT_TRUE((*s)->Read(p, &record).ok());
+  }
+  EXPECT_EQ((*s)->files_opened(), kFiles);
+  ASSERT_TRUE((*s)->Read(0, &record).ok());
+  EXPECT_EQ((*s)->files_opened(), kFiles + 1);
+  // Lowering the bound closes the least recently read.
+  (*s)->set_max_open_files(2);
+  EXPECT_EQ((*s)->open_files(), 2);
+  EXPECT_EQ(OpenDescriptors() - before, 2);
+  // File 5 (closed) grows: refused when it is opened again, naming it.
+  {
+    std::ofstream out(dir_ + "/data/part-00005.tfrecord", std::ios::app);
+    out << "more";
+  }
+  absl::Status st = (*s)->Read(3 * 5, &record);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_NE(st.message().find("part-00005.tfrecord changed"),
+            std::string::npos) << st;
+  EXPECT_EQ((*s)->open_files(), 1);  // one closed to make room, 5 not kept
+  s->reset();
+  EXPECT_EQ(OpenDescriptors(), before);
 }
 
 TEST(EpochPermutation, IsABijectionDifferentInEveryEpoch) {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/kernels/bf16.h"
 #include "glog/logging.h"
 #include "oneapi/dnnl/dnnl.h"
@@ -84,9 +87,52 @@ MatmulEngine::MatmulEngine(Precision requested)
       ctx_(std::make_unique<Context>()) {}
 MatmulEngine::~MatmulEngine() = default;
 
+absl::Status MatmulEngine::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+void MatmulEngine::ClearStatus() {
+  absl::MutexLock lock(&mu_);
+  status_ = absl::OkStatus();
+  failed_.store(false, std::memory_order_release);
+}
+
+void MatmulEngine::Fail(const GemmDims& d, int dnnl_status,
+                        const std::string& what) {
+  const std::string msg = absl::StrCat(
+      "oneDNN could not run the product ", d.batch, "x", d.m, "x", d.n, "x",
+      d.k, ": ", what);
+  absl::MutexLock lock(&mu_);
+  if (!status_.ok()) return;  // the first failure is the one reported
+  status_ = dnnl_status == dnnl_out_of_memory
+                ? absl::ResourceExhaustedError(msg)
+                : absl::InternalError(msg);
+  failed_.store(true, std::memory_order_release);
+  LOG(ERROR) << msg;
+}
+
 MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
                                              bool accumulate) {
   Key key{d.batch, d.m, d.n, d.k, d.trans_a, d.trans_b, accumulate, alpha};
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second.get();
+  }
+  try {
+    return MakeBatched(key, d, alpha, accumulate);
+  } catch (const dnnl::error& e) {
+    Fail(d, e.status, e.what());
+  } catch (const std::bad_alloc&) {
+    Fail(d, dnnl_out_of_memory, "out of memory (std::bad_alloc)");
+  }
+  return nullptr;
+}
+
+MatmulEngine::Impl* MatmulEngine::MakeBatched(const Key& key,
+                                              const GemmDims& d, float alpha,
+                                              bool accumulate) {
   absl::MutexLock lock(&mu_);
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second.get();
@@ -117,47 +163,64 @@ MatmulEngine::Impl* MatmulEngine::GetBatched(const GemmDims& d, float alpha,
 std::string MatmulEngine::KernelName(const GemmDims& d, float alpha,
                                      bool accumulate) {
   if (precision_ == Precision::kFp32 && d.batch == 1) return "sgemm";
-  return GetBatched(d, alpha, accumulate)->kernel;
+  Impl* impl = GetBatched(d, alpha, accumulate);
+  return impl != nullptr ? impl->kernel : "unavailable";
 }
 
 void MatmulEngine::Run(const GemmDims& d, const float* a, const float* b,
                        float* c, float alpha, bool accumulate) {
   if (d.m == 0 || d.n == 0) return;
+  if (failed()) return;  // a step with a failed product is not used
   flops_.fetch_add(static_cast<int64_t>(d.flops()), std::memory_order_relaxed);
-  if (precision_ == Precision::kBf16) {
-    const int64_t na = d.batch * d.m * d.k, nb = d.batch * d.k * d.n;
-    uint16_t* a16 = Bf16Scratch(0, na);
-    uint16_t* b16 = Bf16Scratch(1, nb);
-    FloatToBf16(a, na, a16);
-    FloatToBf16(b, nb, b16);
+  try {
+    if (precision_ == Precision::kBf16) {
+      const int64_t na = d.batch * d.m * d.k, nb = d.batch * d.k * d.n;
+      uint16_t* a16 = Bf16Scratch(0, na);
+      uint16_t* b16 = Bf16Scratch(1, nb);
+      FloatToBf16(a, na, a16);
+      FloatToBf16(b, nb, b16);
+      Impl* impl = GetBatched(d, alpha, accumulate);
+      if (impl == nullptr) return;
+      dnnl::memory am(impl->a_md, ctx_->engine, a16);
+      dnnl::memory bm(impl->b_md, ctx_->engine, b16);
+      dnnl::memory cm(impl->c_md, ctx_->engine, c);
+      impl->prim.execute(ctx_->stream, {{DNNL_ARG_SRC, am},
+                                        {DNNL_ARG_WEIGHTS, bm},
+                                        {DNNL_ARG_DST, cm}});
+      ctx_->stream.wait();
+      return;
+    }
+    if (d.batch == 1) {
+      // Row-major BLAS-style GEMM: the fastest oneDNN path for plain 2-D
+      // products (handles the transposes without copies).
+      dnnl_status_t st = dnnl_sgemm(
+          d.trans_a ? 'T' : 'N', d.trans_b ? 'T' : 'N', d.m, d.n, d.k, alpha,
+          a, d.trans_a ? d.m : d.k, b, d.trans_b ? d.k : d.n,
+          accumulate ? 1.0f : 0.0f, c, d.n);
+      if (st != dnnl_success) {
+        Fail(d, st, st == dnnl_out_of_memory
+                        ? "dnnl_sgemm: out of memory"
+                        : absl::StrCat("dnnl_sgemm: status ",
+                                       static_cast<int>(st)));
+      }
+      return;
+    }
     Impl* impl = GetBatched(d, alpha, accumulate);
-    dnnl::memory am(impl->a_md, ctx_->engine, a16);
-    dnnl::memory bm(impl->b_md, ctx_->engine, b16);
+    if (impl == nullptr) return;
+    dnnl::memory am(impl->a_md, ctx_->engine, const_cast<float*>(a));
+    dnnl::memory bm(impl->b_md, ctx_->engine, const_cast<float*>(b));
     dnnl::memory cm(impl->c_md, ctx_->engine, c);
     impl->prim.execute(ctx_->stream, {{DNNL_ARG_SRC, am},
                                       {DNNL_ARG_WEIGHTS, bm},
                                       {DNNL_ARG_DST, cm}});
     ctx_->stream.wait();
-    return;
+  } catch (const dnnl::error& e) {
+    // A scratchpad or memory object oneDNN could not allocate.
+    Fail(d, e.status, e.what());
+  } catch (const std::bad_alloc&) {
+    // The bf16 copies of the operands.
+    Fail(d, dnnl_out_of_memory, "out of memory (std::bad_alloc)");
   }
-  if (d.batch == 1) {
-    // Row-major BLAS-style GEMM: the fastest oneDNN path for plain 2-D
-    // products (handles the transposes without copies).
-    dnnl_status_t st = dnnl_sgemm(
-        d.trans_a ? 'T' : 'N', d.trans_b ? 'T' : 'N', d.m, d.n, d.k, alpha, a,
-        d.trans_a ? d.m : d.k, b, d.trans_b ? d.k : d.n,
-        accumulate ? 1.0f : 0.0f, c, d.n);
-    CHECK_EQ(st, dnnl_success) << "dnnl_sgemm failed";
-    return;
-  }
-  Impl* impl = GetBatched(d, alpha, accumulate);
-  dnnl::memory am(impl->a_md, ctx_->engine, const_cast<float*>(a));
-  dnnl::memory bm(impl->b_md, ctx_->engine, const_cast<float*>(b));
-  dnnl::memory cm(impl->c_md, ctx_->engine, c);
-  impl->prim.execute(ctx_->stream, {{DNNL_ARG_SRC, am},
-                                    {DNNL_ARG_WEIGHTS, bm},
-                                    {DNNL_ARG_DST, cm}});
-  ctx_->stream.wait();
 }
 
 template <typename T>

@@ -16,6 +16,13 @@
 // (or with ONEDNN_MAX_CPU_ISA set below it) the engine runs fp32 and says so
 // in precision(); callers report that, they never mix precisions silently.
 //
+// Failures: a product oneDNN cannot run (out of memory: a primitive, its
+// scratchpad or sgemm's packing buffer could not be allocated, as under a
+// tight address-space limit) does not abort the process: the engine keeps
+// the first failure in status(), leaves C as it was, and every later
+// product does nothing until ClearStatus(). Callers check status() after a
+// step and before they use or send what the products made.
+//
 // Thread-safety: MatmulEngine is thread-safe (its primitive cache is guarded;
 // bf16 operands are rounded into buffers of the calling thread); products use
 // the oneDNN/OpenMP threads set by SetNumThreads (threads.h).
@@ -30,6 +37,7 @@
 #include <tuple>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 
 namespace bertps {
@@ -76,18 +84,31 @@ class MatmulEngine {
   // Floating-point operations of every product run so far (2*M*N*K each).
   int64_t flops() const { return flops_.load(std::memory_order_relaxed); }
 
+  // OK, or the first product that failed (RESOURCE_EXHAUSTED for oneDNN's
+  // out of memory, INTERNAL otherwise), naming its shape.
+  absl::Status status() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  void ClearStatus() ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Impl;
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool,
                          float>;
+  // Null (and status() set) when oneDNN cannot make the primitive.
   Impl* GetBatched(const GemmDims& d, float alpha, bool accumulate);
+  Impl* MakeBatched(const Key& key, const GemmDims& d, float alpha,
+                    bool accumulate) ABSL_LOCKS_EXCLUDED(mu_);
+  void Fail(const GemmDims& d, int dnnl_status, const std::string& what)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Context;
   const Precision precision_;
   std::unique_ptr<Context> ctx_;
   std::atomic<int64_t> flops_{0};
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<Key, std::unique_ptr<Impl>> cache_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> failed_{false};
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 template <typename T>

@@ -1,6 +1,10 @@
 #include "common/kernels/matmul.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <random>
@@ -154,6 +158,63 @@ TEST(Matmul, Bf16RunsOnTheCpusBf16Units) {
   MatmulNaive<double>(d, ra.data(), rb.data(), ref.data());
   for (size_t i = 0; i < c.size(); ++i) {
     ASSERT_NEAR(c[i], ref[i], 2e-6 * 128 * (1 + std::fabs(ref[i]))) << i;
+  }
+}
+
+int64_t MappedBytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmSize:", 0) == 0) return std::atoll(line.c_str() + 7) << 10;
+  }
+  return -1;
+}
+
+// Under an address-space limit that leaves no room (ulimit -v), oneDNN
+// cannot allocate a product's packing buffers or a new primitive: the
+// engine reports it (it used to CHECK-fail and abort the daemon), leaves C
+// alone, skips later products, and works again once cleared with room.
+TEST(Matmul, AProductWithNoMemoryLeftFailsWithoutAborting) {
+  MatmulEngine engine;
+  std::mt19937 rng(3);
+  const GemmDims big{1, 1024, 1024, 1024};
+  const GemmDims batched{3, 96, 80, 72};
+  const std::vector<float> a = Random(1024 * 1024, &rng);
+  const std::vector<float> b = Random(1024 * 1024, &rng);
+  std::vector<float> c(1024 * 1024, 7.0f);
+  // Warm: oneDNN's threads and state exist before the limit.
+  engine.Run(GemmDims{1, 64, 64, 64}, a.data(), b.data(), c.data());
+  ASSERT_TRUE(engine.status().ok());
+  std::fill(c.begin(), c.end(), 7.0f);
+
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_AS, &saved), 0);
+  const int64_t mapped = MappedBytes();
+  ASSERT_GT(mapped, 0);
+  const rlimit tight{static_cast<rlim_t>(mapped + (int64_t{1} << 20)),
+                     saved.rlim_max};
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &tight), 0);
+  engine.Run(big, a.data(), b.data(), c.data());
+  engine.Run(batched, a.data(), b.data(), c.data());
+  const absl::Status st = engine.status();
+  ASSERT_EQ(setrlimit(RLIMIT_AS, &saved), 0);
+  EXPECT_TRUE(engine.failed());
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_NE(st.message().find("1x1024x1024x1024"), std::string::npos) << st;
+  EXPECT_EQ(c[0], 7.0f);  // untouched
+  EXPECT_EQ(c[1024 * 1024 - 1], 7.0f);
+
+  // Failed: later products do nothing until cleared.
+  engine.Run(GemmDims{1, 64, 64, 64}, a.data(), b.data(), c.data());
+  EXPECT_EQ(c[0], 7.0f);
+  engine.ClearStatus();
+  EXPECT_TRUE(engine.status().ok());
+  std::vector<float> ref(batched.batch * batched.m * batched.n);
+  engine.Run(batched, a.data(), b.data(), c.data());
+  MatmulNaive<float>(batched, a.data(), b.data(), ref.data());
+  ASSERT_TRUE(engine.status().ok()) << engine.status();
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_NEAR(c[i], ref[i], 1e-3f * (1 + std::fabs(ref[i]))) << i;
   }
 }
 

@@ -408,7 +408,11 @@ absl::StatusOr<StepResult> BertModel<T>::Step(const BertBatchView& batch,
   RETURN_IF_ERROR(ValidateBatch(batch));
   StepResult result;
   RETURN_IF_ERROR(Forward(batch, options, &result));
+  // A product oneDNN could not run (out of memory) left its output as it
+  // was: the step is not used (kernels/matmul.h).
+  if (mm_ != nullptr && mm_->failed()) return mm_->status();
   if (options.backward) Backward(batch, options);
+  if (mm_ != nullptr && mm_->failed()) return mm_->status();
   return result;
 }
 

@@ -84,6 +84,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     return absl::InvalidArgumentError(absl::StrCat(
         "pull_window_bytes must be >= 0, not ", c->pull_window_bytes_));
   }
+  // The lanes' threads now: a process that cannot start threads (a tight
+  // memory limit) hears it here, as an error, not in a step.
+  RETURN_IF_ERROR(c->pull_lanes_->Start());
+  RETURN_IF_ERROR(c->push_lanes_->Start());
+  if (c->pull_copy_thread_) RETURN_IF_ERROR(c->copy_lanes_->Start());
   grpc::ChannelArguments args = ps::ClientChannelArguments(
       static_cast<int>(absl::ToInt64Milliseconds(options.keepalive)));
   if (c->pull_window_bytes_ > 0) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/flag_checks.h"
 #include "common/init.h"
+#include "common/listener.h"
 #include "common/metrics.h"
 #include "common/security.h"
 #include "common/signals.h"
@@ -162,18 +163,26 @@ int main(int argc, char** argv) {
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_port)),
-                           bertps::ServerCredentials(*security), &port);
+  // Our own accept loop (common/listener.h): gRPC 1.51's stops for good at
+  // the first EMFILE; this one sheds connections and goes on.
+  absl::StatusOr<bertps::ServerListener> listener = bertps::AddServerListener(
+      &builder, host, absl::GetFlag(FLAGS_port),
+      bertps::ServerCredentials(*security));
+  if (!listener.ok()) {
+    std::fprintf(stderr, "bertps_coordinator: %s\n",
+                 listener.status().ToString().c_str());
+    return 1;
+  }
   bertps::AddTcpTuning(&builder);
   builder.RegisterService(&jobs);
   builder.RegisterService(&cluster);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    std::fprintf(stderr, "bertps_coordinator: cannot listen on port %d\n",
-                 absl::GetFlag(FLAGS_port));
+  if (!server) {
+    std::fprintf(stderr, "bertps_coordinator: cannot start the server\n");
     return 1;
   }
+  listener->Start();
+  const int port = listener->listener->port();
   if (metrics) {
     std::printf("bertps_coordinator listening on %s:%d, metrics on http://%s:%d/metrics\n",
                 host.c_str(), port, host.c_str(), metrics->port());
@@ -206,6 +215,7 @@ int main(int argc, char** argv) {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   });
   server->Wait();
+  listener->listener->Stop();
   done = true;
   ticker.join();
   waiter.join();

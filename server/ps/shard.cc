@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <new>
+#include <system_error>
 #include <cstdio>
 #include <cmath>
 #include <cstring>
@@ -140,16 +142,29 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   }
   ParamLayout layout = ParamLayout::ForBert(o.config, o.task);
   ASSIGN_OR_RETURN(PartitionPlan plan, PartitionPlan::Make(layout, o.num_shards));
-  {
-    ASSIGN_OR_RETURN(MemoryNeed need,
-                     ShardMemoryNeed(o.config, o.task, o.optimizer,
-                                     o.num_shards, o.num_workers, o.shard));
-    RETURN_IF_ERROR(CheckFits(
-        absl::StrCat("parameter-server shard ", o.shard), need.bytes,
-        need.detail,
-        o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit(),
-        kMemoryHeadroom));
+  ASSIGN_OR_RETURN(MemoryNeed need,
+                   ShardMemoryNeed(o.config, o.task, o.optimizer, o.num_shards,
+                                   o.num_workers, o.shard));
+  const MemoryLimit limit =
+      o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit();
+  const std::string what = absl::StrCat("parameter-server shard ", o.shard);
+  RETURN_IF_ERROR(
+      CheckFits(what, need.bytes, need.detail, limit, kMemoryHeadroom));
+  // Short of memory after all (the estimate is below what the process
+  // really maps): an error naming the need and the limit, not an abort.
+  try {
+    return Make(o, peers, replicas, std::move(layout), std::move(plan));
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryError(what, "std::bad_alloc", need.bytes, need.detail,
+                            limit);
+  } catch (const std::system_error& e) {
+    return OutOfMemoryError(what, e.what(), need.bytes, need.detail, limit);
   }
+}
+
+absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Make(
+    const ShardOptions& o, PeerLink* peers, ReplicaLink* replicas,
+    ParamLayout layout, PartitionPlan plan) {
   std::unique_ptr<ShardCore> core(
       new ShardCore(o, peers, replicas, std::move(layout), std::move(plan)));
   ShardCore& c = *core;

@@ -381,6 +381,11 @@ class ShardCore {
   explicit ShardCore(const ShardOptions& options, PeerLink* peers,
                      ReplicaLink* replicas, ParamLayout layout,
                      PartitionPlan plan);
+  // Create's allocations and threads (std::bad_alloc, std::system_error
+  // when the process is short of memory; Create turns them into errors).
+  static absl::StatusOr<std::unique_ptr<ShardCore>> Make(
+      const ShardOptions& options, PeerLink* peers, ReplicaLink* replicas,
+      ParamLayout layout, PartitionPlan plan);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, update_mu_);
   // AcquireSnapshot's condition: a pull of `step` needing `min_version`
   // may read now (or the shard is broken).
