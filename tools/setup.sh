@@ -14,6 +14,8 @@ PACKAGES=(
   libicu-dev zlib1g-dev
   # reference peer for parity tests and benchmarks
   python3 python3-torch python3-numpy libopenblas0
+  # a stepped wall clock for one process (tests/coordinator_pause_test.sh)
+  faketime
 )
 
 # `setup.sh --build-only` (the Dockerfile's build stage): only what building
@@ -21,7 +23,7 @@ PACKAGES=(
 BUILD_ONLY=0
 if [ "${1:-}" = "--build-only" ]; then
   BUILD_ONLY=1
-  TEST_ONLY=" clang-14 libclang-rt-14-dev python3 python3-torch python3-numpy libopenblas0 "
+  TEST_ONLY=" clang-14 libclang-rt-14-dev python3 python3-torch python3-numpy libopenblas0 faketime "
   kept=()
   for p in "${PACKAGES[@]}"; do
     [[ "$TEST_ONLY" == *" $p "* ]] || kept+=("$p")

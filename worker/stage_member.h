@@ -36,7 +36,7 @@ class StageMember {
   static absl::StatusOr<std::unique_ptr<StageMember>> Create(
       const std::string& coordinator, const std::string& listen,
       const SecurityConfig& security);
-  absl::Status Run(absl::Duration give_up = absl::Minutes(2)) {
+  absl::Status Run(absl::Duration give_up = absl::ZeroDuration()) {
     return member_.Run(give_up);
   }
   void Stop() { member_.Stop(); }

@@ -23,7 +23,7 @@ class TrainMember {
                        const SecurityConfig& security = SecurityConfig());
   // Until Stop(); fails only if the coordinator cannot be reached for
   // `give_up` in a row.
-  absl::Status Run(absl::Duration give_up = absl::Minutes(2)) {
+  absl::Status Run(absl::Duration give_up = absl::ZeroDuration()) {
     return member_.Run(give_up);
   }
   void Stop() { member_.Stop(); }

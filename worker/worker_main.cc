@@ -41,6 +41,11 @@ ABSL_FLAG(std::string, role, "train",
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take work from it (the job flags below are "
           "then ignored).");
+ABSL_FLAG(int, coordinator_give_up_s, 0,
+          "With --coordinator: after the coordinator has not answered for "
+          "this long, stop this member's work (it keeps trying, and tells "
+          "the job once the coordinator is back). 0: never; the work goes on "
+          "while the coordinator is away.");
 ABSL_FLAG(bool, exit_when_job_ends, false,
           "Train role with --coordinator: exit (status 0) once the first job "
           "this worker took part in has ended.");
@@ -110,6 +115,8 @@ int main(int argc, char** argv) {
       .Range("worker_index", absl::GetFlag(FLAGS_worker_index), 0,
              std::max(num_workers - 1, 0))
       .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
+      .Range("coordinator_give_up_s", absl::GetFlag(FLAGS_coordinator_give_up_s),
+             0, 30 * 86400)
       .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
       .Range("prefetch_batches", absl::GetFlag(FLAGS_prefetch_batches), 1, 256)
       .Range("max_open_data_files", absl::GetFlag(FLAGS_max_open_data_files), 1,
@@ -152,6 +159,8 @@ int main(int argc, char** argv) {
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  const absl::Duration give_up =
+      absl::Seconds(absl::GetFlag(FLAGS_coordinator_give_up_s));
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   if (!security.ok()) return fail(security.status());
@@ -207,7 +216,7 @@ int main(int argc, char** argv) {
       LOG(INFO) << "signal " << sig << ": leaving";
       (*member)->Stop();
     });
-    absl::Status st = (*member)->Run();
+    absl::Status st = (*member)->Run(give_up);
     waiter.detach();
     if (health) health->Shutdown();
     if (!st.ok()) return fail(st);
@@ -237,7 +246,7 @@ int main(int argc, char** argv) {
       LOG(INFO) << "signal " << sig << ": leaving";
       member.Stop();
     });
-    absl::Status st = member.Run();
+    absl::Status st = member.Run(give_up);
     waiter.detach();
     if (health) health->Shutdown();
     if (!st.ok()) return fail(st);
@@ -262,7 +271,7 @@ int main(int argc, char** argv) {
       LOG(INFO) << "signal " << sig << ": leaving";
       member.Stop();
     });
-    absl::Status st = member.Run();
+    absl::Status st = member.Run(give_up);
     waiter.detach();
     if (health) health->Shutdown();
     if (!st.ok()) return fail(st);

@@ -78,7 +78,15 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (member_id_.empty()) RETURN_IF_ERROR(Register());
     grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + rpc_timeout_));
+    // A heartbeat answered later than half the member timeout is of no use
+    // (the member counts as silent by then): it fails sooner, and the
+    // member loop's retries and give-up see the coordinator's absence.
+    absl::Duration deadline = rpc_timeout_;
+    if (member_timeout_ > absl::ZeroDuration()) {
+      deadline = std::min(deadline,
+                          std::max(absl::Seconds(1), member_timeout_ / 2));
+    }
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     req.set_member_id(member_id_);
     req.set_member_secret(member_secret_);
     if (!gave_up_.empty()) req.set_gave_up(gave_up_);

@@ -31,6 +31,11 @@
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take jobs from it (all other job flags are "
           "then ignored).");
+ABSL_FLAG(int, coordinator_give_up_s, 0,
+          "With --coordinator: after the coordinator has not answered for "
+          "this long, uninstall the shard (it keeps trying, and tells the job "
+          "once the coordinator is back). 0: never; the shard serves on while "
+          "the coordinator is away.");
 ABSL_FLAG(bool, exit_when_job_ends, false,
           "With --coordinator: exit (status 0) once the first job this shard "
           "served has ended, instead of waiting for the next one.");
@@ -183,7 +188,8 @@ int ServeSlices(const std::string& coordinator, int slices,
   std::vector<std::thread> loops;
   for (int k = 0; k < slices; ++k) {
     loops.emplace_back([&, k] {
-      statuses[k] = members[k]->Run();
+      statuses[k] = members[k]->Run(
+          absl::Seconds(absl::GetFlag(FLAGS_coordinator_give_up_s)));
       for (auto& m : members) m->Stop();
       servers[k]->Shutdown();
     });
@@ -215,6 +221,8 @@ int main(int argc, char** argv) {
   checks.Port("port", absl::GetFlag(FLAGS_port))
       .Port("metrics_port", absl::GetFlag(FLAGS_metrics_port),
             /*allow_off=*/true)
+      .Range("coordinator_give_up_s", absl::GetFlag(FLAGS_coordinator_give_up_s),
+             0, 30 * 86400)
       .Range("slices", absl::GetFlag(FLAGS_slices), 1, 64)
       .Range("num_shards", num_shards, 1, 1024)
       .Range("shard", absl::GetFlag(FLAGS_shard), 0,
