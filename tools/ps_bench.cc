@@ -181,7 +181,8 @@ double KernelMs(bertps::optim::OptimizerKind kind, int64_t n, float* param,
   std::vector<double> ms;
   for (int r = 0; r < 3; ++r) {
     const auto t0 = Clock::now();
-    (void)bertps::optim::StepSlice(oc, r, s, 1.0f);
+    (void)bertps::optim::StepSlice(oc, r, bertps::optim::LearningRate(oc, r), s,
+                                   1.0f);
     ms.push_back(Secs(t0, Clock::now()) * 1e3);
   }
   return Median(ms);
