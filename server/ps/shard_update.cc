@@ -194,7 +194,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
 absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
                                      float scale, Snapshot* into) {
   const optim::OptimizerConfig& oc = options_.optimizer;
-  const float lr = optim::LearningRate(oc, step_index);
+  const float lr = job_plan().LearningRateAt(step_index);
   // Out of place: this version is read where it lies (params_, or the
   // published snapshot, which pulls may still be sending; only read here)
   // and the next is written into `into` alone -- one pass over the shard's
@@ -300,7 +300,7 @@ absl::Status ShardCore::ApplyStep(
     absl::Time deadline, Snapshot* into,
     const std::function<void(const StepNorms&)>& norms_final) {
   const optim::OptimizerConfig& oc = options_.optimizer;
-  const float lr = optim::LearningRate(oc, step_index);
+  const float lr = job_plan().LearningRateAt(step_index);
   // Global gradient norm (of the scaled gradient).
   double sq;
   if (norms->grad_sq.has_value()) {
@@ -365,7 +365,7 @@ absl::Status ShardCore::ApplyStep(
           oc, step_index, slice_of(sl), scale,
           update_scratch_.data() + sl.shard_offset);
     }
-    if (!split_tensors_.empty() && options_.mode == BSP) {
+    if (!split_tensors_.empty() && mode() == BSP) {
       if (!norms->lamb.has_value()) {
         std::vector<double> local;
         for (int t : split_tensors_) {
