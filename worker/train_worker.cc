@@ -411,11 +411,14 @@ absl::Status TrainWorker::Run() {
     }
   }
   if (options_.worker == 0 && !options_.export_path.empty()) {
-    // Wait for the last update to be applied everywhere (every mode).
+    // Wait for the last update to be applied everywhere (every mode). The
+    // pull names the version, not a step of this worker's: step 0 (SSP
+    // would otherwise wait for every worker's clock to reach `updates` -
+    // staleness, which under ASP/SSP counts a worker's own steps, about
+    // updates / N, and never comes).
     std::vector<float> scratch(layout().total_size());
     RETURN_IF_ERROR(
-        client_->Pull(0, plan.updates, plan.updates, scratch.data())
-            .status());
+        client_->Pull(0, plan.updates, /*step=*/0, scratch.data()).status());
     RETURN_IF_ERROR(client_->Export(options_.export_path, options_.export_hf));
   }
   return absl::OkStatus();
