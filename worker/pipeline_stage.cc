@@ -304,6 +304,7 @@ absl::Status PipelineStage::ReadBatch(int64_t step) {
   batch_ = io::BertBatch();
   batch_.seq = seq_;
   batch_.preds = preds_;
+  batch_.first_position = first;  // what the push will say it trained on
   for (int64_t i = 0; i < options_.plan.examples_per_push; ++i) {
     RETURN_IF_ERROR(next());
     if (options_.task == BertTask::kPretrain) {
@@ -420,7 +421,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
   header.set_worker(ps_worker());
   header.set_step(step);
   header.set_examples(spec_.first() ? o.plan.examples_per_push : 0);
-  header.set_first_example(o.plan.FirstExample(o.replica, step));
+  header.set_first_example(batch_.first_position);  // what ReadBatch read
   {
     ASSIGN_OR_RETURN(std::unique_ptr<PsClient::PushStream> push,
                      client_->BeginPush(header));
