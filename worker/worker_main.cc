@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
              std::max(num_workers - 1, 0))
       .Range("batch", absl::GetFlag(FLAGS_batch), 1, 65536)
       .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
+      .Range("num_labels", absl::GetFlag(FLAGS_num_labels), 0, 1 << 20)
       .Range("prefetch_batches", absl::GetFlag(FLAGS_prefetch_batches), 1, 256)
       .RealRange("simulate_compute_ms", absl::GetFlag(FLAGS_simulate_compute_ms),
                  0, 3.6e6)
