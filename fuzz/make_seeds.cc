@@ -21,6 +21,7 @@
 #include "proto/ps.pb.h"
 #include "common/cluster/job_spec.h"
 #include "common/ps/chunk_codec.h"
+#include "common/cluster/plan_for.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -79,16 +80,18 @@ int PsSeeds(const std::string& dir) {
   for (const auto& [b0, b1] : configs) {
     ps::ShardOptions o;
     o.config = FuzzModelConfig();
-    o.mode = static_cast<ConsistencyMode>(b0 % 3);
     const optim::OptimizerKind kinds[] = {
         optim::OptimizerKind::kAdamWeightDecay, optim::OptimizerKind::kAdamW,
         optim::OptimizerKind::kLamb, optim::OptimizerKind::kSgd};
     o.optimizer.kind = kinds[(b0 / 3) % 4];
-    o.num_workers = 1 + b1 % 3;
+    o.job_plan = PlanFor(static_cast<ConsistencyMode>(b0 % 3), 1 + b1 % 3,
+                         o.optimizer);
+    const ConsistencyMode mode = o.job_plan.mode;
+    const int workers = o.job_plan.pushers;
     o.num_shards = 1 + (b1 / 3) % 2;
     o.shard = (b1 / 6) % o.num_shards;
-    if (o.mode == BSP) o.backup_workers = (b1 / 12) % o.num_workers;
-    if (o.mode == SSP) o.staleness = (b1 / 12) % 3;
+    if (mode == BSP) o.backup_workers = (b1 / 12) % workers;
+    if (mode == SSP) o.staleness = (b1 / 12) % 3;
     struct Null : ps::PeerLink {
       absl::Status Send(int, const ExchangeRequest&, absl::Time,
                         const std::atomic<bool>*) override {
@@ -104,24 +107,24 @@ int PsSeeds(const std::string& dir) {
     w.Setup(b0).Setup(b1);
     w.Add(kPsDescribe, "");
     AnnounceRequest a;
-    for (int wk = 0; wk < o.num_workers; ++wk) {
+    for (int wk = 0; wk < workers; ++wk) {
       a.set_worker(wk);
       a.set_step(0);
       a.set_mlm_weight(20);
       a.set_examples(2);
       w.Add(kPsAnnounce, a.SerializeAsString());
     }
-    for (int wk = 0; wk < o.num_workers; ++wk) ChunkedPush(**core, wk, 0, &w);
+    for (int wk = 0; wk < workers; ++wk) ChunkedPush(**core, wk, 0, &w);
     PullRequest p;
     p.set_worker(0);
     p.set_min_version(1);
     p.set_step(1);
     w.Add(kPsPull, p.SerializeAsString());
-    for (int wk = 0; wk < o.num_workers; ++wk) w.Add(kPsFullPush, Header(wk, 1));
+    for (int wk = 0; wk < workers; ++wk) w.Add(kPsFullPush, Header(wk, 1));
     w.Add(kPsFullPush, Header(0, 1));  // a retry: duplicate
     CheckpointRequest c;
     c.set_dir("ckpt");
-    c.set_version(o.mode == BSP ? 2 : 2 * o.num_workers);
+    c.set_version(mode == BSP ? 2 : 2 * workers);
     w.Add(kPsCheckpoint, c.SerializeAsString());
     w.Add(kPsRestore, "");
     ExchangeRequest e;

@@ -30,6 +30,7 @@
 #include "fuzz/ps_shard_fuzz.h"
 #include "proto/ps.pb.h"
 #include "common/ps/checkpoint.h"
+#include "common/cluster/plan_for.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -157,13 +158,15 @@ int RunScript(const uint8_t* data, size_t size) {
   const uint8_t b0 = in.Byte(), b1 = in.Byte();
   ps::ShardOptions o;
   o.config = FuzzModelConfig();
-  o.mode = static_cast<ConsistencyMode>(b0 % 3);
   o.optimizer.kind = kKinds[(b0 / 3) % 4];
-  o.num_workers = 1 + b1 % 3;
+  o.job_plan = PlanFor(static_cast<ConsistencyMode>(b0 % 3), 1 + b1 % 3,
+                       o.optimizer);
+  const ConsistencyMode mode = o.job_plan.mode;
+  const int workers = o.job_plan.pushers;
   o.num_shards = 1 + (b1 / 3) % 2;
   o.shard = (b1 / 6) % o.num_shards;
-  if (o.mode == BSP) o.backup_workers = (b1 / 12) % o.num_workers;
-  if (o.mode == SSP) o.staleness = (b1 / 12) % 3;
+  if (mode == BSP) o.backup_workers = (b1 / 12) % workers;
+  if (mode == SSP) o.staleness = (b1 / 12) % 3;
   o.wait_timeout = absl::ZeroDuration();  // never wait for other requests
   LoopbackPeers peers;
   auto created = ShardCore::Create(o, &peers);

@@ -30,6 +30,7 @@
 #include "proto/coordinator.pb.h"
 #include "server/coordinator/coordinator_metrics.h"
 #include "server/coordinator/job_store.h"
+#include "common/cluster/plan_for.h"
 #include "server/ps/shard.h"
 #include "server/ps/shard_metrics.h"
 #include "worker/worker_metrics.h"
@@ -384,8 +385,7 @@ absl::Status WriteCheckpointFixture(const std::string& dir,
     o.config = config;
     o.task = BertTask::kPretrain;
     o.optimizer = FixtureOptimizer();
-    o.mode = BSP;
-    o.num_workers = 1;
+    o.job_plan = PlanFor(BSP, 1, o.optimizer);
     o.init_weights = init_path;
     o.wait_timeout = absl::Seconds(30);
     ASSIGN_OR_RETURN(std::unique_ptr<ps::ShardCore> core,

@@ -42,6 +42,10 @@ expect_refused lr "$SERVER" --lr nan
 expect_refused staleness "$SERVER" --staleness -1
 expect_refused slices "$SERVER" --slices 0
 expect_refused slices "$SERVER" --slices 2
+expect_refused stages "$SERVER" --stages 0
+expect_refused momentum "$SERVER" --momentum 1.5
+expect_refused checkpoint_every "$SERVER" --checkpoint_every -1
+expect_refused num_labels "$SERVER" --num_labels -2
 expect_refused slices "$SERVER" --slices 2 --coordinator 127.0.0.1:1 --exit_when_job_ends
 
 expect_refused threads "$WORKER" --threads -3
@@ -56,6 +60,7 @@ expect_refused rpc_timeout_s "$WORKER" --rpc_timeout_s 0
 expect_refused health_port "$WORKER" --health_port 100000
 expect_refused steps "$WORKER" --steps -1
 expect_refused accumulation "$WORKER" --accumulation 0
+expect_refused num_labels "$WORKER" --num_labels -1
 expect_refused simulate_compute_ms "$WORKER" --simulate_compute_ms -5
 expect_refused precision "$WORKER" --precision fp8
 expect_refused stage_index "$WORKER" --role stage --num_stages 2 --stage_index 5

@@ -70,11 +70,26 @@ struct Cluster {
   std::vector<std::string> addresses;
 };
 
+// The plan of a job of `replicas` x `stages` (1: no pipeline) with `batch`
+// examples per replica for `steps` updates, learning rate 1e-3 after 2
+// warm-up updates.
+JobPlan TestPlan(int stages, int replicas, int batch, int64_t steps) {
+  JobSpec j;
+  j.set_task(PRETRAIN);
+  j.set_num_workers(replicas);
+  if (stages > 1) j.mutable_pipeline()->set_stages(stages);
+  j.set_batch_size(batch);
+  j.set_steps(steps);
+  j.mutable_optimizer()->set_learning_rate(1e-3);
+  j.mutable_optimizer()->set_warmup_steps(2);
+  return PlanOf(j);
+}
+
+// Shards for `workers` pushers (replicas x stages), 10 updates.
 Cluster StartCluster(int workers, absl::Duration wait = absl::Seconds(30)) {
   ps::ShardOptions o;
   o.config = Small();
-  o.num_workers = workers;
-  o.mode = BSP;
+  o.job_plan = TestPlan(1, workers, 1, 10);
   o.optimizer.learning_rate = 1e-3;
   o.optimizer.warmup_steps = 2;
   o.optimizer.total_steps = 10;
@@ -101,15 +116,12 @@ PipelineStageOptions StageOpts(const Cluster& c, const std::string& data,
   o.ps.addresses = c.addresses;
   o.ps.rpc_timeout = absl::Seconds(30);
   o.config = Small();
+  o.plan = TestPlan(stages, replicas, batch, steps);
   o.stage = stage;
-  o.num_stages = stages;
   o.replica = replica;
-  o.num_replicas = replicas;
   o.micro_batches = 4;
   o.schedule = kind;
   o.data = {data};
-  o.batch = batch;
-  o.steps = steps;
   o.dropout = true;  // masks must match the single-process model's
   return o;
 }
@@ -289,9 +301,8 @@ std::vector<float> DataParallel(const std::string& data, int batch) {
   TrainWorkerOptions o;
   o.ps.addresses = c.addresses;
   o.config = Small();
+  o.plan = TestPlan(1, 1, batch, 5);
   o.data = {data};
-  o.batch = batch;
-  o.steps = 5;
   o.dropout = true;
   auto tw = TrainWorker::Create(o);
   EXPECT_TRUE(tw.ok()) << tw.status();
@@ -388,12 +399,11 @@ TEST(PipelineStageTest, BadOptionsAreRefused) {
   PipelineStageOptions o = StageOpts(c, data, 0, 2, 0, 1,
                                      PipelineScheduleKind::kGPipe, 6, 1);
   EXPECT_FALSE(PipelineStage::Create(o).ok());  // 6 % 4 micro-batches
-  o.batch = 8;
-  o.num_stages = 3;  // shards expect 2 workers
+  o.plan = TestPlan(3, 1, 8, 1);  // shards expect 2 workers
   auto p = PipelineStage::Create(o);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("expect 2 workers"), std::string::npos);
-  o.num_stages = 2;
+  o.plan = TestPlan(2, 1, 8, 1);
   o.stage = 2;
   EXPECT_FALSE(PipelineStage::Create(o).ok());
 }

@@ -3,6 +3,7 @@
 // chunk is a DataLoss error naming the problem, with and without the pull's
 // copy thread (PsClientOptions::pull_copy_thread), and a good pull delivers
 // every element exactly.
+#include "common/cluster/plan_for.h"
 #include "common/ps/ps_client.h"
 
 #include <algorithm>
@@ -194,7 +195,7 @@ struct RealShards {
     so.config = Small();
     so.init_seed = seed;
     so.num_shards = 2;
-    so.num_workers = workers;
+    so.job_plan = PlanFor(BSP, workers, so.optimizer);
     for (int i = 0; i < 2; ++i) {
       so.shard = i;
       auto server = ps::ShardServer::Start(so, "127.0.0.1:0", {});

@@ -257,9 +257,18 @@ TEST_F(SecureServicesTest, PipelineStagesOverTlsWithTokens) {
   const SecurityConfig sec = StageSecurity(dir_);
   BertConfig config = Small();
   config.num_hidden_layers = 2;  // one per stage
+  // 1 replica x 2 stages, 3 steps of 4 examples: one plan for all.
+  JobSpec job;
+  job.set_task(PRETRAIN);
+  job.set_num_workers(1);
+  job.mutable_pipeline()->set_stages(2);
+  job.set_batch_size(4);
+  job.set_steps(3);
+  job.mutable_optimizer()->set_learning_rate(1e-4);
   ps::ShardOptions so;
   so.config = config;
-  so.num_workers = 2;  // 1 replica x 2 stages
+  so.job_plan = PlanOf(job);
+  so.optimizer.total_steps = 3;
   so.wait_timeout = absl::Seconds(20);
   auto shard = ps::ShardServer::Start(so, "127.0.0.1:0", {}, Server());
   ASSERT_TRUE(shard.ok()) << shard.status();
@@ -271,12 +280,10 @@ TEST_F(SecureServicesTest, PipelineStagesOverTlsWithTokens) {
     o.ps.rpc_timeout = absl::Seconds(20);
     o.ps.security = sec;
     o.config = config;
+    o.plan = PlanOf(job);
     o.stage = s;
-    o.num_stages = 2;
     o.micro_batches = 2;
     o.data = {data};
-    o.batch = 4;
-    o.steps = 3;
     auto p = PipelineStage::Create(o);
     ASSERT_TRUE(p.ok()) << p.status();
     peers.push_back((*p)->address());

@@ -48,32 +48,54 @@ Cluster StartCluster(int num_shards, ps::ShardOptions o) {
   return c;
 }
 
-ps::ShardOptions ShardOpts(int workers, ConsistencyMode mode = BSP) {
+// The tests' job: `workers` x `batch` for `steps` updates under `mode`,
+// learning rate 1e-3 after 2 warm-up updates. Shards and workers take its
+// plan (PlanOf), as a coordinator's members do.
+JobSpec TestJob(int workers, ConsistencyMode mode = BSP, int batch = 4,
+                int64_t steps = 10) {
+  JobSpec j;
+  j.set_task(PRETRAIN);
+  j.set_num_workers(workers);
+  j.mutable_consistency()->set_mode(mode);
+  j.set_batch_size(batch);
+  j.set_steps(steps);
+  j.mutable_optimizer()->set_learning_rate(1e-3);
+  j.mutable_optimizer()->set_warmup_steps(2);
+  return j;
+}
+
+ps::ShardOptions ShardOpts(const JobSpec& job) {
   ps::ShardOptions o;
   o.config = SmallConfig();
-  o.num_workers = workers;
-  o.mode = mode;
-  o.optimizer.learning_rate = 1e-3;
-  o.optimizer.warmup_steps = 2;
-  o.optimizer.total_steps = 10;
+  o.job_plan = PlanOf(job);
+  o.optimizer.learning_rate = job.optimizer().learning_rate();
+  o.optimizer.warmup_steps = job.optimizer().warmup_steps();
+  o.optimizer.total_steps = job.steps();
   o.init_seed = 7;
   o.wait_timeout = absl::Seconds(30);
   return o;
 }
 
-TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
-                              int batch, const std::string& data) {
+ps::ShardOptions ShardOpts(int workers, ConsistencyMode mode = BSP) {
+  return ShardOpts(TestJob(workers, mode));
+}
+
+TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, const JobSpec& job,
+                              const std::string& data) {
   TrainWorkerOptions o;
   o.ps.addresses = c.addresses;
   o.ps.rpc_timeout = absl::Seconds(30);
   o.config = SmallConfig();
+  o.plan = PlanOf(job);
   o.worker = worker;
-  o.num_workers = workers;
   o.data = {data};
-  o.batch = batch;
-  o.steps = 10;
   o.dropout = false;
   return o;
+}
+
+TrainWorkerOptions WorkerOpts(const Cluster& c, int worker, int workers,
+                              int batch, const std::string& data) {
+  return WorkerOpts(c, worker, TestJob(workers, BSP, batch), data);
 }
 
 // Runs `workers` workers to completion; returns the final parameters.
@@ -85,16 +107,17 @@ std::vector<float> Train(int shards, int workers, int batch,
                              kernels::Precision::kFp32,
                          std::vector<TrainStepReport>* reports = nullptr,
                          bool pull_fp32 = false) {
-  ps::ShardOptions so = ShardOpts(workers);
+  JobSpec job = TestJob(workers, BSP, batch);
+  job.set_accumulation_steps(accumulation);
+  ps::ShardOptions so = ShardOpts(job);
   so.backup_workers = backup_workers;
   Cluster c = StartCluster(shards, so);
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      TrainWorkerOptions o = WorkerOpts(c, w, workers, batch, data);
+      TrainWorkerOptions o = WorkerOpts(c, w, job, data);
       o.ps.compress_bf16 = bf16_push;
       o.shuffle = shuffle;
-      o.accumulation = accumulation;
       o.dropout = dropout;
       o.precision = precision;
       o.pull_fp32 = pull_fp32;
@@ -201,10 +224,13 @@ TEST_F(Distributed, GzipDataTrainsAsThePlainData) {
 // the next step's pull overlapping the push, and 2 checkpoints).
 TEST_F(Distributed, StepsReuseTheClientsThreads) {
   for (int shards : {1, 3}) {
-    Cluster c = StartCluster(shards, ShardOpts(1));
-    TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
-    o.checkpoint_dir = TempDir() + "/lanes-ckpt-" + std::to_string(shards);
-    o.checkpoint_every = 5;
+    JobSpec job = TestJob(1);
+    job.mutable_checkpoint()->set_dir(TempDir() + "/lanes-ckpt-" +
+                                      std::to_string(shards));
+    job.mutable_checkpoint()->set_every_steps(5);
+    Cluster c = StartCluster(shards, ShardOpts(job));
+    TrainWorkerOptions o = WorkerOpts(c, 0, job, data());
+    o.checkpoint_dir = job.checkpoint().dir();
     auto tw = TrainWorker::Create(o);
     ASSERT_TRUE(tw.ok()) << tw.status();
     ASSERT_TRUE((*tw)->Run().ok());
@@ -305,10 +331,9 @@ TEST_F(Distributed, BackupWorkersRunToCompletion) {
 }
 
 TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
-  Cluster two = StartCluster(2, ShardOpts(1));
+  Cluster two = StartCluster(2, ShardOpts(TestJob(1, BSP, 4, 3)));
   {
-    TrainWorkerOptions o = WorkerOpts(two, 0, 1, 4, data());
-    o.steps = 3;
+    TrainWorkerOptions o = WorkerOpts(two, 0, TestJob(1, BSP, 4, 3), data());
     auto tw = *TrainWorker::Create(o);
     ASSERT_TRUE(tw->Run().ok());
   }
@@ -319,7 +344,7 @@ TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   ASSERT_TRUE(c2->Export(TempDir() + "/from2.safetensors").ok());
 
-  Cluster three = StartCluster(3, ShardOpts(1));
+  Cluster three = StartCluster(3, ShardOpts(TestJob(1, BSP, 4, 5)));
   po.addresses = three.addresses;
   auto c3 = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
   ASSERT_TRUE(c3->Restore(*manifest).ok());
@@ -337,8 +362,7 @@ TEST_F(Distributed, CheckpointOnTwoShardsRestoresOnThree) {
   ASSERT_TRUE(stats.ok());
   for (const auto& s : *stats) EXPECT_EQ(s.version(), 3);
   // Training continues on three shards from step 3.
-  TrainWorkerOptions o = WorkerOpts(three, 0, 1, 4, data());
-  o.steps = 5;
+  TrainWorkerOptions o = WorkerOpts(three, 0, TestJob(1, BSP, 4, 5), data());
   auto tw = *TrainWorker::Create(o);
   ASSERT_TRUE(tw->Run().ok());
   EXPECT_EQ((*c3->Stats())[0].version(), 5);
@@ -360,21 +384,18 @@ TEST_F(Distributed, AspAndSspCountUpdatesAndCheckpointConsistentCuts) {
           absl::StrCat(TempDir(), "/cuts-", ConsistencyMode_Name(mode), "-",
                        workers);
       constexpr int64_t kSteps = 7;
-      ps::ShardOptions so = ShardOpts(workers, mode);
+      JobSpec job = TestJob(workers, mode, 4, kSteps);
+      job.mutable_checkpoint()->set_dir(dir);
+      job.mutable_checkpoint()->set_every_steps(2);
+      ps::ShardOptions so = ShardOpts(job);
       so.staleness = 1;
-      so.optimizer.warmup_steps = 2;
-      so.optimizer.total_steps = kSteps;
-      so.checkpoint_every = 2;
       Cluster c = StartCluster(2, so);
       std::vector<std::thread> threads;
       std::vector<int64_t> pushed(workers, 0);
       for (int w = 0; w < workers; ++w) {
         threads.emplace_back([&, w] {
-          TrainWorkerOptions o = WorkerOpts(c, w, workers, 4, data());
-          o.steps = kSteps;
-          o.optimizer = so.optimizer;
+          TrainWorkerOptions o = WorkerOpts(c, w, job, data());
           o.checkpoint_dir = dir;
-          o.checkpoint_every = 2;
           o.on_step = [&pushed, w](const TrainStepReport&) { ++pushed[w]; };
           auto tw = TrainWorker::Create(o);
           ASSERT_TRUE(tw.ok()) << tw.status();
@@ -439,11 +460,11 @@ TEST_F(Distributed, WorkerFailsFastOnAMissingShard) {
 // it (BSP streams the push during backward; ASP pushes once at the end).
 TEST_F(Distributed, ANonFiniteLossFailsTheStepAndAppliesNothing) {
   for (ConsistencyMode mode : {BSP, ASP}) {
-    ps::ShardOptions so = ShardOpts(1, mode);
-    so.optimizer.learning_rate = 1e30;
-    so.optimizer.warmup_steps = 0;
-    Cluster c = StartCluster(2, so);
-    TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, data());
+    JobSpec job = TestJob(1, mode);
+    job.mutable_optimizer()->set_learning_rate(1e30);
+    job.mutable_optimizer()->set_warmup_steps(0);
+    Cluster c = StartCluster(2, ShardOpts(job));
+    TrainWorkerOptions o = WorkerOpts(c, 0, job, data());
     auto tw = TrainWorker::Create(o);
     ASSERT_TRUE(tw.ok()) << tw.status();
     absl::Status st = (*tw)->Run();
@@ -480,7 +501,7 @@ TEST_F(Distributed, ABatchThatCannotFitIsRefusedWithTheFigures) {
   EXPECT_NE(tw.status().message().find("activations of batch 65536 x seq 16"),
             std::string::npos)
       << tw.status();
-  o.batch = 4;
+  o.plan = PlanOf(TestJob(1, BSP, 4));
   EXPECT_TRUE(TrainWorker::Create(o).ok());
 }
 

@@ -29,7 +29,7 @@ bench_input() {
         --address_file "$tmp/ps.address" --config tiny > "$tmp/shard.log" 2>&1 &
     sp=$!
     for _ in $(seq 1 200); do [ -s "$tmp/ps.address" ] && break; sleep 0.05; done
-    bazel-bin/worker/bertps_worker --role=train --ps "$(cat "$tmp/ps.address")" \
+    bazel-bin/worker/bertps_worker --role=train --mode asp --ps "$(cat "$tmp/ps.address")" \
         --data "$tmp/part-*.tfrecord" --config tiny --batch 32 --steps 60 --log_every 20 \
         --threads 1 --prefetch_batches "$depth" --metrics_port -1 --health_port -1 2>/dev/null |
       grep '"step":' | tail -2 > "$out_dir/input-job-$depth.jsonl" || true

@@ -64,6 +64,7 @@
 #include "common/process_cpu.h"
 #include "common/tcp_tuning.h"
 #include "nlohmann/json.hpp"
+#include "common/cluster/plan_for.h"
 #include "server/ps/server.h"
 #include "tools/tcp_peer.h"
 #include "common/ps/ps_client.h"
@@ -181,7 +182,8 @@ double KernelMs(bertps::optim::OptimizerKind kind, int64_t n, float* param,
   std::vector<double> ms;
   for (int r = 0; r < 3; ++r) {
     const auto t0 = Clock::now();
-    (void)bertps::optim::StepSlice(oc, r, s, 1.0f);
+    (void)bertps::optim::StepSlice(oc, r, bertps::optim::LearningRate(oc, r), s,
+                                   1.0f);
     ms.push_back(Secs(t0, Clock::now()) * 1e3);
   }
   return Median(ms);
@@ -213,11 +215,10 @@ int main(int argc, char** argv) {
       o.shard = i;
       o.num_shards = shards;
       o.config = *config;
-      o.mode = bertps::BSP;
-      o.num_workers = 1;
       o.optimizer.kind = bertps::optim::OptimizerKind::kSgd;
       o.optimizer.learning_rate = 0;
       o.optimizer.weight_decay = 0;
+      o.job_plan = bertps::PlanFor(bertps::BSP, 1, o.optimizer);
       auto s = bertps::ps::ShardServer::Start(o, "127.0.0.1:0", {});
       if (!s.ok()) return Fail(s.status());
       addresses.push_back((*s)->address());

@@ -2,8 +2,8 @@
 // invariant) with clipping at 1.0 (always on at BERT's gradient norms), a
 // gradient summed twice or halved trains exactly as the right one, so the
 // distributed tests there cannot see it. Here: plain SGD (no momentum, no
-// weight decay, no clipping, a constant learning rate), where the update is
-// lr times the gradient itself. 2 workers x batch 4 on the parameter server,
+// weight decay, no clipping; the job's linear decay, no warmup), where the
+// update is lr times the gradient itself. 2 workers x batch 4 on the parameter server,
 // 1 worker x batch 8, and bert_local train (one process, no parameter
 // server) with batch 8 must end with the same parameters, on 1 and 3 shards,
 // and the parameters must have moved far more than the tolerance.
@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cluster/plan_for.h"
 #include "common/io/bert_example.h"
 #include "common/io/tfrecord.h"
 #include "common/model/params.h"
@@ -44,7 +45,7 @@ optim::OptimizerConfig Sgd() {
   o.weight_decay = 0;
   o.clip_norm = 0;  // off
   o.warmup_steps = 0;
-  o.total_steps = 0;  // constant
+  o.total_steps = kSteps;  // the job's steps (a job's rate decays over them)
   return o;
 }
 
@@ -52,10 +53,13 @@ std::string Data() { return TempDir() + "/eq-*.tfrecord"; }
 
 // Final parameters of `workers` x `batch` on `shards` parameter-server shards.
 std::vector<float> TrainOnShards(int shards, int workers, int batch) {
+  // One plan for the shards and the workers: the job's.
+  JobSpec spec = SpecFor(BSP, workers, Sgd());
+  spec.set_batch_size(batch);
+  const JobPlan plan = PlanOf(spec);
   ps::ShardOptions so;
   so.config = SmallConfig();
-  so.num_workers = workers;
-  so.mode = BSP;
+  so.job_plan = plan;
   so.optimizer = Sgd();
   so.init_seed = kSeed;
   so.wait_timeout = absl::Seconds(30);
@@ -78,13 +82,10 @@ std::vector<float> TrainOnShards(int shards, int workers, int batch) {
       o.ps.addresses = addresses;
       o.ps.rpc_timeout = absl::Seconds(30);
       o.config = SmallConfig();
+      o.plan = plan;
       o.worker = w;
-      o.num_workers = workers;
       o.data = {Data()};
-      o.batch = batch;
-      o.steps = kSteps;
       o.dropout = false;
-      o.optimizer = Sgd();
       auto tw = TrainWorker::Create(o);
       ASSERT_TRUE(tw.ok()) << tw.status();
       absl::Status st = (*tw)->Run();

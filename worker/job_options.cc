@@ -18,15 +18,10 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   TrainWorkerOptions o;
   o.ps.addresses = ps;
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
-  ASSIGN_OR_RETURN(o.optimizer, JobOptimizerConfig(spec));
   o.task = TaskOf(spec);
-  const JobPlan plan = PlanOf(spec);
+  o.plan = PlanOf(spec);
   o.worker = worker;
-  o.num_workers = plan.replicas;
   o.data.assign(spec.data().begin(), spec.data().end());
-  o.batch = plan.batch;
-  o.accumulation = static_cast<int>(plan.accumulation);
-  o.steps = plan.updates;
   o.seed = spec.seed();
   o.precision = spec.precision() == BF16 ? kernels::Precision::kBf16
                                          : kernels::Precision::kFp32;
@@ -34,7 +29,6 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
   o.checkpoint_dir = spec.checkpoint().dir();
-  o.checkpoint_every = plan.checkpoint_every;
   o.export_path = spec.export_path();
   o.export_hf.label_names.assign(spec.label_names().begin(),
                                  spec.label_names().end());

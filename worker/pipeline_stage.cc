@@ -177,29 +177,35 @@ PipelineStage::~PipelineStage() {
 
 absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
     const PipelineStageOptions& o) {
-  if (o.num_stages < 1 || o.stage < 0 || o.stage >= o.num_stages) {
+  const JobPlan& plan = o.plan;
+  if (plan.stages < 1 || o.stage < 0 || o.stage >= plan.stages) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "stage index ", o.stage, " outside [0, ", o.num_stages, ")"));
+        "stage index ", o.stage, " outside [0, ", plan.stages, ")"));
   }
-  if (o.num_replicas < 1 || o.replica < 0 || o.replica >= o.num_replicas) {
+  if (plan.replicas < 1 || o.replica < 0 || o.replica >= plan.replicas) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "replica ", o.replica, " outside [0, ", o.num_replicas, ")"));
+        "replica ", o.replica, " outside [0, ", plan.replicas, ")"));
   }
-  if (o.micro_batches < 1 || o.batch <= 0 || o.batch % o.micro_batches != 0) {
+  if (plan.mode != BSP || plan.accumulation != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the batch (", o.batch,
+        "pipeline stages run BSP without accumulation (micro_batches)");
+  }
+  if (o.micro_batches < 1 || plan.batch <= 0 || plan.batch > (1 << 20) ||
+      plan.batch % o.micro_batches != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the batch (", plan.batch,
                      ") must be a positive multiple of micro_batches (",
                      o.micro_batches, ")"));
   }
-  if (!o.peers.empty() && static_cast<int>(o.peers.size()) != o.num_stages) {
+  if (!o.peers.empty() && static_cast<int>(o.peers.size()) != plan.stages) {
     return absl::InvalidArgumentError(
         absl::StrCat("--peers names ", o.peers.size(), " stages, the job has ",
-                     o.num_stages));
+                     plan.stages));
   }
   if (o.data.empty()) return absl::InvalidArgumentError("no training data");
   std::unique_ptr<PipelineStage> p(new PipelineStage(o));
   ASSIGN_OR_RETURN(auto specs,
-                   SplitBertStages(o.config, o.task, o.num_stages,
+                   SplitBertStages(o.config, o.task, plan.stages,
                                    o.layers_per_stage));
   p->spec_ = specs[o.stage];
   PsClientOptions po = o.ps;
@@ -211,11 +217,10 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
     return absl::FailedPreconditionError(
         "pipeline stages need BSP shards without backup workers");
   }
-  if (d.num_workers() != o.num_replicas * o.num_stages) {
+  if (d.num_workers() != plan.pushers) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the shards expect ", d.num_workers(), " workers; ", o.num_replicas,
-        " replicas x ", o.num_stages, " stages push as ",
-        o.num_replicas * o.num_stages));
+        "the shards expect ", d.num_workers(), " workers; ", plan.replicas,
+        " replicas x ", plan.stages, " stages push as ", plan.pushers));
   }
   // Sequence and prediction lengths from the first example.
   ASSIGN_OR_RETURN(p->source_,
@@ -235,9 +240,10 @@ absl::StatusOr<std::unique_ptr<PipelineStage>> PipelineStage::Create(
   ASSIGN_OR_RETURN(
       p->stage_,
       BertStage<float>::Create(
-          o.config, o.task, p->spec_, o.batch / o.micro_batches, p->seq_,
+          o.config, o.task, p->spec_,
+          static_cast<int>(plan.batch) / o.micro_batches, p->seq_,
           std::max(p->preds_, 1),
-          PipelineSlots(o.schedule, o.stage, o.num_stages, o.micro_batches),
+          PipelineSlots(o.schedule, o.stage, plan.stages, o.micro_batches),
           &p->mm_));
   int64_t largest = 0;
   for (const ParamSpec& t : p->stage_->model_layout().tensors()) {
@@ -291,15 +297,15 @@ absl::Status PipelineStage::PullOwnTensors(int64_t step,
 
 absl::Status PipelineStage::ReadBatch(int64_t step) {
   // This replica's B examples of global batch `step`, read where they lie.
-  const int64_t first =
-      (step * options_.num_replicas + options_.replica) * options_.batch;
+  const int64_t first = options_.plan.FirstExample(options_.replica, step);
   std::string record;
   int64_t at = first;
   auto next = [&]() { return source_->Read(at++, &record); };
   batch_ = io::BertBatch();
   batch_.seq = seq_;
   batch_.preds = preds_;
-  for (int i = 0; i < options_.batch; ++i) {
+  batch_.first_position = first;  // what the push will say it trained on
+  for (int64_t i = 0; i < options_.plan.examples_per_push; ++i) {
     RETURN_IF_ERROR(next());
     if (options_.task == BertTask::kPretrain) {
       absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
@@ -343,7 +349,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
   double wsum = 0;
   for (float x : batch_.masked_lm_weights) wsum += x;
   a.set_mlm_weight(spec_.first() ? wsum : 0.0);
-  a.set_examples(spec_.first() ? o.batch : 0);
+  a.set_examples(spec_.first() ? o.plan.examples_per_push : 0);
   absl::StatusOr<AnnounceResponse> totals = client_->Announce(a);
   if (!totals.ok()) {
     return Annotate(NameDeadPeer(totals.status()),
@@ -363,18 +369,17 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
   auto t2 = Clock::now();
 
   st.ZeroGrads();
-  const int mb = o.batch / o.micro_batches;
+  const int mb = static_cast<int>(o.plan.batch) / o.micro_batches;
   const int64_t n = st.boundary_size(mb, seq_);
   std::vector<float> d_input(spec_.first() ? 0 : n);
   double compute_ms = 0;
   for (const PipelineOp& op :
-       MakePipelineSchedule(o.schedule, o.stage, o.num_stages,
+       MakePipelineSchedule(o.schedule, o.stage, o.plan.stages,
                             o.micro_batches)) {
     const BertBatchView v = MicroBatch(view, op.micro_batch, mb);
     StepOptions mo = so;
-    mo.example_offset =
-        static_cast<int64_t>(o.replica) * o.batch +
-        static_cast<int64_t>(op.micro_batch) * mb;
+    mo.example_offset = o.plan.ExampleOffset(o.replica) +
+                        static_cast<int64_t>(op.micro_batch) * mb;
     if (op.forward) {
       std::vector<float> in;
       if (!spec_.first()) {
@@ -409,15 +414,14 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
     }
   }
   auto t3 = Clock::now();
-  CrashPoint("stage_push", step + 1, o.replica * o.num_stages + o.stage);
+  CrashPoint("stage_push", step + 1, ps_worker());
 
   // Push: own tensors, zeros for the rest (the shards check coverage).
   PushHeader header;
   header.set_worker(ps_worker());
   header.set_step(step);
-  header.set_examples(spec_.first() ? o.batch : 0);
-  header.set_first_example(
-      (step * o.num_replicas + o.replica) * static_cast<int64_t>(o.batch));
+  header.set_examples(spec_.first() ? o.plan.examples_per_push : 0);
+  header.set_first_example(batch_.first_position);  // what ReadBatch read
   {
     ASSIGN_OR_RETURN(std::unique_ptr<PsClient::PushStream> push,
                      client_->BeginPush(header));
@@ -433,6 +437,7 @@ absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {
                                                "stage ", o.stage));
     }
     rep.version = *v;
+    rep.learning_rate = client_->last_push_learning_rate();
   }
   auto t4 = Clock::now();
   rep.wait_ms = Ms(t0, t1);
@@ -454,7 +459,8 @@ absl::Status PipelineStage::Run() {
   if (options_.on_start) RETURN_IF_ERROR(options_.on_start(start));
   double loss = 0, bubble = 0;
   int64_t n = 0;
-  for (int64_t step = start; step < options_.steps; ++step) {
+  const int64_t steps = options_.plan.WorkerSteps(options_.replica);
+  for (int64_t step = start; step < steps; ++step) {
     if (options_.cancel != nullptr && options_.cancel->load()) {
       return absl::CancelledError("pipeline stage cancelled");
     }
@@ -471,7 +477,7 @@ absl::Status PipelineStage::Run() {
     bubble += rep->bubble;
     ++n;
     if (options_.log && ((step + 1) % options_.log_every == 0 ||
-                         step + 1 == options_.steps)) {
+                         step + 1 == steps)) {
       nlohmann::ordered_json j;
       j["replica"] = options_.replica;
       j["stage"] = options_.stage;

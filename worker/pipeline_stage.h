@@ -14,12 +14,15 @@
 //      go to stage s + 1 and their gradients come back to stage s - 1 over
 //      StageService streams (proto/pipeline.proto); parameter gradients
 //      accumulate over the micro-batches;
-//   5. pushes its gradients as PS worker r*S + s. A push must cover every
+//   5. pushes its gradients as PS worker r*S + s (the plan's slot of
+//      (replica r, stage s): JobPlan::SlotOf). A push must cover every
 //      slice of the model (the shard validates coverage), so the tensors of
 //      other stages go as zeros; the shard sums the D*S pushes in worker
 //      order, which gives exactly the data-parallel sum (adding zeros is
 //      exact) and adds the two contributions to the tied word embeddings.
-// The PS shards are started with --workers D*S.
+// The PS shards' plan has D*S workers (bertps_server --workers D --stages S).
+// The replica's data, steps and slot are the job plan's
+// (PipelineStageOptions::plan, common/cluster/job_plan.h).
 //
 // Failure: every send has a deadline; while waiting for a neighbour's
 // message the stage pings that neighbour every probe_interval, so a dead
@@ -46,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/cluster/job_plan.h"
 #include "common/io/bert_example.h"
 #include "common/io/record_index.h"
 #include "common/kernels/matmul.h"
@@ -62,18 +66,18 @@ struct PipelineStageOptions {
   PsClientOptions ps;
   BertConfig config;
   BertTask task = BertTask::kPretrain;
-  int stage = 0;
-  int num_stages = 2;
-  int replica = 0;
-  int num_replicas = 1;
+  // The job's plan: its stages per replica (plan.stages), replicas
+  // (plan.replicas), examples per replica per step (plan.batch), steps
+  // (plan.updates), each replica's share of the data and each slot.
+  JobPlan plan;
+  int stage = 0;    // of plan.stages
+  int replica = 0;  // of plan.replicas
   std::string listen = "127.0.0.1:0";  // this stage's StageService
   std::vector<std::string> peers;      // this replica's stages, by index
   int micro_batches = 4;
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
   std::vector<int> layers_per_stage;  // empty: balanced by compute
   std::vector<std::string> data;      // TFRecord globs
-  int batch = 32;                     // examples per replica per step
-  int64_t steps = 100;
   uint64_t seed = 12345;
   bool dropout = true;
   bool shuffle = false;               // a new order every epoch (seed)
@@ -120,6 +124,7 @@ struct StageStepReport {
   kernels::Precision precision = kernels::Precision::kFp32;  // what ran
   int64_t bytes_sent = 0, bytes_received = 0;  // activations and gradients
   int64_t pull_bytes = 0;  // parameter bytes pulled (bf16 pulls: fewer)
+  double learning_rate = 0;  // the shards' (PushResponse.learning_rate)
 };
 
 // Received activations and gradients by (kind, step, micro-batch).
@@ -164,8 +169,9 @@ class PipelineStage {
 
   BertStage<float>* stage() { return stage_.get(); }
   PsClient* client() { return client_.get(); }
-  int ps_worker() const { return options_.replica * options_.num_stages +
-                                 options_.stage; }
+  int ps_worker() const {
+    return options_.plan.SlotOf(options_.replica, options_.stage);
+  }
 
  private:
   class Service;

@@ -250,7 +250,7 @@ absl::StatusOr<std::vector<float>> PipelineStage::Receive(
 
 absl::Status PipelineStage::NameDeadPeer(absl::Status st) {
   if (st.ok()) return st;
-  for (int s = 0; s < options_.num_stages; ++s) {
+  for (int s = 0; s < options_.plan.stages; ++s) {
     if (s == options_.stage) continue;
     absl::Status p = Probe(s);
     if (!p.ok()) {
@@ -262,7 +262,7 @@ absl::Status PipelineStage::NameDeadPeer(absl::Status st) {
 }
 
 void PipelineStage::AbortPeers(const absl::Status& why) {
-  for (int s = 0; s < options_.num_stages; ++s) {
+  for (int s = 0; s < options_.plan.stages; ++s) {
     if (s == options_.stage) continue;
     StageService::Stub* stub = Peer(s);
     if (stub == nullptr) continue;

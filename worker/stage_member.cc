@@ -9,6 +9,7 @@
 #include "common/model/params.h"
 #include "common/status.h"
 #include "glog/logging.h"
+#include "common/cluster/job_plan.h"
 #include "common/cluster/job_spec.h"
 #include "common/cluster/path_policy.h"
 #include "worker/pipeline_stage.h"
@@ -57,8 +58,9 @@ absl::Status StageMember::RunPart(
     const std::function<void(const StepReport&)>& report) {
   RETURN_IF_ERROR(CheckAssignmentPaths(a));  // before anything is opened
   const JobSpec& spec = a.spec();
-  const int S = spec.pipeline().stages();
   PipelineStageOptions o;
+  o.plan = PlanOf(spec);
+  const JobPlan& plan = o.plan;
   o.ps.addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   o.ps.security = security_;
   o.ps.incarnation = a.incarnation();
@@ -68,10 +70,8 @@ absl::Status StageMember::RunPart(
   o.ps.cancel = cancel;
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
   o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
-  o.stage = a.index() % S;
-  o.replica = a.index() / S;
-  o.num_stages = S;
-  o.num_replicas = spec.num_workers();
+  o.stage = plan.StageOf(a.index());
+  o.replica = plan.ReplicaOf(a.index());
   o.peers.assign(a.peers().begin(), a.peers().end());
   o.listen = address_;
   o.router = router_.get();
@@ -80,8 +80,6 @@ absl::Status StageMember::RunPart(
   o.layers_per_stage.assign(spec.pipeline().layers_per_stage().begin(),
                             spec.pipeline().layers_per_stage().end());
   o.data.assign(spec.data().begin(), spec.data().end());
-  o.batch = spec.batch_size();
-  o.steps = spec.steps();
   o.seed = spec.seed();
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
@@ -95,24 +93,20 @@ absl::Status StageMember::RunPart(
   const bool leader = o.stage == 0 && o.replica == 0;
   PipelineStage* stage = nullptr;
   absl::Status side;  // a failed checkpoint (reported at the end)
-  const int64_t every = spec.checkpoint().every_steps();
-  auto due = [&](int64_t version) {
-    return !spec.checkpoint().dir().empty() &&
-           ((every > 0 && version % every == 0) || version == o.steps);
-  };
   o.on_step = [&](const StageStepReport& r) {
     StepReport s;
     s.set_step(r.step);
     s.set_version(r.version);
     s.set_loss(r.loss);
-    if (o.stage == S - 1) s.set_examples(o.batch);
+    s.set_learning_rate(r.learning_rate);
+    if (o.stage == plan.stages - 1) s.set_examples(plan.examples_per_push);
     s.set_pull_ms(r.pull_ms);
     s.set_pull_bytes(r.pull_bytes);
     s.set_compute_ms(r.compute_ms);
     s.set_precision(r.precision == kernels::Precision::kBf16 ? BF16 : F32);
     s.set_push_ms(r.push_ms);
     s.set_wait_ms(r.wait_ms);
-    if (leader && due(r.step + 1) && side.ok()) {
+    if (leader && plan.CheckpointDue(r.step + 1) && side.ok()) {
       CrashPoint("leader_checkpoint", r.step + 1, 0);
       // (Unless the shards are past it: a slot being taken back runs on two
       // members for a moment, and the other one wrote it.)
@@ -137,7 +131,7 @@ absl::Status StageMember::RunPart(
   // failover a shard holding that push may be inside the step, waiting for
   // the promoted peer, which waits for this push again).
   o.on_start = [&](int64_t start) -> absl::Status {
-    if (!leader || start == 0 || !due(start)) return absl::OkStatus();
+    if (!leader || !plan.CheckpointDue(start)) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::optional<std::string> m,
                      stage->client()->CheckpointUnlessPast(
                          spec.checkpoint().dir(), start, stage->ps_worker()));
@@ -158,8 +152,8 @@ absl::Status StageMember::RunPart(
   if (leader && !spec.export_path().empty()) {
     // Wait for the last step everywhere, then export the whole model.
     std::vector<float> scratch(ParamLayout::ForBert(o.config, o.task).total_size());
-    RETURN_IF_ERROR(p->client()->Pull(p->ps_worker(), o.steps, o.steps,
-                                      scratch.data()).status());
+    RETURN_IF_ERROR(p->client()->Pull(p->ps_worker(), plan.updates,
+                                      plan.updates, scratch.data()).status());
     RETURN_IF_ERROR(p->client()->Export(spec.export_path()));
   }
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 // Flags of `bertps_worker --role=stage` (the job flags --ps, --data,
-// --config, --task, --batch, --steps, --seed, --dropout, --rpc_timeout_s and
-// --log_every are worker_main.cc's):
+// --config, --task, --batch, --steps, --seed, --dropout, --spec,
+// --rpc_timeout_s and --log_every are worker_main.cc's; the job's spec is
+// built there, its pipeline here):
 //
 //   bertps_worker --role=stage --ps 127.0.0.1:7000 --stage_index 0
 //       --num_stages 2 --replica 0 --num_replicas 1
@@ -8,7 +9,7 @@
 //       --micro_batches 4 --schedule 1f1b --data 'data/*.tfrecord'
 //       --config mini --batch 32 --steps 1000
 //
-// The shards run BSP with --workers num_replicas * num_stages.
+// The shards run BSP with --workers num_replicas --stages num_stages.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -19,7 +20,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cluster/job_plan.h"
 #include "common/flag_checks.h"
+#include "common/cluster/job_spec.h"
 #include "common/model/bert_config.h"
 #include "common/signals.h"
 #include "worker/pipeline_stage.h"
@@ -30,14 +33,7 @@
 #include "common/signals.h"
 
 ABSL_DECLARE_FLAG(std::string, ps);
-ABSL_DECLARE_FLAG(std::string, data);
-ABSL_DECLARE_FLAG(std::string, config);
-ABSL_DECLARE_FLAG(std::string, task);
 ABSL_DECLARE_FLAG(int, batch);
-ABSL_DECLARE_FLAG(int64_t, steps);
-ABSL_DECLARE_FLAG(uint64_t, seed);
-ABSL_DECLARE_FLAG(bool, dropout);
-ABSL_DECLARE_FLAG(bool, shuffle);
 ABSL_DECLARE_FLAG(int, rpc_timeout_s);
 ABSL_DECLARE_FLAG(int64_t, log_every);
 
@@ -61,7 +57,7 @@ ABSL_FLAG(int, stage_recv_timeout_s, 300,
 
 namespace bertps {
 
-int RunStageRole(const SecurityConfig& security) {
+int RunStageRole(const SecurityConfig& security, JobSpec job, bool from_file) {
   auto fail = [](const absl::Status& s) {
     std::fprintf(stderr, "bertps_worker: %s\n", s.ToString().c_str());
     return 1;
@@ -85,45 +81,54 @@ int RunStageRole(const SecurityConfig& security) {
       absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
   o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.ps.security = security;
-  auto config = ResolveBertConfig(absl::GetFlag(FLAGS_config));
+  if (!from_file) {
+    // The pipeline of the job flags' spec.
+    job.set_num_workers(num_replicas);
+    PipelineSpec* p = job.mutable_pipeline();
+    p->set_stages(num_stages);
+    p->set_micro_batches(absl::GetFlag(FLAGS_micro_batches));
+    p->set_schedule(absl::GetFlag(FLAGS_schedule));
+    for (absl::string_view n :
+         absl::StrSplit(absl::GetFlag(FLAGS_layers_per_stage), ',',
+                        absl::SkipEmpty())) {
+      int v = 0;
+      if (!absl::SimpleAtoi(n, &v)) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("--layers_per_stage: '", n, "' is not a number")));
+      }
+      p->add_layers_per_stage(v);
+    }
+  }
+  auto config = JobModelConfig(job);
   if (!config.ok()) return fail(config.status());
   o.config = *config;
-  auto task = ParseBertTask(absl::GetFlag(FLAGS_task));
-  if (!task.ok()) return fail(task.status());
-  o.task = *task;
+  o.task = job.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
+  o.plan = PlanOf(job);
   o.stage = absl::GetFlag(FLAGS_stage_index);
-  o.num_stages = absl::GetFlag(FLAGS_num_stages);
   o.replica = absl::GetFlag(FLAGS_replica);
-  o.num_replicas = absl::GetFlag(FLAGS_num_replicas);
   o.peers = absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipEmpty());
-  if (static_cast<int>(o.peers.size()) != o.num_stages) {
+  if (static_cast<int>(o.peers.size()) != o.plan.stages) {
     return fail(absl::InvalidArgumentError(
         absl::StrCat("--peers names ", o.peers.size(), " addresses for ",
-                     o.num_stages, " stages")));
+                     o.plan.stages, " stages")));
   }
   o.listen = absl::GetFlag(FLAGS_listen);
-  if (o.listen.empty() && o.stage >= 0 && o.stage < o.num_stages) {
+  if (o.listen.empty() && o.stage >= 0 && o.stage < o.plan.stages) {
     o.listen = o.peers[o.stage];
   }
-  o.micro_batches = absl::GetFlag(FLAGS_micro_batches);
-  auto schedule = ParsePipelineSchedule(absl::GetFlag(FLAGS_schedule));
+  o.micro_batches = job.pipeline().micro_batches();
+  auto schedule = ParsePipelineSchedule(job.pipeline().schedule());
   if (!schedule.ok()) return fail(schedule.status());
   o.schedule = *schedule;
-  for (absl::string_view n : absl::StrSplit(absl::GetFlag(FLAGS_layers_per_stage),
-                                            ',', absl::SkipEmpty())) {
-    int v = 0;
-    if (!absl::SimpleAtoi(n, &v)) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("--layers_per_stage: '", n, "' is not a number")));
-    }
-    o.layers_per_stage.push_back(v);
-  }
-  o.data = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
-  o.batch = absl::GetFlag(FLAGS_batch);
-  o.steps = absl::GetFlag(FLAGS_steps);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.dropout = absl::GetFlag(FLAGS_dropout);
-  o.shuffle = absl::GetFlag(FLAGS_shuffle);
+  o.layers_per_stage.assign(job.pipeline().layers_per_stage().begin(),
+                            job.pipeline().layers_per_stage().end());
+  o.data.assign(job.data().begin(), job.data().end());
+  o.seed = job.seed();
+  o.dropout = !job.no_dropout();
+  o.shuffle = !job.no_shuffle();
+  o.precision = job.precision() == BF16 ? kernels::Precision::kBf16
+                                        : kernels::Precision::kFp32;
+  o.pull_fp32 = job.pull_fp32();
   o.recv_timeout = absl::Seconds(absl::GetFlag(FLAGS_stage_recv_timeout_s));
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.log = &std::cout;

@@ -83,7 +83,7 @@ absl::Status TrainMember::RunPart(
       preds = std::max<int64_t>(preds, f.masked_positions());
     }
     const MemoryNeed need =
-        TrainWorkerMemoryNeed(o->config, o->task, o->batch, seq, preds);
+        TrainWorkerMemoryNeed(o->config, o->task, static_cast<int>(o->plan.batch), seq, preds);
     return OutOfMemoryError(absl::StrCat("train worker ", a.index()), cause,
                             need.bytes, need.detail, DetectMemoryLimit());
   };

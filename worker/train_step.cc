@@ -88,9 +88,9 @@ absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
   StepState s;
   s.step = step;
   s.rep.step = step;
-  s.bsp = client_->description(0).mode() == BSP;
+  s.bsp = options_.plan.mode == BSP;
   s.overlap = s.bsp && options_.overlap_push;
-  s.next = s.overlap && step + 1 < options_.steps;
+  s.next = s.overlap && step + 1 < options_.plan.WorkerSteps(options_.worker);
   s.t0 = Clock::now();
   RETURN_IF_ERROR(StartStep(s));
   ASSIGN_OR_RETURN(StepResult r, Compute(s));
@@ -217,7 +217,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   so.seed = options_.seed;
   so.step = s.step;
   // Dropout keys: (seed, step, index within the global batch).
-  so.example_offset = static_cast<int64_t>(options_.worker) * push_examples();
+  so.example_offset = options_.plan.ExampleOffset(options_.worker);
   so.mlm_denominator = mlm_denominator_;
   so.example_denominator = example_denominator_;
   // Forward reads each group of parameters once it arrived.
@@ -278,13 +278,14 @@ absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
   // the parameters.
   const BertBatchView all = ViewOf(batch_);
   StepResult sum;
-  const int64_t b = options_.batch;
-  for (int m = 0; m < options_.accumulation; ++m) {
+  const int64_t b = options_.plan.batch;
+  const int64_t micro_batches = options_.plan.accumulation;
+  for (int64_t m = 0; m < micro_batches; ++m) {
     StepOptions mo = so;
     mo.example_offset = so.example_offset + m * b;
     mo.accumulate = m > 0;
     if (m > 0) mo.before_params = nullptr;
-    if (m + 1 < options_.accumulation) {
+    if (m + 1 < micro_batches) {
       mo.on_grads_ready = nullptr;
       mo.on_grads_ready_except_rows = nullptr;
     }
@@ -416,10 +417,9 @@ void TrainWorker::Report(StepState& s) {
   TrainStepReport& rep = s.rep;
   rep.first_example = s.header.first_example();
   rep.examples = push_examples();
-  // The rate the shard applied to this update: its index is the version
-  // before it (BSP: the step; ASP/SSP: the update this push became).
-  rep.learning_rate = optim::LearningRate(
-      options_.optimizer, std::max<int64_t>(rep.version - 1, 0));
+  // The rate the shards applied to this push's update (they said so in
+  // their answer: their plan's rate of that update).
+  rep.learning_rate = client_->last_push_learning_rate();
   rep.wait_ms = s.wait_ms;
   rep.input_ms = s.input_ms;
   rep.pull_ms = Ms(s.t0, s.t1) - s.start_wait_ms - s.start_input_ms +

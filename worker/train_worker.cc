@@ -38,21 +38,23 @@ TrainWorker::~TrainWorker() = default;
 
 absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     const TrainWorkerOptions& o) {
-  if (o.worker < 0 || o.worker >= o.num_workers) {
+  const JobPlan& plan = o.plan;
+  if (o.worker < 0 || o.worker >= plan.replicas) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "worker index ", o.worker, " outside [0, ", o.num_workers, ")"));
+        "worker index ", o.worker, " outside [0, ", plan.replicas, ")"));
   }
-  if (o.batch <= 0 || o.steps < 0) {
-    return absl::InvalidArgumentError("batch must be > 0 and steps >= 0");
+  if (plan.batch <= 0 || plan.batch > (1 << 20) || plan.updates < 0) {
+    return absl::InvalidArgumentError(
+        "batch must be in [1, 2^20] and steps >= 0");
   }
   if (!(o.simulate_compute_ms >= 0) || o.simulate_compute_ms > 3.6e6) {
     return absl::InvalidArgumentError(absl::StrCat(
         "simulate_compute_ms must be in [0, 3600000], got ",
         o.simulate_compute_ms));
   }
-  if (o.accumulation < 1 || o.accumulation > 1024) {
+  if (plan.accumulation < 1 || plan.accumulation > 1024) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "accumulation must be in [1, 1024], got ", o.accumulation));
+        "accumulation must be in [1, 1024], got ", plan.accumulation));
   }
   if (o.data.empty()) return absl::InvalidArgumentError("no training data");
   if (o.worker == 0) {
@@ -83,10 +85,17 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
   po.pull_bf16_products =
       w->mm_.precision() == kernels::Precision::kBf16 && !o.pull_fp32;
   ASSIGN_OR_RETURN(w->client_, PsClient::Connect(po, o.config, o.task));
-  if (w->client_->description(0).num_workers() != o.num_workers) {
+  // The shards serve the same plan: its workers and its mode.
+  const DescribeResponse& d = w->client_->description(0);
+  if (d.num_workers() != plan.pushers) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the shards expect ", w->client_->description(0).num_workers(),
-        " workers, this worker was told ", o.num_workers));
+        "the shards expect ", d.num_workers(),
+        " workers, this worker's plan has ", plan.pushers));
+  }
+  if (d.mode() != plan.mode) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the shards run ", ConsistencyMode_Name(d.mode()),
+        ", this worker's plan ", ConsistencyMode_Name(plan.mode)));
   }
   // The data through its record indices (built once per file, or loaded);
   // sequence and prediction lengths from the first example.
@@ -132,7 +141,8 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     }
   } else {
     w->memory_need_ =
-        TrainWorkerMemoryNeed(o.config, o.task, o.batch, w->seq_, w->preds_);
+        TrainWorkerMemoryNeed(o.config, o.task, static_cast<int>(plan.batch),
+                              w->seq_, w->preds_);
     w->memory_limit_ =
         o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit();
     RETURN_IF_ERROR(CheckFits(absl::StrCat("train worker ", o.worker),
@@ -147,7 +157,8 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
                    << " (its step reports say so)";
     }
     absl::StatusOr<std::unique_ptr<BertModel<float>>> model =
-        BertModel<float>::Create(o.config, o.task, o.batch, w->seq_,
+        BertModel<float>::Create(o.config, o.task,
+                                 static_cast<int>(plan.batch), w->seq_,
                                  std::max(w->preds_, 1), &w->mm_);
     if (!model.ok()) {
       if (model.status().code() == absl::StatusCode::kResourceExhausted) {
@@ -185,8 +196,7 @@ absl::Status TrainWorker::MemoryError(absl::string_view cause) const {
 absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
   // Worker w's E = B x accumulation examples of global batch `step`, read
   // where they lie (the stream wraps around at the end of the data: epochs).
-  const int64_t first =
-      (step * options_.num_workers + options_.worker) * push_examples();
+  const int64_t first = options_.plan.FirstExample(options_.worker, step);
   std::string record;
   int64_t at = first;
   auto next = [&]() { return source_->Read(at++, &record); };
@@ -239,7 +249,7 @@ absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
                                   double* example_denominator,
                                   double* wait_ms, double* input_ms,
                                   Clock::time_point* read_done) {
-  const bool bsp = client_->description(0).mode() == BSP;
+  const bool bsp = options_.plan.mode == BSP;
   const auto r0 = Clock::now();
   RETURN_IF_ERROR(prefetcher_ != nullptr ? prefetcher_->Take(step, batch)
                                          : ReadBatch(step, batch));
@@ -269,36 +279,29 @@ absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
 
 absl::Status TrainWorker::Run() {
   kernels::UseConfiguredThreads();  // a member runs this on its own thread
-  const bool bsp = client_->description(0).mode() == BSP;
-  const int64_t n = options_.num_workers;
-  // The update ticket of this worker's step j (see TrainWorkerOptions).
-  auto ticket = [&](int64_t step) {
-    return bsp ? step : step * n + options_.worker;
-  };
+  const JobPlan& plan = options_.plan;
+  const bool bsp = plan.mode == BSP;
+  const int worker = options_.worker;
+  // This worker's steps: those whose update tickets are in the plan.
+  const int64_t steps = plan.WorkerSteps(worker);
   // A restarted worker joins at the shards' current step.
   int64_t start = 0;
+  int64_t applied = 0;  // the shards' version
   {
     ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
-    start = stats[0].version();
-    if (!bsp) start = stats[0].worker_clock(options_.worker);
+    applied = stats[0].version();
+    start = bsp ? applied : stats[0].worker_clock(worker);
   }
-  const bool checkpoints = options_.worker == 0 &&
-                           !options_.checkpoint_dir.empty();
-  const int64_t every = options_.checkpoint_every;
-  // ASP/SSP: the shards hold the tickets at or past each multiple k of
-  // `every` until the checkpoint of version k is written (ShardOptions::
-  // checkpoint_every); worker 0 writes it before pushing such a ticket.
-  int64_t cut = 0;
-  if (!bsp && every > 0) {
-    ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
-    cut = (stats[0].version() / every + 1) * every;
-  }
-  // The batches of steps [start, end) are read ahead.
-  int64_t end = start;
-  while (ticket(end) < options_.steps) ++end;
+  const bool checkpoints = worker == 0 && !options_.checkpoint_dir.empty() &&
+                           plan.checkpoints;
+  // ASP/SSP: the shards hold the tickets at or past each cut until its
+  // checkpoint is written (JobPlan::NextCut); worker 0 writes every
+  // checkpoint due up to a ticket before pushing it.
+  int64_t next_checkpoint = plan.NextCheckpoint(applied);
+  // The batches of steps [start, steps) are read ahead.
   prefetcher_ = std::make_unique<io::BatchPrefetcher>(
       [this](int64_t step, io::BertBatch* out) { return ReadBatch(step, out); },
-      options_.prefetch_batches, start, end);
+      options_.prefetch_batches, start, std::max(start, steps));
   std::string pending_checkpoint;
   int64_t pending_version = 0;
   bool final_written = false;
@@ -335,7 +338,17 @@ absl::Status TrainWorker::Run() {
     }
     return absl::OkStatus();
   };
-  // BSP: a worker 0 started again at a multiple of `every` may have ended
+  // ASP/SSP: the checkpoints due before update `ticket` (the cuts below
+  // the last update).
+  auto write_cuts_before = [&](int64_t ticket) -> absl::Status {
+    for (; next_checkpoint > 0 && next_checkpoint <= ticket &&
+           next_checkpoint < plan.updates;
+         next_checkpoint = plan.NextCheckpoint(next_checkpoint)) {
+      RETURN_IF_ERROR(write_checkpoint(next_checkpoint));
+    }
+    return absl::OkStatus();
+  };
+  // BSP: a worker 0 started again at a checkpoint's step may have ended
   // between that step and its checkpoint: the checkpoint is written now (the
   // same bits again if it was), so none is skipped. The shards hold that
   // version until this slot pushes (a slot taken back may run briefly on
@@ -343,8 +356,7 @@ absl::Status TrainWorker::Run() {
   // a failover a shard may be inside that step, waiting for the norms of
   // the promoted peer, which waits for this slot's push again, so a
   // checkpoint would wait for ever (docs/ps.md "Replicas").
-  if (checkpoints && bsp && every > 0 && start > 0 && start % every == 0 &&
-      start < options_.steps) {
+  if (checkpoints && bsp && start < plan.updates && plan.CheckpointDue(start)) {
     // (Past it, or this slot's push of it held: the member that pushed
     // that step wrote it.)
     RETURN_IF_ERROR(write_checkpoint(start, /*unless_past=*/true,
@@ -354,14 +366,12 @@ absl::Status TrainWorker::Run() {
   double loss_sum = 0;
   int64_t count = 0;
   TrainStepReport sum;
-  for (int64_t step = start; ticket(step) < options_.steps; ++step) {
+  for (int64_t step = start; step < steps; ++step) {
     if (options_.cancel != nullptr && options_.cancel->load()) {
       return absl::CancelledError("the job was stopped");
     }
-    if (checkpoints && !bsp && every > 0) {
-      for (; cut <= ticket(step) && cut < options_.steps; cut += every) {
-        RETURN_IF_ERROR(write_checkpoint(cut));
-      }
+    if (checkpoints && !bsp) {
+      RETURN_IF_ERROR(write_cuts_before(plan.Ticket(worker, step)));
     }
     ASSIGN_OR_RETURN(TrainStepReport rep, Step(step));
     loss_sum += rep.loss;
@@ -373,24 +383,20 @@ absl::Status TrainWorker::Run() {
     sum.push_ms += rep.push_ms;
     sum.wait_ms += rep.wait_ms;
     sum.input_ms += rep.input_ms;
-    // BSP: worker 0 checkpoints every checkpoint_every steps and after the
-    // last step, before reporting the step, so the report names the
-    // manifest (the coordinator evaluates it).
+    // BSP: worker 0 writes the checkpoints the plan has due (every
+    // checkpoint_every steps and after the last step) before reporting the
+    // step, so the report names the manifest (the coordinator evaluates it).
     // (Unless the shards are past it: a slot being taken back runs on two
     // members for a moment, and the other one wrote it.)
-    if (checkpoints && bsp &&
-        ((every > 0 && (step + 1) % every == 0) ||
-         step + 1 == options_.steps)) {
+    if (checkpoints && bsp && plan.CheckpointDue(step + 1)) {
       RETURN_IF_ERROR(write_checkpoint(step + 1, /*unless_past=*/true));
     }
-    const bool last = ticket(step + 1) >= options_.steps;
+    const bool last = step + 1 >= steps;
     if (checkpoints && !bsp && last) {
       // The remaining cuts, then the last update (every worker's pushes),
       // before this step's report so that it names the final checkpoint.
-      for (; every > 0 && cut < options_.steps; cut += every) {
-        RETURN_IF_ERROR(write_checkpoint(cut));
-      }
-      RETURN_IF_ERROR(write_checkpoint(options_.steps));
+      RETURN_IF_ERROR(write_cuts_before(plan.updates));
+      RETURN_IF_ERROR(write_checkpoint(plan.updates));
       final_written = true;
     }
     // ASP/SSP: the checkpoint of a cut reached while this step was done.
@@ -425,25 +431,26 @@ absl::Status TrainWorker::Run() {
   if (checkpoints && !bsp && !final_written) {
     // Restarted after its last step: the final checkpoint all the same,
     // reported with a repeat of that step (counted once).
-    for (; every > 0 && cut < options_.steps; cut += every) {
-      RETURN_IF_ERROR(write_checkpoint(cut));
-    }
-    RETURN_IF_ERROR(write_checkpoint(options_.steps));
+    RETURN_IF_ERROR(write_cuts_before(plan.updates));
+    RETURN_IF_ERROR(write_checkpoint(plan.updates));
     if (options_.on_step && start > 0) {
       TrainStepReport rep;
       rep.step = start - 1;
       rep.checkpoint = std::move(pending_checkpoint);
       rep.checkpoint_version = pending_version;
-      rep.version = options_.steps;
+      rep.version = plan.updates;
       options_.on_step(rep);
     }
   }
   if (options_.worker == 0 && !options_.export_path.empty()) {
-    // Wait for the last update to be applied everywhere (every mode).
+    // Wait for the last update to be applied everywhere (every mode). The
+    // pull names the version, not a step of this worker's: step 0 (SSP
+    // would otherwise wait for every worker's clock to reach `updates` -
+    // staleness, which under ASP/SSP counts a worker's own steps, about
+    // updates / N, and never comes).
     std::vector<float> scratch(layout().total_size());
     RETURN_IF_ERROR(
-        client_->Pull(0, options_.steps, options_.steps, scratch.data())
-            .status());
+        client_->Pull(0, plan.updates, /*step=*/0, scratch.data()).status());
     RETURN_IF_ERROR(client_->Export(options_.export_path, options_.export_hf));
   }
   return absl::OkStatus();

@@ -2,15 +2,20 @@
 // needs comes from its options (later: the coordinator) and the
 // parameter-server shards.
 //
+// Every step, ticket, share of the data, checkpoint and cut is the job
+// plan's (TrainWorkerOptions::plan, common/cluster/job_plan.h).
 // Data: the examples of all files (sorted glob matches) form one global
 // stream; global batch t is examples [t*B*N, (t+1)*B*N) (B per worker, N
-// workers), and worker i takes [t*B*N + i*B, t*B*N + (i+1)*B). So the union
-// of the workers' batches is exactly what one worker with batch B*N reads,
-// whatever N is, and a restarted worker resumes at the shards' step. Each
-// worker reads only its own examples, through the files' record indices
-// (common/io/record_index.h): a worker that joins at step t reads nothing
-// before its first example.
-// Dropout keys use the example's index in the global batch.
+// workers), and worker i takes [t*B*N + i*B, t*B*N + (i+1)*B)
+// (JobPlan::FirstExample). So the union of the workers' batches is exactly
+// what one worker with batch B*N reads, whatever N is, and a restarted
+// worker resumes at the shards' step. Each worker reads only its own
+// examples, through the files' record indices (common/io/record_index.h): a
+// worker that joins at step t reads nothing before its first example.
+// Dropout keys use the example's index in the global batch
+// (JobPlan::ExampleOffset).
+// The learning rate a step reports is the one the shards applied
+// (PushResponse.learning_rate).
 //
 // Step t (BSP): announce the batch's loss denominators, pull version t, run
 // forward/backward with the global denominators while pushing each layer's
@@ -40,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/cluster/job_plan.h"
 #include "common/io/bert_example.h"
 #include "common/io/batch_prefetcher.h"
 #include "common/io/record_index.h"
@@ -49,7 +55,6 @@
 #include "common/model/bert.h"
 #include "common/serial_thread.h"
 #include "common/tiled_buffer.h"
-#include "common/optim/optimizer_config.h"
 #include "common/ps/ps_client.h"
 
 namespace bertps {
@@ -58,14 +63,20 @@ struct TrainWorkerOptions {
   PsClientOptions ps;
   BertConfig config;
   BertTask task = BertTask::kPretrain;
+  // The job's plan: its workers (plan.replicas), the examples per
+  // micro-batch (plan.batch) and the micro-batches computed and summed per
+  // push (plan.accumulation: gradient accumulation; a step reads, announces
+  // and pushes batch x accumulation examples, while the model holds the
+  // activations of one micro-batch), the updates the shards apply in all
+  // (plan.updates: BSP one per global batch; ASP/SSP one per push, so with
+  // N workers worker i pushes its steps j while the update ticket
+  // j * N + i < updates, and trains step j on global batch j * N + i, each
+  // batch once), the consistency mode and the checkpoints (worker 0 writes
+  // them, with checkpoint_dir; plan.CheckpointDue, and under ASP/SSP the
+  // cuts the shards hold at).
+  JobPlan plan;
   int worker = 0;
-  int num_workers = 1;
   std::vector<std::string> data;  // TFRecord globs
-  int batch = 32;                 // examples per micro-batch
-  // Micro-batches computed and summed per push (gradient accumulation): a
-  // step reads, announces and pushes batch x accumulation examples, while
-  // the model holds the activations of one micro-batch.
-  int accumulation = 1;
   // Simulated compute (> 0): forward and backward are replaced by a wait of
   // this many milliseconds (a third before the gradients, the rest spread
   // over backward's tensor groups, which go out as a real backward's do),
@@ -75,11 +86,6 @@ struct TrainWorkerOptions {
   // gradients only). For measuring the service's own costs at scale
   // (docs/scaling.md). The reported loss is 0.
   double simulate_compute_ms = 0;
-  // Updates the shards apply in all (the job plan's step counter): BSP one
-  // per global batch; ASP/SSP one per push, so with N workers worker i
-  // pushes its steps j while the update ticket j * N + i < steps, and
-  // trains step j on global batch j * N + i (each batch once).
-  int64_t steps = 100;
   uint64_t seed = 12345;          // dropout, and the data's order
   bool dropout = true;
   // A new pseudo-random order of all examples every epoch, a function of
@@ -89,7 +95,7 @@ struct TrainWorkerOptions {
   // Batches read ahead by Run() on a thread of their own (read, CRC
   // checks, decoding; common/io/batch_prefetcher.h).
   int prefetch_batches = 4;
-  std::string checkpoint_dir;     // worker 0 checkpoints when set
+  std::string checkpoint_dir;     // worker 0 checkpoints here (the plan's)
   // The data as the job was submitted with (empty: not checked).
   std::vector<io::ExpectedFile> expected_files;
   // Where record indices go when the data's directory is read-only
@@ -98,14 +104,11 @@ struct TrainWorkerOptions {
   // Data files kept open at once, the least recently read closed first
   // (common/io/record_index.h): any number of files fits the descriptors.
   int max_open_files = io::IndexedExampleSource::kDefaultMaxOpenFiles;
-  int64_t checkpoint_every = 0;
   std::string export_path;        // worker 0 exports the final model
   // An export directory's labels and vocabulary (common/model/hf_export.h).
   HfExportOptions export_hf;
   int64_t log_every = 10;
   std::ostream* log = nullptr;    // JSON lines; null: quiet
-  // The shards' optimizer, for reporting the learning rate of each step.
-  optim::OptimizerConfig optimizer;
   // Called after every pushed step (progress reports to the coordinator).
   std::function<void(const struct TrainStepReport&)> on_step;
   // Run() stops with CANCELLED at the next step once this is true.
@@ -128,7 +131,7 @@ struct TrainStepReport {
   int64_t first_example = 0;  // global stream index of this worker's first
   int examples = 0;
   int tokens = 0;             // non-padding tokens of this worker's batch
-  double learning_rate = 0;
+  double learning_rate = 0;   // the shards': PushResponse.learning_rate
   double loss = 0;
   double pull_ms = 0, compute_ms = 0, push_ms = 0, wait_ms = 0;
   int64_t pull_bytes = 0;  // the step's pull: tensor bytes received
@@ -147,7 +150,8 @@ class TrainWorker {
       const TrainWorkerOptions& options);
   ~TrainWorker();
 
-  // Runs from the shards' current step to options.steps.
+  // Runs from the shards' current step to this worker's last
+  // (plan.WorkerSteps).
   absl::Status Run();
   // One step (exposed for tests and benchmarks).
   absl::StatusOr<TrainStepReport> Step(int64_t step);
@@ -172,9 +176,7 @@ class TrainWorker {
   float* grads() { return model_ ? model_->grads() : sim_grads_.data(); }
   const ParamLayout& layout() const { return client_->layout(); }
   // Examples per step (one push): batch x accumulation.
-  int64_t push_examples() const {
-    return static_cast<int64_t>(options_.batch) * options_.accumulation;
-  }
+  int64_t push_examples() const { return options_.plan.examples_per_push; }
   // Step's phases (train_step.cc) and the state they share.
   struct StepState;
   absl::Status StartStep(StepState& s);

@@ -3,6 +3,9 @@
 //   bertps_worker --role=train --ps 127.0.0.1:7000,127.0.0.1:7001
 //       --worker_index 0 --num_workers 2 --data 'data/*.tfrecord'
 //       --config tiny --batch 32 --steps 1000
+// Without a coordinator a worker builds its job's spec from its flags (or
+// reads it from --spec FILE) and runs that spec's plan
+// (common/cluster/job_plan.h), as a coordinator's member does.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cluster/job_spec.h"
 #include "common/ps/wire.h"
 #include "common/flag_checks.h"
 #include "common/init.h"
@@ -27,6 +31,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "worker/eval_item.h"
+#include "worker/job_options.h"
 #include "worker/pool_member.h"
 #include "worker/preprocess_item.h"
 #include "worker/stage_member.h"
@@ -59,8 +64,16 @@ ABSL_FLAG(std::string, ps, "", "Comma-separated shard addresses, in order.");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address of the health and metrics ports.");
 ABSL_FLAG(int, health_port, -1, "grpc.health.v1 port (0: any, -1: off).");
 ABSL_FLAG(int, metrics_port, -1, "Prometheus port (0: any, -1: off).");
+ABSL_FLAG(std::string, spec, "",
+          "Without --coordinator: a JobSpec file (text format or JSON), the "
+          "job this worker runs a part of; the job flags (--num_workers ... "
+          "--export_path, and the stage role's) are then ignored.");
 ABSL_FLAG(int, worker_index, 0, "This worker's index.");
 ABSL_FLAG(int, num_workers, 1, "Number of train workers.");
+ABSL_FLAG(std::string, mode, "bsp",
+          "bsp, asp or ssp: the shards' consistency (they must agree).");
+ABSL_FLAG(int, num_labels, 0,
+          "classify: labels (0: the model config's num_labels).");
 ABSL_FLAG(std::string, data, "", "Comma-separated TFRecord globs.");
 ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
 ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
@@ -102,6 +115,69 @@ ABSL_FLAG(int64_t, pull_window_bytes, -1,
           "gRPC's, grown by its bandwidth probes; -1: the client's default, "
           "docs/ps.md).");
 
+namespace {
+
+// The job a worker run without a coordinator takes part in: --spec, or a
+// spec of the job flags (the stage role adds its pipeline).
+absl::StatusOr<bertps::JobSpec> JobSpecFromFlags(
+    bertps::kernels::Precision precision) {
+  if (!absl::GetFlag(FLAGS_spec).empty()) {
+    return bertps::LoadJobSpec(absl::GetFlag(FLAGS_spec));
+  }
+  bertps::JobSpec s;
+  s.set_model(absl::GetFlag(FLAGS_config));
+  const std::string task = absl::GetFlag(FLAGS_task);
+  if (task == "pretrain") {
+    s.set_task(bertps::PRETRAIN);
+  } else if (task == "classify") {
+    s.set_task(bertps::CLASSIFY);
+    int labels = absl::GetFlag(FLAGS_num_labels);
+    if (labels <= 0) {
+      absl::StatusOr<bertps::BertConfig> c =
+          bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
+      if (!c.ok()) return c.status();
+      labels = static_cast<int>(c->num_labels);
+    }
+    s.set_num_labels(labels);
+  } else {
+    return bertps::ParseBertTask(task).status();
+  }
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "bsp") {
+    s.mutable_consistency()->set_mode(bertps::BSP);
+  } else if (mode == "asp") {
+    s.mutable_consistency()->set_mode(bertps::ASP);
+  } else if (mode == "ssp") {
+    s.mutable_consistency()->set_mode(bertps::SSP);
+  } else {
+    return absl::InvalidArgumentError("--mode must be bsp, asp or ssp");
+  }
+  for (absl::string_view d :
+       absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty())) {
+    s.add_data(std::string(d));
+  }
+  const std::vector<std::string> ps =
+      absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
+  s.set_num_ps_shards(std::max<int>(1, static_cast<int>(ps.size())));
+  s.set_num_workers(absl::GetFlag(FLAGS_num_workers));
+  s.set_batch_size(absl::GetFlag(FLAGS_batch));
+  s.set_accumulation_steps(absl::GetFlag(FLAGS_accumulation));
+  s.set_steps(absl::GetFlag(FLAGS_steps));
+  s.set_seed(absl::GetFlag(FLAGS_seed));
+  s.set_no_dropout(!absl::GetFlag(FLAGS_dropout));
+  s.set_no_shuffle(!absl::GetFlag(FLAGS_shuffle));
+  if (precision == bertps::kernels::Precision::kBf16) {
+    s.set_precision(bertps::BF16);
+  }
+  s.mutable_checkpoint()->set_dir(absl::GetFlag(FLAGS_checkpoint_dir));
+  s.mutable_checkpoint()->set_every_steps(
+      absl::GetFlag(FLAGS_checkpoint_every));
+  s.set_export_path(absl::GetFlag(FLAGS_export_path));
+  return s;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   bertps::BlockShutdownSignals();
   bertps::InitProcess(argc, argv, "bertps_worker --role=train [flags]");
@@ -118,6 +194,7 @@ int main(int argc, char** argv) {
       .Range("coordinator_give_up_s", absl::GetFlag(FLAGS_coordinator_give_up_s),
              0, 30 * 86400)
       .Range("accumulation", absl::GetFlag(FLAGS_accumulation), 1, 1024)
+      .Range("num_labels", absl::GetFlag(FLAGS_num_labels), 0, 1 << 20)
       .Range("prefetch_batches", absl::GetFlag(FLAGS_prefetch_batches), 1, 256)
       .Range("max_open_data_files", absl::GetFlag(FLAGS_max_open_data_files), 1,
              1 << 20)
@@ -223,7 +300,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (role == "stage") {
-    const int rc = bertps::RunStageRole(*security);
+    absl::StatusOr<bertps::JobSpec> spec = JobSpecFromFlags(precision);
+    if (!spec.ok()) return fail(spec.status());
+    const int rc = bertps::RunStageRole(
+        *security, *spec, /*from_file=*/!absl::GetFlag(FLAGS_spec).empty());
     if (health) health->Shutdown();
     return rc;
   }
@@ -277,8 +357,16 @@ int main(int argc, char** argv) {
     if (!st.ok()) return fail(st);
     return 0;
   }
-  bertps::TrainWorkerOptions o;
-  o.ps.addresses = absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
+  // The part a coordinator would hand this worker for the spec: its plan,
+  // model and data; then this daemon's own settings.
+  absl::StatusOr<bertps::JobSpec> spec = JobSpecFromFlags(precision);
+  if (!spec.ok()) return fail(spec.status());
+  absl::StatusOr<bertps::TrainWorkerOptions> options =
+      bertps::TrainWorkerOptionsFromSpec(
+          *spec, absl::GetFlag(FLAGS_worker_index),
+          absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty()));
+  if (!options.ok()) return fail(options.status());
+  bertps::TrainWorkerOptions o = *std::move(options);
   o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
   o.ps.compress_bf16 = absl::GetFlag(FLAGS_bf16_push);
   o.ps.keepalive = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_ms));
@@ -287,28 +375,9 @@ int main(int argc, char** argv) {
         static_cast<int>(absl::GetFlag(FLAGS_pull_window_bytes));
   }
   o.ps.security = *security;
-  auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
-  if (!config.ok()) return fail(config.status());
-  o.config = *config;
-  auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
-  if (!task.ok()) return fail(task.status());
-  o.task = *task;
-  o.worker = absl::GetFlag(FLAGS_worker_index);
-  o.num_workers = absl::GetFlag(FLAGS_num_workers);
-  o.data = absl::StrSplit(absl::GetFlag(FLAGS_data), ',', absl::SkipEmpty());
-  o.batch = absl::GetFlag(FLAGS_batch);
-  o.accumulation = absl::GetFlag(FLAGS_accumulation);
   o.simulate_compute_ms = absl::GetFlag(FLAGS_simulate_compute_ms);
-  o.precision = precision;
   o.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
   o.max_open_files = absl::GetFlag(FLAGS_max_open_data_files);
-  o.steps = absl::GetFlag(FLAGS_steps);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.dropout = absl::GetFlag(FLAGS_dropout);
-  o.shuffle = absl::GetFlag(FLAGS_shuffle);
-  o.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  o.export_path = absl::GetFlag(FLAGS_export_path);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.log = &std::cout;
   // SIGTERM / SIGINT: stop after the current step, exit 0.

@@ -2,7 +2,20 @@
 
 #include <algorithm>
 
+#include "common/optim/lr_schedule.h"
+#include "common/optim/optimizer_config.h"
+
 namespace bertps {
+
+float JobPlan::LearningRateAt(int64_t update) const {
+  // The schedule reads these three fields only (lr_schedule.h); the decay
+  // runs over the job's updates, as JobOptimizerConfig's total_steps.
+  optim::OptimizerConfig schedule;
+  schedule.learning_rate = learning_rate;
+  schedule.warmup_steps = warmup_updates;
+  schedule.total_steps = updates;
+  return optim::LearningRate(schedule, update);
+}
 
 int64_t JobPlan::UpdatesForEpochs(int64_t epochs,
                                   int64_t examples_per_epoch) const {
@@ -24,9 +37,12 @@ JobPlan PlanOf(const JobSpec& spec) {
       p.mode == BSP ? p.examples_per_push * p.replicas : p.examples_per_push;
   p.updates = spec.steps();
   if (!spec.checkpoint().dir().empty()) {
+    p.checkpoints = true;
     p.checkpoint_every = spec.checkpoint().every_steps();
   }
   p.consistent_cuts = p.mode != BSP && p.checkpoint_every > 0;
+  p.learning_rate = spec.optimizer().learning_rate();
+  p.warmup_updates = spec.optimizer().warmup_steps();
   return p;
 }
 

@@ -1,7 +1,11 @@
-// What a job's spec means for the members that run it, derived in one place:
-// the coordinator (schedule, progress, epochs, the stop condition), the
-// shards (ShardOptions) and the train workers (TrainWorkerOptions) all read
-// it instead of recomputing it.
+// What a job's spec means for the members that run it, derived in one place
+// and held by every member: the coordinator (schedule, progress, epochs, the
+// stop condition, slots), the shards (ShardOptions::plan), the train workers
+// (TrainWorkerOptions::plan) and the pipeline stages
+// (PipelineStageOptions::plan). Each asks the plan for step, update, cut,
+// checkpoint, slot and data questions and for the learning rate at an
+// update, instead of computing them again. The flags-only daemons build a
+// JobSpec from their flags and take the same PlanOf.
 //
 // One step counter: the number of updates the shards apply (`updates`,
 // what `steps` says once the coordinator has turned epochs into steps).
@@ -10,16 +14,28 @@
 // so `steps: 1000` with 4 ASP workers is 1,000 updates in all. The learning
 // rate schedule, checkpoints and eval rounds count updates.
 //
+// Slots: a job has `pushers` = replicas x stages slots; slot k is stage
+// k % stages of replica k / stages (SlotOf, ReplicaOf, StageOf), and pushes
+// to the shards as worker k. Without a pipeline a slot is a train worker.
+//
 // Data: update ticket k trains on the examples [k * E, (k + 1) * E) of the
 // job's example stream (E = examples_per_update; epochs wrap around), a
-// fixed function of k whichever worker computes it. Worker w's step j is
-// ticket j (BSP, w's share at w * B of it) or j * N + w (ASP, SSP), so its
-// batch starts at stream position (j * N + w) * B in both.
+// fixed function of k whichever worker computes it. Worker (replica) w's
+// step j is ticket j (BSP, w's share at w * P of it, P = examples_per_push)
+// or j * N + w (ASP, SSP), so its batch starts at stream position
+// (j * N + w) * P in both.
+//
+// Checkpoints: versions k * checkpoint_every below `updates`, and the last
+// one (`updates`) (CheckpointDue). Under ASP and SSP with checkpoints the
+// shards hold the tickets at or past the next cut until its checkpoint is
+// written (NextCut, HeldByCut), so every shard's version k holds the same k
+// pushes.
 //
 // Thread-safety: a value type.
 #ifndef BERTPS_COMMON_CLUSTER_JOB_PLAN_H_
 #define BERTPS_COMMON_CLUSTER_JOB_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
 
 #include "proto/job.pb.h"
@@ -31,7 +47,8 @@ struct JobPlan {
   int num_shards = 1;
   int replicas = 1;  // data-parallel workers (num_workers)
   int stages = 1;    // pipeline stages per replica
-  // The shards' workers: every replica's every stage pushes as one.
+  // The job's slots, and the shards' workers: every replica's every stage
+  // pushes as one.
   int pushers = 1;
   int64_t batch = 1;         // examples per micro-batch (batch_size)
   int64_t accumulation = 1;  // micro-batches summed per push
@@ -40,25 +57,82 @@ struct JobPlan {
   // BSP: examples_per_push * replicas; else examples_per_push.
   int64_t examples_per_update = 1;
   int64_t updates = 0;              // what the shards apply in all
-  // Updates between checkpoints (0: none). Under ASP and SSP the shards
-  // pause at each multiple until its checkpoint is written (consistent
-  // cuts: every shard's version k holds the same k pushes).
+  // The job writes checkpoints (it has a checkpoint dir): the final one,
+  // and every checkpoint_every updates (0: only the final one).
+  bool checkpoints = false;
   int64_t checkpoint_every = 0;
+  // ASP/SSP with checkpoints: the shards pause at each multiple of
+  // checkpoint_every until its checkpoint is written.
   bool consistent_cuts = false;
+  // The learning-rate schedule over update indices (LearningRateAt):
+  // optimizer.learning_rate, optimizer.warmup_steps, decay over `updates`.
+  double learning_rate = 1e-4;
+  int64_t warmup_updates = 0;
 
+  // ---- Slots.
+  int SlotOf(int replica, int stage) const { return replica * stages + stage; }
+  int ReplicaOf(int slot) const { return slot / stages; }
+  int StageOf(int slot) const { return slot % stages; }
+
+  // ---- Steps and updates. `worker`: a train worker, or a pipeline's
+  // replica (every stage of a replica runs its replica's steps).
   // The update ticket of worker w's step j.
   int64_t Ticket(int worker, int64_t step) const {
     return mode == BSP ? step : step * replicas + worker;
   }
+  // The steps of worker w whose tickets are below `version` (the steps it
+  // has pushed once the shards applied `version` updates).
+  int64_t StepsBefore(int worker, int64_t version) const {
+    if (mode == BSP) return version;
+    return version > worker ? (version - worker + replicas - 1) / replicas : 0;
+  }
+  // The steps worker w runs in all: every j whose ticket is an update.
+  int64_t WorkerSteps(int worker) const { return StepsBefore(worker, updates); }
+
+  // ---- The worker's share of the data.
   // The stream position of the first example of worker w's batch at step j.
   int64_t FirstExample(int worker, int64_t step) const {
     return (step * replicas + worker) * examples_per_push;
   }
-  // The steps worker w runs in all: every j whose ticket is an update.
-  int64_t WorkerSteps(int worker) const {
-    if (mode == BSP) return updates;
-    return updates > worker ? (updates - worker + replicas - 1) / replicas : 0;
+  // Worker w's examples within its update's global batch start here (the
+  // index dropout keys use).
+  int64_t ExampleOffset(int worker) const {
+    return worker * examples_per_push;
   }
+
+  // ---- Checkpoints and cuts.
+  // Whether the checkpoint of `version` (after that many updates) is
+  // written: with a checkpoint dir, every multiple of checkpoint_every below
+  // `updates`, and `updates` itself.
+  bool CheckpointDue(int64_t version) const {
+    if (!checkpoints || version <= 0 || version > updates) return false;
+    return version == updates ||
+           (checkpoint_every > 0 && version % checkpoint_every == 0);
+  }
+  // The first version after `version` whose checkpoint is due (0: none).
+  int64_t NextCheckpoint(int64_t version) const {
+    if (!checkpoints || version >= updates) return 0;
+    if (checkpoint_every <= 0) return updates;
+    const int64_t next = (std::max<int64_t>(version, 0) / checkpoint_every + 1) *
+                         checkpoint_every;
+    return next < updates ? next : updates;
+  }
+  // ASP/SSP: the shards' next cut after `version` updates: the next
+  // multiple of checkpoint_every above it (0: no cuts).
+  int64_t NextCut(int64_t version) const {
+    if (!consistent_cuts) return 0;
+    return (version / checkpoint_every + 1) * checkpoint_every;
+  }
+  // Whether update `ticket` waits for the checkpoint of cut `cut` (from
+  // NextCut; 0: none) before it may be applied.
+  static bool HeldByCut(int64_t ticket, int64_t cut) {
+    return cut > 0 && ticket >= cut;
+  }
+
+  // ---- The learning rate the shards apply in update `update` (0-based:
+  // the version before it), common/optim/lr_schedule.h's schedule.
+  float LearningRateAt(int64_t update) const;
+
   // Updates that cover `epochs` passes over `examples_per_epoch` (the last
   // one partly; at least one).
   int64_t UpdatesForEpochs(int64_t epochs, int64_t examples_per_epoch) const;

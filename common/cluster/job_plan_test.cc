@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
+#include "common/optim/optimizer.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -87,6 +89,126 @@ TEST(JobPlan, EpochsCheckpointsAndPipelines) {
   s.mutable_consistency()->set_mode(ASP);
   EXPECT_EQ(PlanOf(s).UpdatesForEpochs(2, 100), 25);
   EXPECT_EQ(PlanOf(s).UpdatesForEpochs(1, 0), 1);
+}
+
+
+// Slot k is stage k % S of replica k / S, and SlotOf inverts it.
+TEST(JobPlan, SlotsAreReplicaMajor) {
+  JobSpec s = Spec(BSP, 3, 8, 10);
+  s.mutable_pipeline()->set_stages(2);
+  const JobPlan p = PlanOf(s);
+  ASSERT_EQ(p.pushers, 6);
+  const int replica[] = {0, 0, 1, 1, 2, 2};
+  const int stage[] = {0, 1, 0, 1, 0, 1};
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(p.ReplicaOf(k), replica[k]) << k;
+    EXPECT_EQ(p.StageOf(k), stage[k]) << k;
+    EXPECT_EQ(p.SlotOf(replica[k], stage[k]), k);
+  }
+  // Without a pipeline a slot is a worker.
+  const JobPlan q = PlanOf(Spec(ASP, 3, 8, 10));
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(q.ReplicaOf(k), k);
+    EXPECT_EQ(q.StageOf(k), 0);
+    EXPECT_EQ(q.SlotOf(k, 0), k);
+  }
+}
+
+// Hand-computed tickets, first examples and steps: 3 workers, batch 4,
+// accumulation 3 (12 examples a push), 7 updates.
+TEST(JobPlan, TicketsFirstExamplesAndStepsByHand) {
+  JobSpec s = Spec(ASP, 3, 4, 7);
+  s.set_accumulation_steps(3);
+  JobPlan p = PlanOf(s);
+  EXPECT_EQ(p.examples_per_push, 12);
+  EXPECT_EQ(p.examples_per_update, 12);
+  // Worker 1's step 2 is ticket 2 * 3 + 1 = 7 at position 7 * 12 = 84.
+  EXPECT_EQ(p.Ticket(1, 2), 7);
+  EXPECT_EQ(p.FirstExample(1, 2), 84);
+  EXPECT_EQ(p.ExampleOffset(2), 24);
+  // Tickets 0..6: worker 0 has 0, 3, 6; worker 1 has 1, 4; worker 2 2, 5.
+  EXPECT_EQ(p.WorkerSteps(0), 3);
+  EXPECT_EQ(p.WorkerSteps(1), 2);
+  EXPECT_EQ(p.WorkerSteps(2), 2);
+  // After 5 updates (tickets 0..4): worker 0 pushed 2, 1 pushed 2, 2 one.
+  EXPECT_EQ(p.StepsBefore(0, 5), 2);
+  EXPECT_EQ(p.StepsBefore(1, 5), 2);
+  EXPECT_EQ(p.StepsBefore(2, 5), 1);
+  EXPECT_EQ(p.StepsBefore(2, 2), 0);
+  EXPECT_EQ(p.StepsBefore(2, 0), 0);
+  // BSP: the step is the ticket; worker 1's share of update 2 starts at
+  // 2 * 36 + 12.
+  s.mutable_consistency()->set_mode(BSP);
+  p = PlanOf(s);
+  EXPECT_EQ(p.examples_per_update, 36);
+  EXPECT_EQ(p.Ticket(1, 2), 2);
+  EXPECT_EQ(p.FirstExample(1, 2), 84);
+  EXPECT_EQ(p.WorkerSteps(2), 7);
+  EXPECT_EQ(p.StepsBefore(2, 5), 5);
+}
+
+// Checkpoints at multiples of every_steps and at the end; cuts (ASP/SSP
+// only) at the multiples, held tickets at or past the cut.
+TEST(JobPlan, CheckpointsAndCutsByHand) {
+  JobSpec s = Spec(ASP, 2, 4, 10);
+  s.mutable_checkpoint()->set_every_steps(4);
+  JobPlan p = PlanOf(s);  // no dir: no checkpoints
+  for (int64_t v = 0; v <= 11; ++v) EXPECT_FALSE(p.CheckpointDue(v)) << v;
+  EXPECT_EQ(p.NextCheckpoint(0), 0);
+  EXPECT_EQ(p.NextCut(0), 0);
+  s.mutable_checkpoint()->set_dir("/ckpt");
+  p = PlanOf(s);
+  std::vector<int64_t> due;
+  for (int64_t v = -1; v <= 13; ++v) {
+    if (p.CheckpointDue(v)) due.push_back(v);
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{4, 8, 10}));
+  EXPECT_EQ(p.NextCheckpoint(0), 4);
+  EXPECT_EQ(p.NextCheckpoint(3), 4);
+  EXPECT_EQ(p.NextCheckpoint(4), 8);
+  EXPECT_EQ(p.NextCheckpoint(8), 10);
+  EXPECT_EQ(p.NextCheckpoint(9), 10);
+  EXPECT_EQ(p.NextCheckpoint(10), 0);
+  EXPECT_EQ(p.NextCut(0), 4);
+  EXPECT_EQ(p.NextCut(3), 4);
+  EXPECT_EQ(p.NextCut(4), 8);
+  EXPECT_EQ(p.NextCut(9), 12);
+  EXPECT_FALSE(JobPlan::HeldByCut(3, 4));
+  EXPECT_TRUE(JobPlan::HeldByCut(4, 4));
+  EXPECT_TRUE(JobPlan::HeldByCut(5, 4));
+  EXPECT_FALSE(JobPlan::HeldByCut(100, 0));
+  // BSP: the same checkpoints, no cuts.
+  s.mutable_consistency()->set_mode(BSP);
+  p = PlanOf(s);
+  EXPECT_TRUE(p.CheckpointDue(8));
+  EXPECT_EQ(p.NextCut(5), 0);
+  // Only the final one without every_steps.
+  s.mutable_checkpoint()->set_every_steps(0);
+  p = PlanOf(s);
+  EXPECT_FALSE(p.CheckpointDue(4));
+  EXPECT_TRUE(p.CheckpointDue(10));
+  EXPECT_EQ(p.NextCheckpoint(0), 10);
+}
+
+// The rate at an update: BERT's warmup, then linear decay to 0 at the
+// job's last update, bit for bit the optimizer library's schedule.
+TEST(JobPlan, LearningRateByHand) {
+  JobSpec s = Spec(BSP, 2, 4, 10);
+  s.mutable_optimizer()->set_learning_rate(2e-3);
+  s.mutable_optimizer()->set_warmup_steps(2);
+  const JobPlan p = PlanOf(s);
+  EXPECT_EQ(p.LearningRateAt(0), 0.0f);
+  EXPECT_EQ(p.LearningRateAt(1), 2e-3f * 0.5f);
+  EXPECT_FLOAT_EQ(p.LearningRateAt(2), 2e-3f * 0.8f);  // 1 - 2/10
+  EXPECT_FLOAT_EQ(p.LearningRateAt(9), 2e-3f * 0.1f);
+  EXPECT_EQ(p.LearningRateAt(10), 0.0f);
+  optim::OptimizerConfig c;
+  c.learning_rate = 2e-3;
+  c.warmup_steps = 2;
+  c.total_steps = 10;
+  for (int64_t u = -1; u <= 12; ++u) {
+    EXPECT_EQ(p.LearningRateAt(u), optim::LearningRate(c, u)) << u;
+  }
 }
 
 }  // namespace

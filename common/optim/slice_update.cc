@@ -6,7 +6,6 @@
 
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
-#include "common/optim/lr_schedule.h"
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -184,9 +183,8 @@ void ApplyChunk(const OptimizerConfig& c, bool decay, float lr_ratio,
 }
 
 // lr * ratio and AdamW's decoupled decay factor 1 - lr * wd, as floats.
-void Phase2Scalars(const OptimizerConfig& c, int64_t step, float ratio,
+void Phase2Scalars(const OptimizerConfig& c, float lr, float ratio,
                    float* lr_ratio, float* decay_factor) {
-  const float lr = LearningRate(c, step);
   *lr_ratio = ratio == 1.0f ? lr
                             : static_cast<float>(static_cast<double>(lr) *
                                                  static_cast<double>(ratio));
@@ -356,16 +354,16 @@ float TrustRatio(const OptimizerConfig& config, bool decay,
                             std::sqrt(whole_tensor.update_sq));
 }
 
-void ApplyUpdate(const OptimizerConfig& config, int64_t step,
-                 const Slice& slice, const float* update, float ratio) {
+void ApplyUpdate(const OptimizerConfig& config, float lr, const Slice& slice,
+                 const float* update, float ratio) {
   if (slice.n <= 0) return;
   float lr_ratio, decay_factor;
-  Phase2Scalars(config, step, ratio, &lr_ratio, &decay_factor);
+  Phase2Scalars(config, lr, ratio, &lr_ratio, &decay_factor);
   ApplyChunk(config, slice.decay, lr_ratio, decay_factor, slice.param, update,
              slice.n);
 }
 
-absl::Status StepSlice(const OptimizerConfig& config, int64_t step,
+absl::Status StepSlice(const OptimizerConfig& config, int64_t step, float lr,
                        const Slice& slice, float grad_scale) {
   if (NeedsTrustRatio(config.kind)) {
     return absl::FailedPreconditionError(
@@ -375,7 +373,7 @@ absl::Status StepSlice(const OptimizerConfig& config, int64_t step,
   }
   const Coeffs k = MakeCoeffs(config, step);
   float lr_ratio, decay_factor;
-  Phase2Scalars(config, step, 1.0f, &lr_ratio, &decay_factor);
+  Phase2Scalars(config, lr, 1.0f, &lr_ratio, &decay_factor);
   const int slots = StateSlots(config);
   alignas(64) float update[kChunk];  // (kChunk) scratch on the stack
   for (int64_t off = 0; off < slice.n; off += kChunk) {

@@ -21,7 +21,8 @@
 // SGD); scalar hyper-parameter combinations are formed in double and rounded
 // to float once.
 //
-// Semantics, with g = grad * grad_scale, t = step + 1, lr = LearningRate(step):
+// Semantics, with g = grad * grad_scale, t = step + 1, lr the step's learning
+// rate (the caller's: LearningRate(step) of lr_schedule.h):
 //   AdamWeightDecay  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //                    u = m / (sqrt(v) + eps) [+ wd p];  p -= lr u.
 //                    No bias correction (google-research/bert).
@@ -131,14 +132,16 @@ float TrustRatio(const OptimizerConfig& config, bool decay,
 
 // Phase 2. Applies `update` (n) from ComputeUpdate of this slice and step to
 // the slice's parameters: p -= lr * ratio * u (AdamW: p = p (1 - lr wd) - lr
-// u).
-void ApplyUpdate(const OptimizerConfig& config, int64_t step,
-                 const Slice& slice, const float* update, float ratio);
+// u). `lr`: the step's learning rate, as the caller's schedule gives it
+// (LearningRate(config, step) in one process; a job's plan on the shards).
+void ApplyUpdate(const OptimizerConfig& config, float lr, const Slice& slice,
+                 const float* update, float ratio);
 
 // Phases 1 and 2 fused over cache-sized chunks (no caller scratch), for kinds
 // with NeedsTrustRatio(kind) == false. Identical results to ComputeUpdate +
-// ApplyUpdate with ratio 1. FailedPrecondition for LAMB (nothing changed).
-absl::Status StepSlice(const OptimizerConfig& config, int64_t step,
+// ApplyUpdate with ratio 1 (`lr` as there). FailedPrecondition for LAMB
+// (nothing changed).
+absl::Status StepSlice(const OptimizerConfig& config, int64_t step, float lr,
                        const Slice& slice, float grad_scale);
 
 }  // namespace optim

@@ -157,7 +157,8 @@ void TwoPhaseStep(const OptimizerConfig& c, int64_t step, bool decay,
   }
   const float ratio = TrustRatio(c, decay, total);
   for (size_t i = 0; i < slices->size(); ++i) {
-    ApplyUpdate(c, step, (*slices)[i].View(decay), updates[i].data(), ratio);
+    ApplyUpdate(c, LearningRate(c, step), (*slices)[i].View(decay),
+                updates[i].data(), ratio);
   }
 }
 
@@ -224,7 +225,7 @@ TEST(AdamWeightDecayTest, FirstStepByHand) {
   EXPECT_NEAR(u[0], u0, 1e-5);
   EXPECT_NEAR(u[1], u1, 1e-5);
   EXPECT_NEAR(u0, 3.16127 + 0.005, 1e-5);
-  ApplyUpdate(c, 0, sl, u.data(), 1.0f);
+  ApplyUpdate(c, LearningRate(c, 0), sl, u.data(), 1.0f);
   EXPECT_NEAR(p[0], 0.5 - 0.01 * u0, 1e-7);
   EXPECT_NEAR(p[1], -1.0 - 0.01 * u1, 1e-7);
   EXPECT_NEAR(s[0], 0.01, 1e-9);   // m
@@ -240,7 +241,7 @@ TEST(AdamWTest, FirstStepByHand) {
   ComputeUpdate(c, 0, sl, 1.0f, u.data());
   EXPECT_NEAR(u[0], 0.1 / (0.1 + 1e-6), 1e-6);
   EXPECT_NEAR(u[1], -0.2 / (0.2 + 1e-6), 1e-6);
-  ApplyUpdate(c, 0, sl, u.data(), 1.0f);
+  ApplyUpdate(c, LearningRate(c, 0), sl, u.data(), 1.0f);
   EXPECT_NEAR(p[0], 0.5 * (1 - 1e-4) - 0.01 * 0.1 / (0.1 + 1e-6), 1e-7);
   EXPECT_NEAR(p[1], -1.0 * (1 - 1e-4) + 0.01 * 0.2 / (0.2 + 1e-6), 1e-7);
 }
@@ -258,7 +259,7 @@ TEST(LambTest, FirstStepByHand) {
   const float ratio = TrustRatio(c, true, norms);
   const double want_ratio = 5.0 / std::sqrt(u0 * u0 + u1 * u1);
   EXPECT_NEAR(ratio, want_ratio, 1e-6);
-  ApplyUpdate(c, 0, sl, u.data(), ratio);
+  ApplyUpdate(c, LearningRate(c, 0), sl, u.data(), ratio);
   EXPECT_NEAR(p[0], 3.0 - 0.01 * want_ratio * u0, 1e-6);
   EXPECT_NEAR(p[1], -4.0 - 0.01 * want_ratio * u1, 1e-6);
 }
@@ -450,7 +451,8 @@ TEST(StepSliceTest, EqualsTwoPhaseBitForBit) {
           before = fused[0].p;
           view.param_out = out.data();
         }
-        ASSERT_TRUE(StepSlice(c, step, view, 0.5f).ok());
+        ASSERT_TRUE(
+            StepSlice(c, step, LearningRate(c, step), view, 0.5f).ok());
       }
       EXPECT_TRUE(two[0].p == out);
       EXPECT_TRUE(two[0].s == fused[0].s);
@@ -464,7 +466,8 @@ TEST(StepSliceTest, RefusesLambAndChangesNothing) {
   OptimizerConfig c = Config(OptimizerKind::kLamb, 0.01);
   std::vector<float> p = {1, 2}, g = {1, 1}, s(4, 0);
   absl::Status st =
-      StepSlice(c, 0, Slice{p.data(), g.data(), s.data(), 2, true}, 1.0f);
+      StepSlice(c, 0, LearningRate(c, 0),
+                Slice{p.data(), g.data(), s.data(), 2, true}, 1.0f);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(p, (std::vector<float>{1, 2}));
   EXPECT_EQ(s, std::vector<float>(4, 0));
@@ -473,11 +476,11 @@ TEST(StepSliceTest, RefusesLambAndChangesNothing) {
 TEST(StepSliceTest, EmptySliceIsNoOp) {
   OptimizerConfig c = Config(OptimizerKind::kAdamW, 0.01);
   Slice empty;
-  EXPECT_TRUE(StepSlice(c, 0, empty, 1.0f).ok());
+  EXPECT_TRUE(StepSlice(c, 0, LearningRate(c, 0), empty, 1.0f).ok());
   float u = 0;
   PartialNorms n = ComputeUpdate(c, 0, empty, 1.0f, &u);
   EXPECT_EQ(n.param_sq, 0);
-  ApplyUpdate(c, 0, empty, &u, 1.0f);
+  ApplyUpdate(c, LearningRate(c, 0), empty, &u, 1.0f);
   EXPECT_EQ(GradSquaredSum(nullptr, 0), 0);
   EXPECT_TRUE(AllFinite(nullptr, 0));
 }

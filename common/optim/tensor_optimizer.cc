@@ -84,6 +84,7 @@ absl::Status TensorOptimizer::Step(int64_t step) {
   }
   const double global_norm = std::sqrt(grad_sq);
   const float scale = ClipScale(config_, global_norm);
+  const float lr = LearningRate(config_, step);
 
   if (NeedsTrustRatio(config_.kind)) {
     // LAMB: each tensor's norms first, then its update (serial).
@@ -97,7 +98,7 @@ absl::Status TensorOptimizer::Step(int64_t step) {
       const PartialNorms norms =
           ComputeUpdate(config_, step, slice, scale, scratch_.data());
       const float ratio = TrustRatio(config_, slice.decay, norms);
-      ApplyUpdate(config_, step, slice, scratch_.data(), ratio);
+      ApplyUpdate(config_, lr, slice, scratch_.data(), ratio);
     }
   } else {
     // Element-wise: the parts run on the compute threads, each element's
@@ -116,12 +117,12 @@ absl::Status TensorOptimizer::Step(int64_t step) {
       slice.slot_stride = e.tensor.n;
       slice.decay = e.decay;
       part_status_[static_cast<size_t>(i)] =
-          StepSlice(config_, step, slice, scale);
+          StepSlice(config_, step, lr, slice, scale);
     }
     for (const absl::Status& st : part_status_) RETURN_IF_ERROR(st);
   }
   last_global_norm_ = global_norm;
-  last_learning_rate_ = LearningRate(config_, step);
+  last_learning_rate_ = lr;
   return absl::OkStatus();
 }
 

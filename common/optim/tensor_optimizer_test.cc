@@ -197,7 +197,8 @@ TEST(TensorOptimizerTest, PiecesOnTwoThreadsGiveTheBitsOfOnePass) {
         slice.state = o.s.empty() ? nullptr : o.s.data();
         slice.n = static_cast<int64_t>(o.p.size());
         slice.decay = UsesWeightDecay(o.name);
-        ASSERT_TRUE(StepSlice(c, step, slice, scale).ok());
+        ASSERT_TRUE(
+            StepSlice(c, step, LearningRate(c, step), slice, scale).ok());
       }
       for (size_t t = 0; t < owned.size(); ++t) {
         ASSERT_EQ(0, std::memcmp(owned[t].p.data(), ref[t].p.data(),
@@ -247,7 +248,8 @@ TEST(TensorOptimizerTest, LambEqualsTwoPhaseKernelsPerTensor) {
               static_cast<int64_t>(o.p.size()), UsesWeightDecay(o.name)};
       std::vector<float> u(o.p.size());
       const PartialNorms norms = ComputeUpdate(c, step, s, scale, u.data());
-      ApplyUpdate(c, step, s, u.data(), TrustRatio(c, s.decay, norms));
+      ApplyUpdate(c, LearningRate(c, step), s, u.data(),
+                  TrustRatio(c, s.decay, norms));
     }
   }
   for (size_t t = 0; t < owned.size(); ++t) {

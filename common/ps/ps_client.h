@@ -165,6 +165,12 @@ class PsClient {
   // The whole gradient (layout order) in one call, with retries of failed
   // shards (a retried push is recognised by the shard and applied once).
   absl::StatusOr<int64_t> Push(const PushHeader& header, const float* grads);
+  // The learning rate the shards apply in the update the last finished push
+  // took part in (shard 0's PushResponse.learning_rate: every shard's plan
+  // gives the same rate for an update; 0 when unknown).
+  double last_push_learning_rate() const {
+    return last_push_learning_rate_.load();
+  }
 
   absl::StatusOr<AnnounceResponse> Announce(const AnnounceRequest& request);
   // Checkpoint of `version` on every shard, then the manifest. Returns the
@@ -238,6 +244,7 @@ class PsClient {
   // Cancels pull streams that stopped (options_.pull_stall_timeout).
   std::unique_ptr<ps::StallWatch> stall_watch_;
   std::atomic<int64_t> pull_stalls_{0}, push_stalls_{0};
+  std::atomic<double> last_push_learning_rate_{0};
   // Long-lived threads, a lane per shard: pull streams, their copiers, push
   // senders and checkpoint calls (no thread is created per step). Last:
   // they stop, waiting for their tasks, before the channels go.

@@ -288,6 +288,9 @@ absl::StatusOr<int64_t> PsClient::PushStream::Finish() {
     if (st.ok()) {
       version = version < 0 ? sh->resp.version()
                             : std::min(version, sh->resp.version());
+      if (sh->index == 0) {
+        client_->last_push_learning_rate_.store(sh->resp.learning_rate());
+      }
     }
   }
   for (auto& sh : shards_) client_->canceller_->Remove(&sh->ctx);

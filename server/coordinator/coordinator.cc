@@ -20,7 +20,6 @@
 
 namespace bertps {
 
-using coordinator_internal::StagesOf;
 using coordinator_internal::kLedgerWait;
 using coordinator_internal::IsTrainer;
 using coordinator_internal::IsPool;
@@ -497,15 +496,14 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
     *a.mutable_item() = job.work[m.index].item;
   }
   if (m.role == STAGE_ROLE) {
-    const int S = StagesOf(job.status.spec());
-    const int first = (m.index / S) * S;
+    const JobPlan plan = PlanOf(job.status.spec());
     for (size_t k = 0; k < job.slots.size(); ++k) {
       auto it = members_.find(job.slots[k]);
       const std::string& address =
           it == members_.end() ? std::string() : it->second.address;
       a.add_stage_addresses(address);
       const int slot = static_cast<int>(k);
-      if (slot >= first && slot < first + S) a.add_peers(address);
+      if (plan.ReplicaOf(slot) == plan.ReplicaOf(m.index)) a.add_peers(address);
     }
   }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);

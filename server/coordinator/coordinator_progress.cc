@@ -14,7 +14,6 @@
 
 namespace bertps {
 
-using coordinator_internal::StagesOf;
 using coordinator_internal::ExamplesPerUpdate;
 using coordinator_internal::HasEval;
 
@@ -59,17 +58,17 @@ void Coordinator::RecordLocked(Job& job, int slot, const StepReport& r) {
   AdvanceLocked(job, std::max(r.version(), r.step() + 1));
   // The loss comes from the train workers, or from each replica's last
   // pipeline stage.
-  const int S = StagesOf(job.status.spec());
-  if (S > 1 && slot % S != S - 1) return;
+  const JobPlan plan = PlanOf(job.status.spec());
+  if (plan.StageOf(slot) != plan.stages - 1) return;
   // BSP: a step's loss is the mean of its workers' (each a share of the
   // global batch); ASP/SSP: every push is an update of its own, at the
   // shards' version.
-  const bool bsp = job.status.spec().consistency().mode() == BSP;
+  const bool bsp = plan.mode == BSP;
   const int64_t key = bsp ? r.step() : r.version() - 1;
   auto& acc = job.step_loss[key];
   acc.first += r.loss();
   acc.second += 1;
-  if (!bsp || acc.second == static_cast<int>(job.slots.size()) / S) {
+  if (!bsp || acc.second == plan.replicas) {
     const double loss = acc.first / acc.second;
     job.step_loss.erase(key);
     p->set_loss(loss);

@@ -172,7 +172,8 @@ void Coordinator::StartJobsLocked() {
       continue;
     }
     // Pipeline jobs take num_workers replicas x stages stage members.
-    const int S = StagesOf(spec);
+    const JobPlan plan = PlanOf(spec);
+    const int S = plan.stages;
     const Role trainer = S > 1 ? STAGE_ROLE : TRAIN;
     std::vector<Member*> ps, train;
     for (auto& [id, m] : members_) {
@@ -182,12 +183,12 @@ void Coordinator::StartJobsLocked() {
     }
     const int R = std::max(1, spec.replicas());
     if (static_cast<int>(ps.size()) < spec.num_ps_shards() * R ||
-        static_cast<int>(train.size()) < spec.num_workers() * S ||
+        static_cast<int>(train.size()) < plan.pushers ||
         (HasEval(spec) && pool[1] == 0)) {
       train_blocked = true;  // FIFO: later train jobs wait for this one
       std::string members = absl::StrCat(
           ps.size(), "/", spec.num_ps_shards() * R, " idle parameter-server "
-          "daemons", R > 1 ? absl::StrCat(" (", R, " replicas)") : "", ", ", train.size(), "/", spec.num_workers() * S, " idle ",
+          "daemons", R > 1 ? absl::StrCat(" (", R, " replicas)") : "", ", ", train.size(), "/", plan.pushers, " idle ",
           S > 1 ? "stage daemons" : "train workers");
       if (HasEval(spec) && pool[1] == 0) {
         absl::StrAppend(&members, ", an eval worker");
@@ -247,9 +248,9 @@ void Coordinator::StartJobsLocked() {
       }
     }
     UpdateShardReplicasLocked(job);
-    job.slots.assign(spec.num_workers() * S, "");
-    job.slot_done.assign(spec.num_workers() * S, false);
-    job.slot_free_since.assign(spec.num_workers() * S, absl::InfiniteFuture());
+    job.slots.assign(plan.pushers, "");
+    job.slot_done.assign(plan.pushers, false);
+    job.slot_free_since.assign(plan.pushers, absl::InfiniteFuture());
     job.status.set_incarnation(job.status.incarnation() + 1);
     job.job_key = RandomSecret();
     job.shard_key = RandomSecret();
@@ -279,11 +280,12 @@ void Coordinator::FillSlotsLocked(Job& job) {
     }
     return nullptr;
   };
-  const int S = StagesOf(job.status.spec());
-  auto slot_name = [S](int slot) {
-    return S > 1 ? absl::StrCat("pipeline stage ", slot % S, " of replica ",
-                                slot / S)
-                 : absl::StrCat("worker ", slot);
+  const JobPlan plan = PlanOf(job.status.spec());
+  auto slot_name = [&plan](int slot) {
+    return plan.stages > 1
+               ? absl::StrCat("pipeline stage ", plan.StageOf(slot),
+                              " of replica ", plan.ReplicaOf(slot))
+               : absl::StrCat("worker ", slot);
   };
   // JobStatus.slots is rebuilt only when a holder changed (this runs on
   // every heartbeat).
@@ -345,7 +347,7 @@ void Coordinator::FillSlotsLocked(Job& job) {
       Member* host = nullptr;
       for (auto& [id, m] : members_) {
         if (!m.alive || m.job != job.status.id() || m.role != STAGE_ROLE ||
-            m.index < 0 || m.index % S != i % S ||
+            m.index < 0 || plan.StageOf(m.index) != plan.StageOf(i) ||
             !FitsLocked(m, job, static_cast<int>(m.also.size()) + 2)) {
           continue;
         }

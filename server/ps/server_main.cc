@@ -5,6 +5,9 @@
 //       --peers 127.0.0.1:7000,127.0.0.1:7001 --config tiny --workers 2
 // or a daemon taking shards from the coordinator (--slices: several):
 //   bertps_server --coordinator 127.0.0.1:6000 --port 7000 --slices 2
+// A shard run on its own builds its job's spec from its flags (or reads it
+// from --spec FILE) and serves the spec's plan (common/cluster/job_plan.h),
+// as a coordinator's shard does: every spec field a shard reads has a flag.
 #include <algorithm>
 #include <cstdio>
 #include <atomic>
@@ -15,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/cluster/job_spec.h"
 #include "common/flag_checks.h"
 #include "common/init.h"
 #include "common/security.h"
@@ -57,10 +61,19 @@ ABSL_FLAG(int, shard, 0, "This shard's index.");
 ABSL_FLAG(int, num_shards, 1, "Number of shards.");
 ABSL_FLAG(std::string, peers, "",
           "Comma-separated addresses of all shards, in shard order.");
+ABSL_FLAG(std::string, spec, "",
+          "A JobSpec file (text format or JSON): the job this shard serves. "
+          "The job flags below (--num_shards ... --checkpoint_every) are then "
+          "ignored.");
 ABSL_FLAG(std::string, config, "tiny", "Model preset or config.json.");
 ABSL_FLAG(std::string, task, "pretrain", "pretrain or classify.");
+ABSL_FLAG(int, num_labels, 0,
+          "classify: labels (0: the model config's num_labels).");
 ABSL_FLAG(std::string, mode, "bsp", "bsp, asp or ssp.");
-ABSL_FLAG(int, workers, 1, "Number of train workers.");
+ABSL_FLAG(int, workers, 1,
+          "Number of train workers (pipeline replicas with --stages).");
+ABSL_FLAG(int, stages, 1,
+          "Pipeline stages per replica: workers x stages push as workers.");
 ABSL_FLAG(int, update_threads, 2,
           "Threads of an optimizer step (the result is the same for any).");
 ABSL_FLAG(int, update_nice, 10,
@@ -72,10 +85,24 @@ ABSL_FLAG(std::string, optimizer, "adam_weight_decay",
           "adam_weight_decay, adamw, lamb or sgd.");
 ABSL_FLAG(double, lr, 1e-4, "Peak learning rate.");
 ABSL_FLAG(double, weight_decay, 0.01, "Weight decay.");
-ABSL_FLAG(int64_t, warmup_steps, 0, "Warmup steps.");
-ABSL_FLAG(int64_t, total_steps, 0, "Steps of the linear decay (0: none).");
+ABSL_FLAG(double, momentum, 0,
+          "sgd: momentum (0: the optimizer's default, 0.9, as the spec's "
+          "optimizer.momentum).");
+ABSL_FLAG(int64_t, warmup_steps, 0, "Warmup steps (updates).");
+ABSL_FLAG(int64_t, total_steps, 0,
+          "The job's steps (updates the shards apply): the learning rate "
+          "decays linearly to 0 over them (0: no decay).");
 ABSL_FLAG(double, clip_norm, 1.0, "Global-norm clipping (<= 0: off).");
 ABSL_FLAG(uint64_t, seed, 12345, "Initialisation seed.");
+ABSL_FLAG(std::string, init_weights, "",
+          "Safetensors or a checkpoint manifest to start from instead of the "
+          "seeded initial values.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "The job's checkpoint directory: with --checkpoint_every, ASP and "
+          "SSP shards hold the pushes past each multiple until its checkpoint "
+          "is written (consistent cuts; the workers must be told the same).");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "Steps between checkpoints (with --checkpoint_dir).");
 ABSL_FLAG(std::string, restore, "",
           "Checkpoint manifest, or a checkpoint directory (its latest).");
 
@@ -84,6 +111,66 @@ namespace {
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "bertps_server: %s\n", s.ToString().c_str());
   return 1;
+}
+
+// The job a shard run on its own serves: --spec, or a spec of the job flags.
+absl::StatusOr<bertps::JobSpec> SpecFromFlags() {
+  if (!absl::GetFlag(FLAGS_spec).empty()) {
+    return bertps::LoadJobSpec(absl::GetFlag(FLAGS_spec));
+  }
+  bertps::JobSpec s;
+  s.set_model(absl::GetFlag(FLAGS_config));
+  const std::string task = absl::GetFlag(FLAGS_task);
+  if (task == "pretrain") {
+    s.set_task(bertps::PRETRAIN);
+  } else if (task == "classify") {
+    s.set_task(bertps::CLASSIFY);
+    int labels = absl::GetFlag(FLAGS_num_labels);
+    if (labels <= 0) {
+      absl::StatusOr<bertps::BertConfig> c =
+          bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
+      if (!c.ok()) return c.status();
+      labels = static_cast<int>(c->num_labels);
+    }
+    s.set_num_labels(labels);
+  } else {
+    return bertps::ParseBertTask(task).status();
+  }
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  if (mode == "bsp") {
+    s.mutable_consistency()->set_mode(bertps::BSP);
+  } else if (mode == "asp") {
+    s.mutable_consistency()->set_mode(bertps::ASP);
+  } else if (mode == "ssp") {
+    s.mutable_consistency()->set_mode(bertps::SSP);
+  } else {
+    return absl::InvalidArgumentError("--mode must be bsp, asp or ssp");
+  }
+  s.mutable_consistency()->set_staleness(absl::GetFlag(FLAGS_staleness));
+  s.mutable_consistency()->set_backup_workers(
+      absl::GetFlag(FLAGS_backup_workers));
+  s.set_num_ps_shards(absl::GetFlag(FLAGS_num_shards));
+  s.set_num_workers(absl::GetFlag(FLAGS_workers));
+  if (absl::GetFlag(FLAGS_stages) > 1) {
+    s.mutable_pipeline()->set_stages(absl::GetFlag(FLAGS_stages));
+  }
+  bertps::OptimizerSpec* o = s.mutable_optimizer();
+  o->set_kind(absl::GetFlag(FLAGS_optimizer));
+  o->set_learning_rate(absl::GetFlag(FLAGS_lr));
+  o->set_weight_decay(absl::GetFlag(FLAGS_weight_decay));
+  o->set_momentum(absl::GetFlag(FLAGS_momentum));
+  o->set_warmup_steps(absl::GetFlag(FLAGS_warmup_steps));
+  // <= 0: off (the spec's off is negative).
+  o->set_clip_norm(absl::GetFlag(FLAGS_clip_norm) > 0
+                       ? absl::GetFlag(FLAGS_clip_norm)
+                       : -1);
+  s.set_steps(absl::GetFlag(FLAGS_total_steps));
+  s.set_seed(absl::GetFlag(FLAGS_seed));
+  s.set_init_weights(absl::GetFlag(FLAGS_init_weights));
+  s.mutable_checkpoint()->set_dir(absl::GetFlag(FLAGS_checkpoint_dir));
+  s.mutable_checkpoint()->set_every_steps(
+      absl::GetFlag(FLAGS_checkpoint_every));
+  return s;
 }
 
 }  // namespace
@@ -239,6 +326,11 @@ int main(int argc, char** argv) {
       .Range("warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0,
              int64_t{1} << 40)
       .Range("total_steps", absl::GetFlag(FLAGS_total_steps), 0,
+             int64_t{1} << 40)
+      .Range("stages", absl::GetFlag(FLAGS_stages), 1, 64)
+      .Range("num_labels", absl::GetFlag(FLAGS_num_labels), 0, 1 << 20)
+      .RealRange("momentum", absl::GetFlag(FLAGS_momentum), 0, 1)
+      .Range("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0,
              int64_t{1} << 40);
   if (!checks.ok()) return checks.Fail();
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
@@ -273,39 +365,16 @@ int main(int argc, char** argv) {
       if (t->joinable()) t->join();
     }
   } join{&metrics_done, &metrics_thread};
-  bertps::ps::ShardOptions o;
-  o.shard = absl::GetFlag(FLAGS_shard);
-  o.num_shards = absl::GetFlag(FLAGS_num_shards);
-  auto config = bertps::ResolveBertConfig(absl::GetFlag(FLAGS_config));
-  if (!config.ok()) return Fail(config.status());
-  o.config = *config;
-  auto task = bertps::ParseBertTask(absl::GetFlag(FLAGS_task));
-  if (!task.ok()) return Fail(task.status());
-  o.task = *task;
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "bsp") {
-    o.mode = bertps::BSP;
-  } else if (mode == "asp") {
-    o.mode = bertps::ASP;
-  } else if (mode == "ssp") {
-    o.mode = bertps::SSP;
-  } else {
-    return Fail(absl::InvalidArgumentError("--mode must be bsp, asp or ssp"));
-  }
-  o.num_workers = absl::GetFlag(FLAGS_workers);
+  absl::StatusOr<bertps::JobSpec> spec = SpecFromFlags();
+  if (!spec.ok()) return Fail(spec.status());
+  // The shard a coordinator would install for this spec: its plan, model
+  // and optimizer.
+  absl::StatusOr<bertps::ps::ShardOptions> options =
+      bertps::ps::ShardOptionsFromSpec(*spec, absl::GetFlag(FLAGS_shard));
+  if (!options.ok()) return Fail(options.status());
+  bertps::ps::ShardOptions o = *std::move(options);
   o.update_threads = absl::GetFlag(FLAGS_update_threads);
   o.update_nice = absl::GetFlag(FLAGS_update_nice);
-  o.backup_workers = absl::GetFlag(FLAGS_backup_workers);
-  o.staleness = absl::GetFlag(FLAGS_staleness);
-  auto kind = bertps::optim::ParseOptimizerKind(absl::GetFlag(FLAGS_optimizer));
-  if (!kind.ok()) return Fail(kind.status());
-  o.optimizer.kind = *kind;
-  o.optimizer.learning_rate = absl::GetFlag(FLAGS_lr);
-  o.optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.optimizer.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  o.optimizer.total_steps = absl::GetFlag(FLAGS_total_steps);
-  o.optimizer.clip_norm = absl::GetFlag(FLAGS_clip_norm);
-  o.init_seed = absl::GetFlag(FLAGS_seed);
   std::vector<std::string> peers =
       absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipEmpty());
   if (o.num_shards > 1 && static_cast<int>(peers.size()) != o.num_shards) {

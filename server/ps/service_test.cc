@@ -307,7 +307,7 @@ TEST(ShardThreadsTest, WaitingCallsHoldNoThreadOfTheShard) {
   constexpr int kWorkers = 48;
   ShardOptions o;
   o.config = Small();
-  o.num_workers = kWorkers;
+  o.job_plan = PlanFor(BSP, kWorkers, o.optimizer);
   o.wait_timeout = absl::Seconds(60);
   std::unique_ptr<ShardServer> server = *ShardServer::Start(o, "127.0.0.1:0", {});
   std::unique_ptr<ParameterServer::Stub> stub =

@@ -127,10 +127,24 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "shard index ", o.shard, " outside [0, ", o.num_shards, ")"));
   }
-  if (o.num_workers < 1) {
-    return absl::InvalidArgumentError("num_workers must be >= 1");
+  const JobPlan& jp = o.job_plan;
+  if (jp.pushers < 1) {
+    return absl::InvalidArgumentError("the plan's workers must be >= 1");
   }
-  if (o.backup_workers < 0 || o.backup_workers >= o.num_workers) {
+  if (jp.consistent_cuts && jp.checkpoint_every < 1) {
+    return absl::InvalidArgumentError("consistent cuts need checkpoint_every");
+  }
+  // One schedule: the plan's (the optimizer config's copy must agree).
+  if (o.optimizer.learning_rate != jp.learning_rate ||
+      o.optimizer.warmup_steps != jp.warmup_updates ||
+      o.optimizer.total_steps != jp.updates) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer schedule (learning_rate ", o.optimizer.learning_rate,
+        ", warmup_steps ", o.optimizer.warmup_steps, ", total_steps ",
+        o.optimizer.total_steps, ") differs from the job plan's (",
+        jp.learning_rate, ", ", jp.warmup_updates, ", ", jp.updates, ")"));
+  }
+  if (o.backup_workers < 0 || o.backup_workers >= jp.pushers) {
     return absl::InvalidArgumentError(
         absl::StrCat("backup_workers must be in [0, num_workers), got ",
                      o.backup_workers));
@@ -144,7 +158,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   ASSIGN_OR_RETURN(PartitionPlan plan, PartitionPlan::Make(layout, o.num_shards));
   ASSIGN_OR_RETURN(MemoryNeed need,
                    ShardMemoryNeed(o.config, o.task, o.optimizer, o.num_shards,
-                                   o.num_workers, o.shard));
+                                   jp.pushers, o.shard));
   const MemoryLimit limit =
       o.memory_limit.bytes > 0 ? o.memory_limit : DetectMemoryLimit();
   const std::string what = absl::StrCat("parameter-server shard ", o.shard);
@@ -165,6 +179,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Make(
     const ShardOptions& o, PeerLink* peers, ReplicaLink* replicas,
     ParamLayout layout, PartitionPlan plan) {
+  const JobPlan& jp = o.job_plan;
   std::unique_ptr<ShardCore> core(
       new ShardCore(o, peers, replicas, std::move(layout), std::move(plan)));
   ShardCore& c = *core;
@@ -230,11 +245,9 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Make(
       std::make_unique<SerialThread>("shard update (rest)", o.update_nice);
   c.backup_ = o.backup;
   c.term_ = o.term;
-  c.last_step_.assign(o.num_workers, -1);
-  c.clock_.assign(o.num_workers, 0);
-  if (o.mode != BSP && o.checkpoint_every > 0) {
-    c.next_cut_ = o.checkpoint_every;
-  }
+  c.last_step_.assign(jp.pushers, -1);
+  c.clock_.assign(jp.pushers, 0);
+  c.next_cut_ = jp.NextCut(0);
   c.PublishLocked();
   return core;
 }
@@ -312,8 +325,8 @@ DescribeResponse ShardCore::Describe() const {
     si->set_end(s.end);
     for (int64_t d : layout_.tensors()[s.tensor].shape) si->add_tensor_shape(d);
   }
-  r.set_mode(options_.mode);
-  r.set_num_workers(options_.num_workers);
+  r.set_mode(mode());
+  r.set_num_workers(workers());
   r.set_optimizer(std::string(optim::OptimizerKindName(options_.optimizer.kind)));
   r.set_staleness(options_.staleness);
   r.set_backup_workers(options_.backup_workers);
@@ -325,7 +338,7 @@ DescribeResponse ShardCore::Describe() const {
 
 bool ShardCore::SnapshotReadyLocked(int64_t min_version, int64_t step) const {
   if (!CheckAlive().ok()) return true;
-  switch (options_.mode) {
+  switch (mode()) {
     case BSP:
       return version_ >= min_version ||
              (pending_ != nullptr && pending_->version >= min_version);
@@ -347,7 +360,7 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
   };
   auto cond = absl::Condition(&ready);
   if (!mu_.AwaitWithDeadline(cond, deadline)) {
-    if (options_.mode == SSP) {
+    if (mode() == SSP) {
       int slow = static_cast<int>(std::min_element(clock_.begin(), clock_.end()) -
                                   clock_.begin());
       return absl::DeadlineExceededError(absl::StrCat(
@@ -358,11 +371,11 @@ absl::StatusOr<std::shared_ptr<const Snapshot>> ShardCore::AcquireSnapshot(
     return absl::DeadlineExceededError(absl::StrCat(
         "shard ", options_.shard, ": version ", min_version,
         " not reached (at ", version_, "; ", staged_.size(), " of ",
-        options_.num_workers - options_.backup_workers,
+        workers() - options_.backup_workers,
         " pushes of the current step arrived)"));
   }
   RETURN_IF_ERROR(CheckAlive());
-  if (options_.mode == BSP && version_ < min_version) {
+  if (mode() == BSP && version_ < min_version) {
     return std::shared_ptr<const Snapshot>(pending_);  // being made
   }
   return std::shared_ptr<const Snapshot>(published_);

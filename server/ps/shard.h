@@ -50,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/aligned_vector.h"
+#include "common/cluster/job_plan.h"
 #include "common/crash_point.h"
 #include "common/huge_buffer.h"
 #include "common/memory_limit.h"
@@ -70,19 +71,21 @@ struct ShardOptions {
   int num_shards = 1;
   BertConfig config;
   BertTask task = BertTask::kPretrain;
+  // The update rule (kind, betas, decay, clipping). Its learning-rate
+  // fields are the plan's (ShardCore::Create refuses others): the rate of
+  // each update is job_plan.LearningRateAt(update).
   optim::OptimizerConfig optimizer;
-  ConsistencyMode mode = BSP;
-  int num_workers = 1;
+  // The job's plan (common/cluster/job_plan.h): the consistency mode, the
+  // workers (job_plan.pushers: every slot pushes as a worker of its own),
+  // the update ticket of a worker's step, the learning rate of an update
+  // and, under ASP/SSP with checkpoints, the consistent cuts: the shard
+  // applies the tickets below the next cut k (JobPlan::NextCut), holds
+  // later ones until the checkpoint of version k is written, then goes on,
+  // so every shard's version k holds the same k pushes.
+  JobPlan job_plan;
   int backup_workers = 0;  // BSP: a step completes with N - backup pushes
   int64_t staleness = 0;   // SSP bound
   uint64_t init_seed = 12345;
-  // ASP/SSP with checkpoints: every this many updates a consistent cut.
-  // Worker w's push of its step j is update ticket j * num_workers + w
-  // (the data it trained on is global batch ticket); the shard applies the
-  // tickets below the next multiple k of checkpoint_every, holds later ones
-  // until the checkpoint of version k is written, then goes on. So every
-  // shard's version k holds the same k pushes. 0: no cuts.
-  int64_t checkpoint_every = 0;
   // Checkpoint files are written through it (null: io::DefaultFileSystem();
   // tests inject faults). Not owned.
   io::FileSystem* fs = nullptr;
@@ -242,6 +245,7 @@ class ShardCore {
   ~ShardCore();
 
   const ShardOptions& options() const { return options_; }
+  const JobPlan& job_plan() const { return options_.job_plan; }
   const ParamLayout& layout() const { return layout_; }
   const PartitionPlan& plan() const { return plan_; }
   int64_t shard_size() const { return plan_.shard_size(options_.shard); }
@@ -386,6 +390,9 @@ class ShardCore {
   static absl::StatusOr<std::unique_ptr<ShardCore>> Make(
       const ShardOptions& options, PeerLink* peers, ReplicaLink* replicas,
       ParamLayout layout, PartitionPlan plan);
+  // The plan's consistency mode, and the workers that push (its slots).
+  ConsistencyMode mode() const { return options_.job_plan.mode; }
+  int workers() const { return options_.job_plan.pushers; }
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, update_mu_);
   // AcquireSnapshot's condition: a pull of `step` needing `min_version`
   // may read now (or the shard is broken).
@@ -544,7 +551,8 @@ class ShardCore {
   std::vector<std::shared_ptr<Snapshot>> snapshot_pool_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);  // per worker
   std::vector<int64_t> clock_ ABSL_GUARDED_BY(mu_);      // pushes applied
-  // ASP/SSP: the update index of the next checkpoint cut (0: none).
+  // ASP/SSP: the update index of the next checkpoint cut (0: none;
+  // JobPlan::NextCut).
   int64_t next_cut_ ABSL_GUARDED_BY(mu_) = 0;
   // BSP: staged gradients of the current step, by worker, and the examples
   // each trained on; those of the step being applied.

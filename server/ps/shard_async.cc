@@ -89,11 +89,10 @@ void ShardCore::FinishPushAsync(std::unique_ptr<PushSession> session,
   // ASP/SSP: a push past the next checkpoint cut is held until the cut's
   // checkpoint is written (FinishPush's wait, done here without a thread).
   auto ready = [this, w, step, duplicate] {
-    if (options_.mode == BSP || duplicate) return true;
+    if (mode() == BSP || duplicate) return true;
     absl::MutexLock l(&mu_);
-    const int64_t ticket = step * options_.num_workers + w;
-    return !CheckAlive().ok() || step <= last_step_[w] || next_cut_ == 0 ||
-           ticket < next_cut_;
+    return !CheckAlive().ok() || step <= last_step_[w] ||
+           !JobPlan::HeldByCut(job_plan().Ticket(w, step), next_cut_);
   };
   // The session moves into the function posted (a std::function must be
   // copyable, so it is held by a shared_ptr).

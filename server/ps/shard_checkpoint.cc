@@ -88,7 +88,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
     absl::MutexLock l(&mu_);
     r.set_example_ledger(ledger_.Serialize());  // of version v (no step ran)
     if (next_cut_ > 0 && v == next_cut_) {
-      next_cut_ += options_.checkpoint_every;  // held pushes go on
+      next_cut_ = job_plan().NextCut(v);  // held pushes go on
     }
   }
   waits_->Poke();
@@ -130,19 +130,10 @@ absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
   broken_ = absl::OkStatus();
   ledger_ = std::move(ledger);
   staged_examples_.clear();
-  if (options_.mode == BSP) {
-    std::fill(clock_.begin(), clock_.end(), v);
-  } else {
-    // Update tickets j * N + w below v were applied: worker w's steps
-    // j < ceil((v - w) / N).
-    const int64_t n = options_.num_workers;
-    for (int64_t w = 0; w < n; ++w) {
-      clock_[w] = v > w ? (v - w + n - 1) / n : 0;
-    }
-    if (options_.checkpoint_every > 0) {
-      next_cut_ = (v / options_.checkpoint_every + 1) * options_.checkpoint_every;
-    }
-  }
+  // The update tickets below v were applied: each worker's steps before
+  // them.
+  for (int w = 0; w < workers(); ++w) clock_[w] = job_plan().StepsBefore(w, v);
+  next_cut_ = job_plan().NextCut(v);
   for (size_t w = 0; w < clock_.size(); ++w) last_step_[w] = clock_[w] - 1;
   announces_.clear();
   hint_tensor_ = -1;

@@ -136,17 +136,17 @@ bool ShardCore::AnnouncesCompleteLocked(int64_t step) const {
   if (!CheckAlive().ok()) return true;
   auto it = announces_.find(step);
   return it != announces_.end() &&
-         static_cast<int>(it->second.by_worker.size()) == options_.num_workers;
+         static_cast<int>(it->second.by_worker.size()) == workers();
 }
 
 absl::Status ShardCore::RecordAnnounce(const AnnounceRequest& r) {
   if (options_.shard != 0) {
     return absl::FailedPreconditionError("batch totals are served by shard 0");
   }
-  if (r.worker() < 0 || r.worker() >= options_.num_workers) {
+  if (r.worker() < 0 || r.worker() >= workers()) {
     return absl::InvalidArgumentError(
         absl::StrCat("announce from worker ", r.worker(), " outside [0, ",
-                     options_.num_workers, ")"));
+                     workers(), ")"));
   }
   // Bounded so that the totals over all workers cannot overflow.
   constexpr int64_t kMaxAnnouncedExamples = int64_t{1} << 40;
@@ -185,7 +185,7 @@ absl::StatusOr<AnnounceResponse> ShardCore::AnnounceTotals(
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&all), deadline)) {
     std::string missing;
-    for (int w = 0; w < options_.num_workers; ++w) {
+    for (int w = 0; w < workers(); ++w) {
       if (!announces_[step].by_worker.count(w)) absl::StrAppend(&missing, " ", w);
     }
     return absl::DeadlineExceededError(absl::StrCat(

@@ -67,7 +67,7 @@ absl::Status ShardCore::CheckSnapshotHeader(const SnapshotHeader& h) const {
         h.state_elements(), " state values; this shard has ", n, " and ",
         static_cast<int64_t>(state_slots_) * n));
   }
-  const int workers = options_.num_workers;
+  const int workers = this->workers();
   if (h.worker_clock_size() != workers || h.last_step_size() != workers ||
       h.version() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -89,7 +89,7 @@ absl::StatusOr<int64_t> ShardCore::InstallSnapshot(const SnapshotHeader& h,
                                                    const float* data) {
   RETURN_IF_ERROR(CheckSnapshotHeader(h));
   const int64_t n = shard_size();
-  const int workers = options_.num_workers;
+  const int workers = this->workers();
   const std::string what =
       absl::StrCat("snapshot of version ", h.version(), " for shard ",
                    options_.shard);
@@ -129,10 +129,7 @@ absl::StatusOr<int64_t> ShardCore::InstallSnapshot(const SnapshotHeader& h,
   ledger_ = std::move(ledger);
   pushes_applied_ = h.pushes_applied();
   replica_stage_.reset();
-  if (options_.mode != BSP && options_.checkpoint_every > 0) {
-    next_cut_ =
-        (version_ / options_.checkpoint_every + 1) * options_.checkpoint_every;
-  }
+  next_cut_ = job_plan().NextCut(version_);
   LOG(INFO) << "shard " << options_.shard << ": backup installed the "
             << "primary's snapshot of version " << version_ << " (term "
             << term_ << ")";

@@ -20,15 +20,12 @@ absl::StatusOr<ShardOptions> ShardOptionsFromSpec(const JobSpec& spec,
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));
   ASSIGN_OR_RETURN(o.optimizer, JobOptimizerConfig(spec));
   o.task = spec.task() == CLASSIFY ? BertTask::kClassify : BertTask::kPretrain;
-  const JobPlan plan = PlanOf(spec);
-  o.mode = plan.mode;
   // Each pipeline stage pushes as a worker of its own (replica x stage).
-  o.num_workers = plan.pushers;
+  o.job_plan = PlanOf(spec);
   o.backup_workers = spec.consistency().backup_workers();
   o.staleness = spec.consistency().staleness();
   o.init_seed = spec.seed();
   o.init_weights = spec.init_weights();
-  if (plan.consistent_cuts) o.checkpoint_every = plan.checkpoint_every;
   return o;
 }
 

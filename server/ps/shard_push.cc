@@ -15,7 +15,7 @@ namespace bertps {
 namespace ps {
 
 bool ShardCore::PushMayBeginLocked(int64_t step) const {
-  return !CheckAlive().ok() || options_.mode != BSP || version_ >= step ||
+  return !CheckAlive().ok() || mode() != BSP || version_ >= step ||
          pending_ == nullptr || pending_->version < step;
 }
 
@@ -26,10 +26,10 @@ absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> ShardCore::BeginPush(
 
 absl::StatusOr<std::unique_ptr<ShardCore::PushSession>>
 ShardCore::BeginPushUntil(const PushHeader& header, absl::Time made_deadline) {
-  if (header.worker() < 0 || header.worker() >= options_.num_workers) {
+  if (header.worker() < 0 || header.worker() >= workers()) {
     return absl::InvalidArgumentError(
         absl::StrCat("push from worker ", header.worker(), " outside [0, ",
-                     options_.num_workers, ")"));
+                     workers(), ")"));
   }
   if (header.step() < 0) {
     return absl::InvalidArgumentError("push with a negative step");
@@ -52,7 +52,7 @@ ShardCore::BeginPushUntil(const PushHeader& header, absl::Time made_deadline) {
   {
     absl::MutexLock l(&mu_);
     RETURN_IF_ERROR(CheckAlive());
-    if (options_.mode == BSP && header.step() > version_) {
+    if (mode() == BSP && header.step() > version_) {
       // A push for the version being made waits until it is (its worker
       // pulled that version's last pieces just before they were counted).
       auto made = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
@@ -63,12 +63,12 @@ ShardCore::BeginPushUntil(const PushHeader& header, absl::Time made_deadline) {
     }
     if (header.step() <= last_step_[header.worker()]) {
       session->duplicate = true;
-    } else if (options_.mode == BSP && header.step() > version_) {
+    } else if (mode() == BSP && header.step() > version_) {
       ++pushes_rejected_;
       return absl::OutOfRangeError(
           absl::StrCat("push for step ", header.step(), " from worker ",
                        header.worker(), " is ahead of version ", version_));
-    } else if (options_.mode == BSP && header.step() < version_) {
+    } else if (mode() == BSP && header.step() < version_) {
       ++pushes_rejected_;
       return absl::FailedPreconditionError(absl::StrCat(
           "push for step ", header.step(), " from worker ", header.worker(),
@@ -327,7 +327,9 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
   const int w = s->header.worker();
   const int64_t step = s->header.step();
   PushResponse resp;
-  if (options_.mode == BSP) {
+  if (mode() == BSP) {
+    // The push takes part in update `step`, at the plan's rate.
+    resp.set_learning_rate(job_plan().LearningRateAt(step));
     absl::MutexLock l(&mu_);
     bytes_in_ += s->bytes;
     if (step <= last_step_[w] || s->duplicate) {
@@ -357,7 +359,7 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
       hint_rows_ = std::move(merged);
     }
     ++pushes_applied_;
-    const int needed = options_.num_workers - options_.backup_workers;
+    const int needed = workers() - options_.backup_workers;
     if (static_cast<int>(staged_.size()) < needed && replicas_ != nullptr &&
         replicas_->Active()) {
       CrashPoint("push", step, options_.shard);
@@ -369,7 +371,7 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     return resp;
   }
   // ASP / SSP: apply this push now (after a checkpoint cut it must wait
-  // for, see ShardOptions::checkpoint_every).
+  // for, see ShardOptions::job_plan).
   {
     absl::MutexLock l(&mu_);
     bytes_in_ += s->bytes;
@@ -380,9 +382,9 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
       free_buffers_.push_back(std::move(s->grad));
       return resp;
     }
-    const int64_t ticket = step * options_.num_workers + w;
+    const int64_t ticket = job_plan().Ticket(w, step);
     auto below_cut = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return !broken_.ok() || next_cut_ == 0 || ticket < next_cut_;
+      return !broken_.ok() || !JobPlan::HeldByCut(ticket, next_cut_);
     };
     if (!mu_.AwaitWithDeadline(absl::Condition(&below_cut), deadline)) {
       free_buffers_.push_back(std::move(s->grad));
@@ -416,6 +418,7 @@ absl::StatusOr<PushResponse> ShardCore::FinishPush(
     }
     absl::MutexLock l(&mu_);
     if (st.ok()) {
+      resp.set_learning_rate(job_plan().LearningRateAt(v));  // ApplyStep's
       ++version_;
       ++clock_[w];
       ++pushes_applied_;

@@ -146,7 +146,7 @@ absl::StatusOr<ReplicateResponse> ShardCore::ApplyReplicated(
         " gradient elements; shard ", options_.shard, " holds ", shard_size(),
         commit ? " (a commit carries none)" : ""));
   }
-  if (!commit) RETURN_IF_ERROR(CheckPushes(s, options_.num_workers));
+  if (!commit) RETURN_IF_ERROR(CheckPushes(s, workers()));
   if (s.kind() != ReplicaStep::STAGE &&
       (!std::isfinite(s.grad_sq_sum()) || s.grad_sq_sum() < 0)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -21,11 +21,10 @@ ShardOptions Opts(ConsistencyMode mode, int workers, int shards = 1,
                   int shard = 0) {
   ShardOptions o;
   o.config = Small();
-  o.mode = mode;
-  o.num_workers = workers;
   o.num_shards = shards;
   o.shard = shard;
   o.optimizer.learning_rate = 0.01;
+  o.job_plan = PlanFor(mode, workers, o.optimizer);
   o.wait_timeout = absl::Seconds(5);
   return o;
 }
@@ -112,7 +111,7 @@ TEST(ShardCore, AFailedCheckpointWriteChangesNothing) {
   for (F::Fault fault : {F::kNoSpace, F::kFsyncFails, F::kCrash}) {
     F faulty;
     ShardOptions o = Opts(ASP, 2);
-    o.checkpoint_every = 2;
+    o.job_plan = PlanFor(ASP, 2, o.optimizer, /*checkpoint_every=*/2);
     o.fs = &faulty;
     auto core = *ShardCore::Create(o, nullptr);
     const std::string dir = ::testing::TempDir() + "/failed-ckpt-" +

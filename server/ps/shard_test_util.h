@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/cluster/plan_for.h"
 #include "server/ps/shard.h"
 
 namespace bertps {
@@ -156,12 +157,11 @@ inline ShardOptions TestShardOptions(ConsistencyMode mode, int workers, int shar
                   optim::OptimizerKind kind = optim::OptimizerKind::kAdamW) {
   ShardOptions o;
   o.config = Small();
-  o.mode = mode;
-  o.num_workers = workers;
   o.num_shards = shards;
   o.shard = shard;
   o.optimizer.kind = kind;
   o.optimizer.learning_rate = 0.01;
+  o.job_plan = PlanFor(mode, workers, o.optimizer);
   o.optimizer.clip_norm = 0.5;  // clipping: the norm matters
   o.wait_timeout = absl::Seconds(5);
   return o;

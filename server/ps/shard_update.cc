@@ -194,6 +194,7 @@ void ShardCore::RunBspStep(std::map<int, AlignedVector<float>> staged,
 absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
                                      float scale, Snapshot* into) {
   const optim::OptimizerConfig& oc = options_.optimizer;
+  const float lr = job_plan().LearningRateAt(step_index);
   // Out of place: this version is read where it lies (params_, or the
   // published snapshot, which pulls may still be sending; only read here)
   // and the next is written into `into` alone -- one pass over the shard's
@@ -215,7 +216,7 @@ absl::Status ShardCore::ApplyInOrder(int64_t step_index, const float* grad,
     s.slot_stride = sl.size();
     s.decay = sl.decay;
     s.param_out = into->params.data() + at;
-    return optim::StepSlice(oc, step_index, s, scale);
+    return optim::StepSlice(oc, step_index, lr, s, scale);
   };
   const std::vector<int64_t>& rows = into->first_rows;
   auto row_size = [&](const SliceSpec& sl) {
@@ -299,6 +300,7 @@ absl::Status ShardCore::ApplyStep(
     absl::Time deadline, Snapshot* into,
     const std::function<void(const StepNorms&)>& norms_final) {
   const optim::OptimizerConfig& oc = options_.optimizer;
+  const float lr = job_plan().LearningRateAt(step_index);
   // Global gradient norm (of the scaled gradient).
   double sq;
   if (norms->grad_sq.has_value()) {
@@ -348,7 +350,7 @@ absl::Status ShardCore::ApplyStep(
   } else if (!optim::NeedsTrustRatio(oc.kind)) {
     RETURN_IF_ERROR(RunGroups([&](size_t g) -> absl::Status {
       for (int i : update_groups_[g]) {
-        RETURN_IF_ERROR(optim::StepSlice(oc, step_index,
+        RETURN_IF_ERROR(optim::StepSlice(oc, step_index, lr,
                                          slice_of(plan_.slices()[i]), scale));
       }
       return absl::OkStatus();
@@ -363,7 +365,7 @@ absl::Status ShardCore::ApplyStep(
           oc, step_index, slice_of(sl), scale,
           update_scratch_.data() + sl.shard_offset);
     }
-    if (!split_tensors_.empty() && options_.mode == BSP) {
+    if (!split_tensors_.empty() && mode() == BSP) {
       if (!norms->lamb.has_value()) {
         std::vector<double> local;
         for (int t : split_tensors_) {
@@ -390,13 +392,13 @@ absl::Status ShardCore::ApplyStep(
     for (int i : local_slices()) {
       const SliceSpec& sl = plan_.slices()[i];
       const float ratio = optim::TrustRatio(oc, sl.decay, per_tensor[sl.tensor]);
-      optim::ApplyUpdate(oc, step_index, slice_of(sl),
+      optim::ApplyUpdate(oc, lr, slice_of(sl),
                          update_scratch_.data() + sl.shard_offset, ratio);
     }
   }
   absl::MutexLock l(&mu_);
   last_grad_norm_ = norm;
-  last_lr_ = optim::LearningRate(oc, step_index);
+  last_lr_ = lr;
   return absl::OkStatus();
 }
 
