@@ -39,7 +39,7 @@ sleep 1
 after=$(field "$job" 's.get("progress", {}).get("step", 0)')
 echo "A: the coordinator stopped 8 s at step >= 20; step $after a second after it resumed"
 [ "$after" -ge 60 ] || fail "A: the members did not train while the coordinator was stopped (step $after)"
-"$CTL" watch "$job" > "$work/watch-a.out" 2>&1 || fail "A: $(tail -3 "$work/watch-a.out")"
+timeout 120 "$CTL" watch "$job" > "$work/watch-a.out" 2>&1 || fail "A: $(tail -3 "$work/watch-a.out")"
 [ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "A: the job restarted"
 stop_all
 
@@ -79,7 +79,7 @@ print("ok" if held or s.get("waiting") else "unaccounted: %s" % json.dumps(
   esac
   sleep 0.1
 done
-"$CTL" watch "$job" > "$work/watch-b.out" 2>&1 || fail "B: $(tail -3 "$work/watch-b.out")"
+timeout 120 "$CTL" watch "$job" > "$work/watch-b.out" 2>&1 || fail "B: $(tail -3 "$work/watch-b.out")"
 events "$job" > "$work/events-b.out"
 grep -q "gave up" "$work/events-b.out" || fail "B: the job does not say a member gave up: $(tail -8 "$work/events-b.out")"
 echo "B: $(grep -m1 'gave up' "$work/events-b.out" | cut -c1-160)"
@@ -115,5 +115,5 @@ for _ in $(seq 1 150); do
 done
 [ "$found" = 1 ] || fail "C: the dead worker was not found lost after the clock step: $(events "$job" | tail -4)"
 echo "C: the dead worker was found lost $((SECONDS - killed_at)) s after its kill and a clock step of -1 h"
-"$CTL" watch "$job" > "$work/watch-c.out" 2>&1 || fail "C: $(tail -3 "$work/watch-c.out")"
+timeout 120 "$CTL" watch "$job" > "$work/watch-c.out" 2>&1 || fail "C: $(tail -3 "$work/watch-c.out")"
 echo PASS

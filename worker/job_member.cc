@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster/job_plan.h"
 #include "common/memory_limit.h"
 #include "glog/logging.h"
 
@@ -43,12 +44,15 @@ void JobMember::StopParts() {
 }
 
 std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
-  const int S = a.spec().pipeline().stages();
-  if (S <= 1 || a.stage_addresses_size() == 0) {
+  if (a.spec().pipeline().stages() <= 1 || a.stage_addresses_size() == 0) {
     return {a.peers().begin(), a.peers().end()};
   }
+  // The stage addresses of the slot's replica, by stage.
+  const JobPlan plan = PlanOf(a.spec());
+  const int replica = plan.ReplicaOf(slot);
   std::vector<std::string> peers;
-  for (int k = (slot / S) * S; k < (slot / S + 1) * S; ++k) {
+  for (int stage = 0; stage < plan.stages; ++stage) {
+    const int k = plan.SlotOf(replica, stage);
     peers.push_back(k < a.stage_addresses_size() ? a.stage_addresses(k) : "");
   }
   return peers;

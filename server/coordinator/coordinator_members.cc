@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/cluster/job_plan.h"
 #include "common/cluster/member_instance.h"
 #include "common/security.h"
 #include "common/status.h"
@@ -310,18 +311,6 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
         "heartbeat for member ", r.member_id(),
         " without that member's credential (RegisterResponse.member_secret)"));
   }
-  if (r.draining() && !m.draining) {
-    LOG(INFO) << "member " << m.id << " drains: no new work for it";
-  }
-  m.draining = r.draining();
-  // It stopped its work while this coordinator did not answer: the work is
-  // free now (a shard's job starts again from its checkpoint).
-  if (!r.gave_up().empty() && !m.job.empty()) {
-    Job& job = jobs_[m.job];
-    EventLocked(job, absl::StrCat("member ", m.id, " ", r.gave_up()));
-    LoseMemberLocked(m, absl::StrCat("gave up (", r.gave_up(), ")"));
-    m.needs_stop = false;  // it stopped already
-  }
   // Pool results: every one for the lease this member holds (or the one
   // taken back when it was lost, ignored); else nothing of the heartbeat
   // counts.
@@ -355,6 +344,20 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
                  r.done_slots_size() > 0 || r.results_size() > 0 ||
                  !r.unreachable().empty() || (!m.job.empty() && !m.told);
   m.alive = true;
+  if (r.draining() && !m.draining) {
+    LOG(INFO) << "member " << m.id << " drains: no new work for it";
+  }
+  changed |= m.draining != r.draining();
+  m.draining = r.draining();
+  // It stopped its work while this coordinator did not answer: the work is
+  // free now (a shard's job starts again from its checkpoint).
+  if (!r.gave_up().empty() && !m.job.empty()) {
+    Job& job = jobs_[m.job];
+    EventLocked(job, absl::StrCat("member ", m.id, " ", r.gave_up()));
+    LoseMemberLocked(m, absl::StrCat("gave up (", r.gave_up(), ")"));
+    m.needs_stop = false;  // it stopped already
+    changed = true;
+  }
   auto tick = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (changed || options_.now() - last_tick_ >= kHeartbeatTickEvery) {
       TickLocked();
@@ -569,7 +572,7 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
     // other stages start the step again with it (JobMember), no restart.
     // The job restarts from its checkpoint only if none takes it in time
     // (FillSlotsLocked). A slot whose part was done stays as it is.
-    const int S = StagesOf(job.status.spec());
+    const JobPlan plan = PlanOf(job.status.spec());
     job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
     std::set<int> replicas;  // those with a slot freed
     for (int k : held) {
@@ -577,9 +580,10 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
           job.slots[k] != m.id || job.slot_done[k]) {
         continue;  // a done slot keeps its holder: its part is over
       }
-      replicas.insert(k / S);
+      replicas.insert(plan.ReplicaOf(k));
       const std::string what =
-          absl::StrCat("pipeline stage ", k % S, " of replica ", k / S,
+          absl::StrCat("pipeline stage ", plan.StageOf(k), " of replica ",
+                       plan.ReplicaOf(k),
                        " (member ", m.id, " at ", m.address, ") ", how);
       job.slots[k].clear();
       job.slot_free_since[k] = options_.now();
@@ -607,11 +611,13 @@ bool Coordinator::HolderAliveLocked(const Job& job, int k) const {
 void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
                                         const std::string& why) {
   if (job.training_done) return;
-  const int S = StagesOf(job.status.spec());
+  const JobPlan plan = PlanOf(job.status.spec());
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   bool changed = false;
   for (int k = 0; k < static_cast<int>(job.slots.size()); ++k) {
-    if (!job.slot_done[k] || (replica >= 0 && k / S != replica)) continue;
+    if (!job.slot_done[k] || (replica >= 0 && plan.ReplicaOf(k) != replica)) {
+      continue;
+    }
     // Not done any more: a member still holding it starts the part again
     // itself (and says "done" again when it ends); a loss of that member
     // meanwhile frees it as any other slot.
@@ -619,15 +625,16 @@ void Coordinator::ReopenDoneSlotsLocked(Job& job, int replica,
     changed = true;
     if (HolderAliveLocked(job, k)) continue;
     const std::string slot =
-        S > 1 ? absl::StrCat("pipeline stage ", k % S, " of replica ", k / S)
-              : absl::StrCat("worker ", k);
+        plan.stages > 1 ? absl::StrCat("pipeline stage ", plan.StageOf(k),
+                                       " of replica ", plan.ReplicaOf(k))
+                        : absl::StrCat("worker ", k);
     const std::string what = absl::StrCat(
         slot, " (its part was over; member ",
         job.slots[k].empty() ? "none" : job.slots[k], " gone) is needed again: ",
         why);
     job.slots[k].clear();
     job.slot_free_since[k] = options_.now();
-    if (S > 1) job.lost_stages[k] = what;
+    if (plan.stages > 1) job.lost_stages[k] = what;
     EventLocked(job, absl::StrCat(what, "; its slot is free"));
   }
   if (changed) UpdateSlotHoldersLocked(job);
@@ -701,12 +708,12 @@ void Coordinator::QueueProbesLocked(Job& job, const Member& reporter,
   // daemons of the replicas it computes are asked too (each serves its
   // StageService, with health, for its whole life).
   if (!stage) return;
-  const int S = StagesOf(job.status.spec());
-  std::set<int> replicas = {reporter.index / S};
-  for (const auto& [k, since] : reporter.also) replicas.insert(k / S);
+  const JobPlan plan = PlanOf(job.status.spec());
+  std::set<int> replicas = {plan.ReplicaOf(reporter.index)};
+  for (const auto& [k, since] : reporter.also) replicas.insert(plan.ReplicaOf(k));
   std::set<std::string> asked;
   for (size_t k = 0; k < job.slots.size(); ++k) {
-    if (replicas.count(static_cast<int>(k) / S) == 0) continue;
+    if (replicas.count(plan.ReplicaOf(static_cast<int>(k))) == 0) continue;
     const std::string& id = job.slots[k];
     auto it = members_.find(id);
     if (id.empty() || id == reporter.id || it == members_.end() ||

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/cluster/job_plan.h"
 #include "common/status.h"
 #include "glog/logging.h"
 #include "server/coordinator/job_store.h"
@@ -180,7 +181,7 @@ void Coordinator::PrepareAdoptionLocked(Job& job) {
   const int shards = spec.num_ps_shards();
   const int slots = static_cast<int>(job.status.slots_size()) > 0
                         ? job.status.slots_size()
-                        : spec.num_workers() * coordinator_internal::StagesOf(spec);
+                        : PlanOf(spec).pushers;
   job.shards.assign(shards, "");
   job.backups.assign(shards, {});
   job.joining.assign(shards, {});
