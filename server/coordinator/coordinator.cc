@@ -379,6 +379,7 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   // says so again when its new part ends), and one whose member is gone is
   // free.
   job.slot_done.assign(job.slots.size(), false);
+  job.training_done = false;  // the steps after the checkpoint are redone
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
   for (size_t k = 0; k < job.slots.size(); ++k) {
     if (!job.slots[k].empty() &&

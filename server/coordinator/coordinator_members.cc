@@ -551,9 +551,34 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   m.index = -1;
   m.also.clear();
   if (job.status.state() != RUNNING || index < 0) return;
-  if (job.training_done) {  // only eval rounds remain: no shard is needed
-    EventLocked(job, absl::StrCat(Role_Name(m.role), " ", index, " (member ",
-                                  m.id, ") ", how, " after training"));
+  if (job.training_done) {
+    // Only eval rounds and shard 0's count of the last update remain: no
+    // slot is needed, and a shard only while that count is awaited.
+    const bool counted =
+        job.ledger_version >= job.status.progress().total_steps();
+    const bool primary = m.role == PS &&
+                         index < static_cast<int>(job.shards.size()) &&
+                         job.shards[index] == m.id;
+    if (!primary || counted) {
+      EventLocked(job, absl::StrCat(Role_Name(m.role), " ", index, " (member ",
+                                    m.id, ") ", how, " after training"));
+      return;
+    }
+    if (FailOverLocked(job, index, m, how)) return;  // the backup counts it
+    job.shards[index].clear();
+    job.status.set_ps_addresses(index, "");
+    if (index != 0) {
+      EventLocked(job, absl::StrCat("parameter-server shard ", index,
+                                    " (member ", m.id, ") ", how,
+                                    " after training"));
+      return;
+    }
+    // Shard 0 went before it counted the last update: the job starts again
+    // from its last checkpoint to count it (else it would wait forever).
+    RestartLocked(job, absl::StrCat("parameter-server shard 0 (member ", m.id,
+                                    " at ", m.address, ") ", how,
+                                    " after training, before it counted the "
+                                    "last update"));
     return;
   }
   if (m.role == PS) {

@@ -1178,6 +1178,61 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
   EXPECT_EQ(coord_.Get(id)->ps_addresses(0), "127.0.0.1:3");
 }
 
+// Trained (every slot done, the export written) but shard 0 went before it
+// counted the last update (it gave up while the coordinator was away): the
+// count would never come, so the job starts again from its last checkpoint
+// rather than wait forever. Another shard lost after training restarts
+// nothing: only shard 0 counts.
+TEST_F(CoordinatorTest, ShardZeroLostBeforeTheLastCountRestartsTheJob) {
+  std::string p0 = Join(PS, "127.0.0.1:1"), p1 = Join(PS, "127.0.0.1:2");
+  std::string w = Join(TRAIN);
+  JobSpec spec = Spec(2, 1, 10);
+  spec.mutable_checkpoint()->set_dir("/ckpt");
+  auto id = *coord_.Submit(spec);
+  Beat(p0), Beat(p1), Beat(p0, id), Beat(p1, id);
+  ASSERT_FALSE(Beat(w).wait());
+  for (int64_t step = 0; step < 10; ++step) {
+    StepReport r = Report(step, 0, 1, 10, 1.0);
+    if (step == 9) r.set_checkpoint("/ckpt/ckpt-10/manifest.json");
+    Beat(w, id, {r});
+  }
+  Beat(w, id, {}, /*done=*/true);
+  EXPECT_EQ(coord_.Get(id)->waiting(),
+            "shard 0's count of the examples of the last update");
+  auto gave_up = [&](const std::string& member) {
+    HeartbeatRequest r;
+    r.set_member_id(member);
+    r.set_job_id(id);
+    r.set_incarnation(coord_.Get(id)->incarnation());
+    r.set_gave_up("stopped its work after the coordinator did not answer");
+    ASSERT_TRUE(SignedHeartbeat(coord_, r).ok());
+  };
+  gave_up(p1);  // shard 1: not needed any more
+  JobStatus st = *coord_.Get(id);
+  EXPECT_EQ(st.state(), RUNNING);
+  EXPECT_EQ(st.restarts(), 0);
+  gave_up(p0);
+  st = *coord_.Get(id);
+  ASSERT_EQ(st.state(), RUNNING) << st.reason();
+  EXPECT_EQ(st.restarts(), 1);
+  EXPECT_EQ(st.spec().checkpoint().restore(), "/ckpt/ckpt-10/manifest.json");
+  // Both daemons take their shards again (the freed ones first), the worker
+  // its slot; the step after the checkpoint is none, so it is done at once.
+  Assignment s0 = Beat(p0), s1 = Beat(p1);
+  EXPECT_EQ(s0.job_id(), id);
+  EXPECT_EQ(s1.job_id(), id);
+  Beat(p0, id), Beat(p1, id);
+  Assignment a = Beat(w);
+  ASSERT_EQ(a.job_id(), id);
+  a = Beat(w, id);
+  ASSERT_FALSE(a.wait());
+  Beat(w, id, {}, /*done=*/true);
+  const std::string& zero = s0.index() == 0 ? p0 : p1;
+  Ledger(zero, id, "0;0-100", 10);
+  st = *coord_.Get(id);
+  EXPECT_EQ(st.state(), SUCCEEDED) << st.reason() << " " << st.waiting();
+}
+
 TEST_F(CoordinatorTest, LostShardFailsTheJobWhenNoRestartIsLeft) {
   std::string p = Join(PS, "127.0.0.1:9"), w = Join(TRAIN);
   JobSpec spec = Spec(1, 1, 10);

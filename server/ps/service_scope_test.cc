@@ -251,6 +251,33 @@ TEST_F(ShardScopeTest, CheckpointAndRestoreOnlyInTheJobsDirectory) {
   EXPECT_NE(st.error_code(), StatusCode::PERMISSION_DENIED) << st.error_message();
 }
 
+// A job whose checkpoint.dir is relative (a coordinator started with a
+// relative --jobs_root): the shard compares the paths lexically, as its
+// members name them, and still refuses a way out.
+TEST(ShardScopeRelative, RelativeDirectoriesAreComparedLexically) {
+  ShardOptions o;
+  o.config = Small();
+  o.job_id = "job-7";
+  o.checkpoint_dir = "jobs/job-7/ckpt";
+  o.restore_manifest = "jobs/job-6/ckpt/ckpt-10/manifest.json";
+  EXPECT_TRUE(CheckCheckpointDir(o, "jobs/job-7/ckpt").ok());
+  EXPECT_TRUE(CheckCheckpointDir(o, "./jobs//job-7/ckpt/").ok());
+  EXPECT_TRUE(CheckCheckpointDir(o, "jobs/x/../job-7/ckpt").ok());
+  EXPECT_FALSE(CheckCheckpointDir(o, "jobs/job-7/ckpt/../../job-8/ckpt").ok());
+  EXPECT_FALSE(CheckCheckpointDir(o, "../jobs/job-7/ckpt").ok());
+  EXPECT_FALSE(CheckCheckpointDir(o, "/jobs/job-7/ckpt").ok());
+  EXPECT_FALSE(CheckCheckpointDir(o, "jobs/job-7").ok());
+  EXPECT_TRUE(
+      CheckRestoreManifest(o, "jobs/job-7/ckpt/ckpt-3/manifest.json").ok());
+  EXPECT_TRUE(
+      CheckRestoreManifest(o, "./jobs/job-6/ckpt/ckpt-10/manifest.json").ok());
+  EXPECT_FALSE(
+      CheckRestoreManifest(o, "jobs/job-7/ckpt/../../../etc/manifest.json")
+          .ok());
+  EXPECT_FALSE(CheckRestoreManifest(o, "jobs/job-7/ckpt").ok());
+  EXPECT_FALSE(CheckRestoreManifest(o, "/etc/hostname").ok());
+}
+
 // A shard run on its own (no coordinator's job) takes calls as before.
 TEST(ShardScopeAlone, AShardRunOnItsOwnTakesAnyCall) {
   ShardOptions o;
