@@ -725,6 +725,9 @@ int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
   if (cmd.verb == "plot") return CmdPlot(stub, o, arg, out, err);
   if (cmd.verb == "events") return CmdEvents(stub, o, arg, out, err);
   if (cmd.verb == "resubmit") return CmdResubmit(stub, o, arg, out, err);
+  if (cmd.verb == "export") {
+    return CmdExport(stub, o, arg, cmd.args[1], out, err);
+  }
   err << "bertpsctl: unknown verb '" << cmd.verb << "'\n" << Usage();
   return kExitUsage;
 }

@@ -11,6 +11,9 @@
 //     plot JOB [-o FILE]     loss and learning-rate curves as an SVG
 //     events JOB [--json]    the job's log, with times
 //     resubmit JOB [--from_checkpoint]  the ended job's spec again
+//     export JOB|CHECKPOINT DEST [--step N] [--vocab FILE]  the model of a
+//                            checkpoint as a Hugging Face directory (or a
+//                            .safetensors file), without a job
 //
 // Every verb is a function that takes a JobService stub and two output
 // streams and returns the process exit code (see ExitCode), so the tests
@@ -62,6 +65,8 @@ struct CtlOptions {
   bool json = false;
   bool yaml = false;
   bool from_checkpoint = false;  // resubmit: restore the newest checkpoint
+  std::optional<int64_t> step;   // export: the checkpoint of this step
+  std::string vocab;             // export: the vocabulary to copy beside it
   bool tty = false;              // watch: redraw one progress line in place
   // watch, not on a terminal (logs, CI): progress alone prints at most one
   // line this often; state changes and events with a message always print.
@@ -119,6 +124,14 @@ int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
 void GiveOwnDirectory(const std::string& id, JobSpec* spec);
 int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
                 const std::string& job, std::ostream& out, std::ostream& err);
+// Writes the model of a checkpoint to `dest` without a job: `source` is a
+// job id (its checkpoint.dir, the newest complete checkpoint or --step's;
+// its label names and vocabulary go with it) or, with no coordinator asked,
+// a checkpoint directory or a manifest.json (a path: it has a '/').
+// `dest` must not exist. Prints "exported step N of SOURCE to DEST".
+int CmdExport(JobService::StubInterface* stub, const CtlOptions& o,
+              const std::string& source, const std::string& dest,
+              std::ostream& out, std::ostream& err);
 
 // Checks the verb's arguments and runs it (kExitUsage for a bad verb or
 // argument count).

@@ -22,7 +22,8 @@ struct VerbInfo {
 constexpr VerbInfo kVerbs[] = {{"submit", 1}, {"status", 1}, {"list", 0},
                                {"watch", 1},  {"cancel", 1}, {"metrics", 1},
                                {"plot", 1},   {"events", 1},
-                               {"resubmit", 1}, {"help", 0}};
+                               {"resubmit", 1}, {"export", 2},
+                               {"help", 0}};
 
 }  // namespace
 
@@ -45,6 +46,13 @@ std::string Usage() {
       "  (FMT: table, json or yaml; --json is -o json)\n"
       "  resubmit JOB [--from_checkpoint]  submit an ended job's spec again "
       "(from its newest checkpoint); prints the new id\n"
+      "  export JOB|CHECKPOINT DEST [--step N] [--vocab FILE]\n"
+      "                         write the model of a job's newest checkpoint "
+      "(or of step N; or of\n"
+      "                         a checkpoint directory or manifest.json) as "
+      "a Hugging Face directory,\n"
+      "                         or DEST.safetensors alone; DEST must not "
+      "exist\n"
       "flags:\n"
       "  --coordinator HOST:PORT  default $BERTPS_COORDINATOR or ",
       kDefaultCoordinator,
@@ -140,6 +148,19 @@ absl::StatusOr<CommandLine> ParseCommandLine(
        : name == "tls_key"    ? f.tls_key
        : name == "token_file" ? f.token_file
                               : f.tls_server_name) = v;
+    } else if (name == "step") {
+      ASSIGN_OR_RETURN(std::string v, take_value());
+      int64_t step;
+      if (!absl::SimpleAtoi(v, &step) || step < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--step must be a step number (0 or more), got '", v, "'"));
+      }
+      cmd.options.step = step;
+    } else if (name == "vocab") {
+      ASSIGN_OR_RETURN(cmd.options.vocab, take_value());
+      if (cmd.options.vocab.empty()) {
+        return absl::InvalidArgumentError("--vocab must not be empty");
+      }
     } else if (name == "o" || name == "out" || name == "output") {
       ASSIGN_OR_RETURN(cmd.options.out, take_value());
       if (cmd.options.out.empty()) {
@@ -170,7 +191,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(
     if (cmd.verb != v.name) continue;
     if (static_cast<int>(cmd.args.size()) != v.args) {
       return absl::InvalidArgumentError(absl::StrCat(
-          cmd.verb, " takes ", v.args == 0 ? "no arguments" : "one argument",
+          cmd.verb, " takes ",
+          v.args == 0   ? "no arguments"
+          : v.args == 1 ? "one argument"
+                        : "two arguments",
           ", got ", cmd.args.size()));
     }
     if (cmd.verb == "help") cmd.help = true;
