@@ -651,6 +651,9 @@ class Coordinator {
   absl::Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::map<std::string, std::unique_ptr<io::EventLog>> tb_logs_
       ABSL_GUARDED_BY(tb_mu_);
+  // Jobs whose TensorBoard writes fail now (told once in the job's events,
+  // and again when they write again).
+  std::set<std::string> tb_failing_ ABSL_GUARDED_BY(tb_mu_);
   // Probes of a job's shards after a train member could not reach them:
   // queued under mu_ (at most one round per job a second), run by
   // ProbeMembers (from Tick) outside mu_.

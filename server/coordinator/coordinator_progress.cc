@@ -213,9 +213,33 @@ void Coordinator::FlushTensorBoard() {
     if (!st.ok()) {
       LOG_EVERY_N(WARNING, 100) << "job " << b.id << ": TensorBoard: " << st;
     }
+    // The job's events say so once when the writes start failing and once
+    // when they succeed again (not only the coordinator's log).
+    const bool was_failing = tb_failing_.count(b.id) > 0;
+    if (st.ok() == was_failing) {
+      if (st.ok()) {
+        tb_failing_.erase(b.id);
+      } else {
+        tb_failing_.insert(b.id);
+      }
+      absl::MutexLock l(&mu_);
+      auto it = jobs_.find(b.id);
+      if (it != jobs_.end()) {
+        EventLocked(it->second,
+                    st.ok() ? std::string("TensorBoard events are written "
+                                          "again (none was lost)")
+                            : absl::StrCat("TensorBoard events cannot be "
+                                           "written (kept, and written again "
+                                           "when they can): ",
+                                           st.message()));
+      }
+    }
   }
   for (const std::string& id : ended) {
-    if (tb_logs_[id]->empty()) tb_logs_.erase(id);
+    if (tb_logs_[id]->empty()) {
+      tb_logs_.erase(id);
+      tb_failing_.erase(id);
+    }
   }
 }
 

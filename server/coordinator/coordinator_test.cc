@@ -16,6 +16,7 @@
 #include "server/coordinator/job_store.h"
 #include "common/io/tfrecord.h"
 #include <filesystem>
+#include <fstream>
 
 namespace bertps {
 namespace {
@@ -1231,6 +1232,71 @@ TEST_F(CoordinatorTest, ShardZeroLostBeforeTheLastCountRestartsTheJob) {
   Ledger(zero, id, "0;0-100", 10);
   st = *coord_.Get(id);
   EXPECT_EQ(st.state(), SUCCEEDED) << st.reason() << " " << st.waiting();
+}
+
+// TensorBoard writes that fail are told in the job's events (once), not
+// only in the coordinator's log, and once more when they work again; the
+// points are kept meanwhile and none is lost.
+TEST_F(CoordinatorTest, TensorBoardWriteFailuresAreJobEvents) {
+  const std::string tb = ::testing::TempDir() + "/tb-blocked";
+  std::filesystem::remove_all(tb);
+  std::string p = Join(PS, "127.0.0.1:1"), w = Join(TRAIN);
+  JobSpec spec = Spec(1, 1, 50);
+  spec.set_tensorboard_dir(tb);
+  auto id = *coord_.Submit(spec);
+  // Taken after the submit (a volume that filled up, a directory removed).
+  std::filesystem::remove_all(tb);
+  std::ofstream(tb) << "a file where the directory should be";
+  Beat(p), Beat(p, id);
+  ASSERT_FALSE(Beat(w).wait());
+  auto events = [&] {
+    int64_t seq = 0;
+    std::string all;
+    auto got = coord_.WaitForEvents(id, &seq, now_);
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) return all;
+    for (const JobEvent& e : *got) absl::StrAppend(&all, e.message(), "\n");
+    return all;
+  };
+  for (int64_t step = 0; step < 3; ++step) {
+    Beat(w, id, {Report(step, 0, 1, 10, 1.0)});
+    coord_.Tick();
+  }
+  std::string got = events();
+  EXPECT_NE(got.find("TensorBoard events cannot be written"), std::string::npos)
+      << got;
+  size_t n = 0;
+  for (size_t at = got.find("TensorBoard"); at != std::string::npos;
+       at = got.find("TensorBoard", at + 1)) {
+    ++n;
+  }
+  EXPECT_EQ(n, 1u) << got;  // once, not at every flush
+  std::filesystem::remove(tb);
+  Beat(w, id, {Report(3, 0, 1, 10, 1.0)});
+  coord_.Tick();
+  got = events();
+  EXPECT_NE(got.find("TensorBoard events are written again"), std::string::npos)
+      << got;
+  // Every point was kept: steps 1..4 are in the file.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(tb)) {
+    files.push_back(e.path().string());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  auto reader = io::TFRecordReader::Open(files[0]);
+  ASSERT_TRUE(reader.ok());
+  std::string record, seen;
+  for (;;) {
+    auto more = (*reader)->Next(&record);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    tf::Event e;
+    ASSERT_TRUE(e.ParseFromString(record));
+    if (e.has_summary() && e.summary().value(0).tag() == "train/loss") {
+      absl::StrAppend(&seen, e.step(), " ");
+    }
+  }
+  EXPECT_EQ(seen, "1 2 3 4 ");
 }
 
 TEST_F(CoordinatorTest, LostShardFailsTheJobWhenNoRestartIsLeft) {
