@@ -8,6 +8,7 @@
 #include "common/memory_limit.h"
 #include "common/retry.h"
 #include "common/status.h"
+#include "common/timeouts.h"
 #include "grpcpp/grpcpp.h"
 
 namespace bertps {
@@ -102,12 +103,8 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
         // use (the member counts as silent by then): it fails sooner, and
         // the member loop's retries and give-up see the coordinator's
         // absence.
-        absl::Duration deadline = rpc_timeout_;
-        if (member_timeout_ > absl::ZeroDuration()) {
-          deadline = std::min(deadline,
-                              std::max(absl::Seconds(1), member_timeout_ / 2));
-        }
-        ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+        ctx.set_deadline(absl::ToChronoTime(
+            absl::Now() + HeartbeatDeadline(rpc_timeout_, member_timeout_)));
         req.set_member_id(member_id_);
         req.set_member_secret(member_secret_);
         if (!gave_up_.empty()) req.set_gave_up(gave_up_);
