@@ -42,6 +42,11 @@ FlagChecks& FlagChecks::Require(bool ok, absl::string_view flag,
   return *this;
 }
 
+FlagChecks& FlagChecks::Check(const absl::Status& status) {
+  if (!status.ok()) errors_.emplace_back(status.message());
+  return *this;
+}
+
 int FlagChecks::Fail() const {
   for (const std::string& e : errors_) {
     std::fprintf(stderr, "%s: %s\n", program_.c_str(), e.c_str());

@@ -7,6 +7,9 @@
 //                1, 86400);
 //   if (!checks.ok()) return checks.Fail();  // exit status 2
 //
+// Relations between flags go through Check (a timeout's relations to the
+// others: checks.Check(ValidateTimeouts(timeouts)), common/timeouts.h).
+//
 // A value out of range is refused with the flag's name, its value and the
 // range ("--port: 99999 is outside [0, 65535]"), instead of being wrapped,
 // clamped or waited on. Thread-safety: one thread (main).
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace bertps {
@@ -40,6 +44,10 @@ class FlagChecks {
   // Any condition, with its own message ("--flag: <message>").
   FlagChecks& Require(bool ok, absl::string_view flag,
                       absl::string_view message);
+  // A check made elsewhere whose error names its flags itself (e.g.
+  // common/timeouts.h ValidateTimeouts, "--a: ... --b ..."): its message as
+  // it is, when not OK.
+  FlagChecks& Check(const absl::Status& status);
 
   bool ok() const { return errors_.empty(); }
   const std::vector<std::string>& errors() const { return errors_; }

@@ -18,7 +18,8 @@ TEST(FlagChecks, InRangeValuesPass) {
       .Port("port", 0)
       .Port("port", 65535)
       .Port("metrics_port", -1, /*allow_off=*/true)
-      .Require(true, "ps", "unused");
+      .Require(true, "ps", "unused")
+      .Check(absl::OkStatus());
   EXPECT_TRUE(c.ok());
   EXPECT_TRUE(c.errors().empty());
 }
@@ -32,7 +33,9 @@ TEST(FlagChecks, EveryBadValueIsNamed) {
       .Range("batch", 2000000000, 1, 65536)
       .RealRange("lr", std::numeric_limits<double>::quiet_NaN(), 0, 1e3)
       .RealRange("lr", 1e30, 0, 1e3)
-      .Require(false, "worker_index", "must be below --num_workers (2)");
+      .Require(false, "worker_index", "must be below --num_workers (2)")
+      .Check(absl::InvalidArgumentError(
+          "--stage_recv_timeout_s: 30s must be at least --rpc_timeout_s, 2m"));
   EXPECT_FALSE(c.ok());
   EXPECT_THAT(
       c.errors(),
@@ -45,7 +48,9 @@ TEST(FlagChecks, EveryBadValueIsNamed) {
                   "--batch: 2000000000 is outside [1, 65536]",
                   "--lr: nan is outside [0, 1000]",
                   "--lr: 1e+30 is outside [0, 1000]",
-                  "--worker_index: must be below --num_workers (2)"));
+                  "--worker_index: must be below --num_workers (2)",
+                  "--stage_recv_timeout_s: 30s must be at least "
+                  "--rpc_timeout_s, 2m"));
   EXPECT_EQ(c.Fail(), 2);
 }
 

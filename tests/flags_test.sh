@@ -24,6 +24,22 @@ expect_refused() {
   fi
 }
 
+# expect_refused_pair FLAG OTHER BINARY ARGS...: the same, the message
+# naming --OTHER too (a relation between two flags).
+expect_refused_pair() {
+  local flag="$1" other="$2"; shift 2
+  local out rc
+  out=$(timeout 10 "$@" 2>&1 </dev/null)
+  rc=$?
+  checks=$((checks + 1))
+  if [ "$rc" -ne 2 ] || ! grep -q -- "--$flag: .*--$other" <<<"$out"; then
+    echo "FAIL: $(basename "$1") ${*:2}: exit $rc, output: ${out:0:300}"
+    failures=$((failures + 1))
+  else
+    echo "ok: $(basename "$1") ${*:2} -> $(grep -m1 -- "--$flag: " <<<"$out")"
+  fi
+}
+
 expect_refused port "$COORDINATOR" --port 99999
 expect_refused port "$COORDINATOR" --port -1
 expect_refused metrics_port "$COORDINATOR" --metrics_port 65536
@@ -66,6 +82,9 @@ expect_refused precision "$WORKER" --precision fp8
 expect_refused stage_index "$WORKER" --role stage --num_stages 2 --stage_index 5
 expect_refused micro_batches "$WORKER" --role stage --micro_batches 0
 expect_refused num_stages "$WORKER" --role stage --num_stages 65
+# Timeouts whose relation is broken (common/timeouts.h): both named.
+expect_refused rpc_timeout_s "$WORKER" --rpc_timeout_s 20
+expect_refused_pair stage_recv_timeout_s rpc_timeout_s "$WORKER" --role stage --rpc_timeout_s 400
 
 expect_refused timeout_s "$PROBE" --addr 127.0.0.1:1 --timeout_s -1
 expect_refused threads "$BERT_LOCAL" train --threads 0

@@ -43,6 +43,7 @@
 #include "common/security.h"
 #include "common/cluster/member.h"
 #include "common/cluster/member_loop.h"
+#include "common/timeouts.h"
 
 namespace bertps {
 
@@ -61,7 +62,7 @@ class JobMember : private MemberRole {
   // Until Stop() (or the first job's end with ExitWhenJobEnds), on the one
   // member loop (MemberLoop): a coordinator away for `give_up` (0: never)
   // makes it stop its parts and wait for the coordinator.
-  absl::Status Run(absl::Duration give_up = absl::ZeroDuration());
+  absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp);
   void Stop() { loop_.Stop(); }
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
   void set_transient_limit(absl::Duration d) { transient_limit_ = d; }

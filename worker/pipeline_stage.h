@@ -55,6 +55,7 @@
 #include "common/kernels/matmul.h"
 #include "common/model/pipeline_schedule.h"
 #include "common/model/stage.h"
+#include "common/timeouts.h"
 #include "grpcpp/server.h"
 #include "proto/pipeline.grpc.pb.h"
 #include "worker/stage_router.h"
@@ -90,16 +91,17 @@ struct PipelineStageOptions {
   // The data as the job was submitted with (empty: not checked).
   std::vector<io::ExpectedFile> expected_files;
   int64_t chunk_bytes = 2 << 20;      // 1-4 MB per StageChunk
-  absl::Duration send_timeout = absl::Seconds(60);
-  absl::Duration recv_timeout = absl::Seconds(300);  // longest wait for a peer
-  absl::Duration probe_interval = absl::Seconds(1);
-  absl::Duration probe_timeout = absl::Seconds(5);
+  // The defaults and their relations: common/timeouts.h.
+  absl::Duration send_timeout = kStageSendTimeout;
+  absl::Duration recv_timeout = kStageRecvTimeout;  // longest wait for a peer
+  absl::Duration probe_interval = kStageProbeInterval;
+  absl::Duration probe_timeout = kStageProbeTimeout;
   // How long a peer that refuses a send as UNAVAILABLE, or does not answer
   // the probes while this stage waits for it, is given before it counts as
   // lost (it may be between two starts of its part, or started with other
   // stage addresses: the replica's stages start a step again together when
   // one of them is replaced).
-  absl::Duration peer_restart_wait = absl::Seconds(5);
+  absl::Duration peer_restart_wait = kPeerRestartWait;
   int64_t log_every = 10;
   std::ostream* log = nullptr;  // JSON lines; null: quiet
   // Run(): called after each step; Run() stops with CANCELLED at the next

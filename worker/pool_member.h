@@ -26,6 +26,7 @@
 #include "common/security.h"
 #include "common/cluster/member.h"
 #include "common/cluster/member_loop.h"
+#include "common/timeouts.h"
 
 namespace bertps {
 
@@ -48,7 +49,7 @@ class PoolMember : private MemberRole {
   // Until Stop() (MemberLoop: a coordinator away for `give_up` makes it
   // cancel its item and wait; 0: never). On Stop() the item in progress is
   // cancelled and its lease handed back.
-  absl::Status Run(absl::Duration give_up = absl::ZeroDuration());
+  absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp);
   void Stop() { loop_.Stop(); }
   int64_t items_done() const { return items_done_.load(); }
 

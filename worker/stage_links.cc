@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
+#include "common/retry.h"
 #include "common/security.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
@@ -24,6 +25,20 @@ using stage_internal::KindName;
 using stage_internal::kMaxChunk;
 using stage_internal::kMaxMessageBytes;
 using stage_internal::kMinChunk;
+
+namespace {
+// A send to a peer between two starts of its part: every 100 ms (a stage
+// starts again within a few hundred ms; sends are cheap to refuse) until
+// peer_restart_wait, after which the peer counts as lost.
+RetryPolicy PeerRestartRetry(absl::Duration peer_restart_wait) {
+  RetryPolicy p;
+  p.initial = absl::Milliseconds(100);
+  p.multiplier = 1;
+  p.max = absl::Milliseconds(100);
+  p.deadline = peer_restart_wait;
+  return p;
+}
+}  // namespace
 
 void StageInbox::Put(Key key, std::vector<float> values) {
   absl::MutexLock l(&mu_);
@@ -114,16 +129,13 @@ absl::Status PipelineStage::SendTensor(int to, StageTensorKind kind,
                                        const float* data, int64_t n) {
   // A peer between two starts of its part (refused, or running with other
   // stage addresses) is tried again for peer_restart_wait.
-  const absl::Time give_up = absl::Now() + options_.peer_restart_wait;
-  for (;;) {
-    absl::Status st = SendTensorOnce(to, kind, step, micro_batch, data, n);
-    if (st.code() != absl::StatusCode::kUnavailable || killed_ ||
-        absl::Now() >= give_up ||
-        (options_.cancel != nullptr && options_.cancel->load())) {
-      return st;
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  return Retry(
+      PeerRestartRetry(options_.peer_restart_wait),
+      [&] { return SendTensorOnce(to, kind, step, micro_batch, data, n); },
+      [&](const absl::Status& st) {
+        return st.code() == absl::StatusCode::kUnavailable && !killed_ &&
+               (options_.cancel == nullptr || !options_.cancel->load());
+      });
 }
 
 absl::Status PipelineStage::SendTensorOnce(int to, StageTensorKind kind,

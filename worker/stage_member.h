@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "common/security.h"
+#include "common/timeouts.h"
 #include "worker/job_member.h"
 #include "worker/stage_router.h"
 
@@ -36,7 +37,7 @@ class StageMember {
   static absl::StatusOr<std::unique_ptr<StageMember>> Create(
       const std::string& coordinator, const std::string& listen,
       const SecurityConfig& security);
-  absl::Status Run(absl::Duration give_up = absl::ZeroDuration()) {
+  absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp) {
     return member_.Run(give_up);
   }
   void Stop() { member_.Stop(); }

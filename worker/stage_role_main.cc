@@ -25,6 +25,7 @@
 #include "common/cluster/job_spec.h"
 #include "common/model/bert_config.h"
 #include "common/signals.h"
+#include "common/timeouts.h"
 #include "worker/pipeline_stage.h"
 #include "worker/stage_role.h"
 
@@ -52,8 +53,10 @@ ABSL_FLAG(std::string, schedule, "1f1b", "Stage role: gpipe or 1f1b.");
 ABSL_FLAG(std::string, layers_per_stage, "",
           "Stage role: comma-separated encoder layers per stage (default: "
           "balanced by compute).");
-ABSL_FLAG(int, stage_recv_timeout_s, 300,
-          "Stage role: longest wait for a neighbouring stage's message.");
+ABSL_FLAG(int, stage_recv_timeout_s,
+          bertps::FlagSeconds(bertps::kStageRecvTimeout),
+          "Stage role: longest wait for a neighbouring stage's message (at "
+          "least --rpc_timeout_s: the neighbour may be in a pull that long).");
 
 namespace bertps {
 

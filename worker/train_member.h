@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "common/io/record_index.h"
 #include "common/security.h"
+#include "common/timeouts.h"
 #include "worker/job_member.h"
 
 namespace bertps {
@@ -23,7 +24,7 @@ class TrainMember {
                        const SecurityConfig& security = SecurityConfig());
   // Until Stop(); fails only if the coordinator cannot be reached for
   // `give_up` in a row.
-  absl::Status Run(absl::Duration give_up = absl::ZeroDuration()) {
+  absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp) {
     return member_.Run(give_up);
   }
   void Stop() { member_.Stop(); }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -22,6 +23,7 @@
 #include "common/init.h"
 #include "common/security.h"
 #include "common/tcp_tuning.h"
+#include "common/timeouts.h"
 #include "common/kernels/matmul.h"
 #include "common/kernels/threads.h"
 #include "common/signals.h"
@@ -40,13 +42,16 @@
 #include "worker/worker_metrics.h"
 #include "worker/train_worker.h"
 
+ABSL_DECLARE_FLAG(int, stage_recv_timeout_s);  // stage_role_main.cc
+
 ABSL_FLAG(std::string, role, "train",
           "Worker role: train, preprocess, eval (these two need "
           "--coordinator) or stage (a pipeline stage, stage_role_main.cc).");
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take work from it (the job flags below are "
           "then ignored).");
-ABSL_FLAG(int, coordinator_give_up_s, 0,
+ABSL_FLAG(int, coordinator_give_up_s,
+          bertps::FlagSeconds(bertps::kCoordinatorGiveUp),
           "With --coordinator: after the coordinator has not answered for "
           "this long, stop this member's work (it keeps trying, and tells "
           "the job once the coordinator is back). 0: never; the work goes on "
@@ -105,7 +110,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "", "Worker 0 checkpoints here.");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Steps between checkpoints.");
 ABSL_FLAG(std::string, export_path, "", "Worker 0 exports the final model.");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
-ABSL_FLAG(int, rpc_timeout_s, 120, "Deadline of every RPC, seconds.");
+ABSL_FLAG(int, rpc_timeout_s, bertps::FlagSeconds(bertps::kPsRpcTimeout),
+          "Deadline of every RPC to the shards, seconds (longer than the "
+          "pull and push stall timeouts, 30 s; common/timeouts.h).");
 ABSL_FLAG(int, keepalive_ms, bertps::ps::kKeepaliveTimeMs,
           "HTTP/2 keepalive pings to the shards while a call is open, ms (0: "
           "none): a shard gone or frozen fails the call about this plus "
@@ -229,6 +236,17 @@ int main(int argc, char** argv) {
         "--role: '", role, "' is not one of train, preprocess, eval, stage")));
     return 2;  // a bad flag, as for every range check
   }
+  // The worker's timeouts against the rest (common/timeouts.h); a stage's
+  // receive timeout only where stages run.
+  bertps::Timeouts timeouts;
+  timeouts.pipeline = role == "stage";
+  timeouts.ps_rpc = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  timeouts.give_up = absl::Seconds(absl::GetFlag(FLAGS_coordinator_give_up_s));
+  timeouts.stage_recv =
+      absl::Seconds(absl::GetFlag(FLAGS_stage_recv_timeout_s));
+  if (!checks.Check(bertps::ValidateTimeouts(timeouts)).ok()) {
+    return checks.Fail();
+  }
   if (role != "train" && role != "stage" &&
       absl::GetFlag(FLAGS_coordinator).empty()) {
     return fail(absl::InvalidArgumentError(absl::StrCat(
@@ -236,8 +254,7 @@ int main(int argc, char** argv) {
   }
   bertps::kernels::SetNumThreads(absl::GetFlag(FLAGS_threads));
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
-  const absl::Duration give_up =
-      absl::Seconds(absl::GetFlag(FLAGS_coordinator_give_up_s));
+  const absl::Duration give_up = timeouts.give_up;
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   if (!security.ok()) return fail(security.status());
@@ -367,7 +384,7 @@ int main(int argc, char** argv) {
           absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty()));
   if (!options.ok()) return fail(options.status());
   bertps::TrainWorkerOptions o = *std::move(options);
-  o.ps.rpc_timeout = absl::Seconds(absl::GetFlag(FLAGS_rpc_timeout_s));
+  o.ps.rpc_timeout = timeouts.ps_rpc;
   o.ps.compress_bf16 = absl::GetFlag(FLAGS_bf16_push);
   o.ps.keepalive = absl::Milliseconds(absl::GetFlag(FLAGS_keepalive_ms));
   if (absl::GetFlag(FLAGS_pull_window_bytes) >= 0) {

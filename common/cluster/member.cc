@@ -6,7 +6,9 @@
 #include "common/cluster/member_instance.h"
 #include "common/grpc_status.h"
 #include "common/memory_limit.h"
+#include "common/retry.h"
 #include "common/status.h"
+#include "common/timeouts.h"
 #include "grpcpp/grpcpp.h"
 
 namespace bertps {
@@ -74,36 +76,60 @@ absl::StatusOr<Assignment> MemberClient::Heartbeat(
   return Heartbeat(std::move(req));
 }
 
+namespace {
+// A heartbeat the coordinator answers NOT_FOUND (it forgot this member: it
+// restarted, or reclaimed it) is sent once more, at once, after registering
+// again; a wait would add nothing, and a coordinator that forgets the member
+// twice in a row is reported (the member loop's backoff retries later).
+RetryPolicy ReRegisterRetry() {
+  RetryPolicy p;
+  p.initial = absl::ZeroDuration();
+  p.max = absl::ZeroDuration();
+  p.max_attempts = 2;
+  return p;
+}
+}  // namespace
+
 absl::StatusOr<Assignment> MemberClient::Heartbeat(HeartbeatRequest req) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (member_id_.empty()) RETURN_IF_ERROR(Register());
-    grpc::ClientContext ctx;
-    // A heartbeat answered later than half the member timeout is of no use
-    // (the member counts as silent by then): it fails sooner, and the
-    // member loop's retries and give-up see the coordinator's absence.
-    absl::Duration deadline = rpc_timeout_;
-    if (member_timeout_ > absl::ZeroDuration()) {
-      deadline = std::min(deadline,
-                          std::max(absl::Seconds(1), member_timeout_ / 2));
-    }
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    req.set_member_id(member_id_);
-    req.set_member_secret(member_secret_);
-    if (!gave_up_.empty()) req.set_gave_up(gave_up_);
-    HeartbeatResponse resp;
-    absl::Status st = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
-    if (st.ok()) gave_up_.clear();  // told
-    if (st.code() == absl::StatusCode::kNotFound) {
-      member_id_.clear();  // the coordinator forgot us: register again
-      continue;
-    }
-    if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
-    if (resp.heartbeat_ms() > 0) {
-      interval_ = absl::Milliseconds(std::max<int64_t>(50, resp.heartbeat_ms()));
-    }
-    return resp.assignment();
+  HeartbeatResponse resp;
+  bool forgotten = false;  // the last attempt's heartbeat: NOT_FOUND
+  absl::Status st = Retry(
+      ReRegisterRetry(),
+      [&]() -> absl::Status {
+        forgotten = false;
+        if (member_id_.empty()) RETURN_IF_ERROR(Register());
+        grpc::ClientContext ctx;
+        // A heartbeat answered later than half the member timeout is of no
+        // use (the member counts as silent by then): it fails sooner, and
+        // the member loop's retries and give-up see the coordinator's
+        // absence.
+        ctx.set_deadline(absl::ToChronoTime(
+            absl::Now() + HeartbeatDeadline(rpc_timeout_, member_timeout_)));
+        req.set_member_id(member_id_);
+        req.set_member_secret(member_secret_);
+        if (!gave_up_.empty()) req.set_gave_up(gave_up_);
+        resp.Clear();
+        absl::Status hb = FromGrpcStatus(stub_->Heartbeat(&ctx, req, &resp));
+        if (hb.ok()) gave_up_.clear();  // told
+        if (hb.code() == absl::StatusCode::kNotFound) {
+          member_id_.clear();  // the coordinator forgot us: register again
+          forgotten = true;
+          return hb;
+        }
+        if (!hb.ok()) {
+          return Annotate(hb, absl::StrCat("coordinator ", coordinator_));
+        }
+        return absl::OkStatus();
+      },
+      [&](const absl::Status&) { return forgotten; });
+  if (forgotten) {
+    return absl::UnavailableError("coordinator keeps forgetting this member");
   }
-  return absl::UnavailableError("coordinator keeps forgetting this member");
+  RETURN_IF_ERROR(st);
+  if (resp.heartbeat_ms() > 0) {
+    interval_ = absl::Milliseconds(std::max<int64_t>(50, resp.heartbeat_ms()));
+  }
+  return resp.assignment();
 }
 
 absl::Status MemberClient::Leave(HeartbeatRequest req) {

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/cluster/member_instance.h"
 #include "common/security.h"
+#include "common/timeouts.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace bertps {
@@ -46,11 +47,11 @@ class MemberClient : public MemberChannel {
  public:
   MemberClient(const std::string& coordinator, Role role,
                std::string my_address,
-               absl::Duration rpc_timeout = absl::Seconds(10));
+               absl::Duration rpc_timeout = kMemberRpcTimeout);
   // Dials with `security` (TLS, bearer token; common/security.h).
   MemberClient(const std::string& coordinator, Role role,
                std::string my_address, const SecurityConfig& security,
-               absl::Duration rpc_timeout = absl::Seconds(10));
+               absl::Duration rpc_timeout = kMemberRpcTimeout);
 
   absl::StatusOr<Assignment> Heartbeat(const std::string& job,
                                        const std::vector<StepReport>& reports,
@@ -101,7 +102,7 @@ class MemberClient : public MemberChannel {
   const std::string instance_service_;  // MemberInstanceService(instance_)
   std::string daemon_;
   int memory_share_ = 1;
-  absl::Duration interval_ = absl::Milliseconds(500);
+  absl::Duration interval_ = kHeartbeatInterval;
   absl::Duration member_timeout_;
   std::function<MemberRun()> announce_;
   std::string gave_up_;  // sent once, then cleared

@@ -17,6 +17,9 @@ MemberLoop::MemberLoop(MemberChannel* channel, MemberRole* role,
 absl::Status MemberLoop::Run() {
   Backoff backoff(options_.retry);
   absl::Time last_ok = options_.now();
+  // The member timeout the give-up was last checked against (the
+  // coordinator names it at registration; common/timeouts.h CheckGiveUp).
+  absl::Duration give_up_checked = absl::ZeroDuration();
   while (!stop_) {
     HeartbeatRequest req;
     role_->Fill(&req);
@@ -51,6 +54,12 @@ absl::Status MemberLoop::Run() {
       continue;
     }
     if (gave_up_) LOG(INFO) << "the coordinator answers again";
+    if (const absl::Duration timeout = channel_->member_timeout();
+        timeout > absl::ZeroDuration() && timeout != give_up_checked) {
+      give_up_checked = timeout;
+      absl::Status g = CheckGiveUp(options_.give_up, timeout);
+      if (!g.ok()) LOG(WARNING) << g.message();
+    }
     gave_up_ = false;
     backoff.Reset();
     last_ok = options_.now();

@@ -12,7 +12,9 @@
 // - the coordinator away longer than `give_up` (0: never): the role stops
 //   its work (it would run on with no one to account for it) and the loop
 //   goes on trying; once the coordinator answers again the member says it
-//   gave up (its job shows it as an event, and frees its work);
+//   gave up (its job shows it as an event, and frees its work); a give-up
+//   shorter than the coordinator's member timeout is warned about once the
+//   coordinator names it (common/timeouts.h CheckGiveUp);
 // - a coordinator that restarted forgets the member: the channel registers
 //   again announcing what the role runs (MemberRole::Running), so that the
 //   coordinator adopts it and the job goes on with no restart;
@@ -30,6 +32,7 @@
 #include "absl/time/time.h"
 #include "common/cluster/member.h"
 #include "common/retry.h"
+#include "common/timeouts.h"
 #include "proto/coordinator.pb.h"
 
 namespace bertps {
@@ -65,7 +68,7 @@ class MemberRole {
 
 struct MemberLoopOptions {
   // Stop the work after the coordinator was away this long (0: never).
-  absl::Duration give_up = absl::ZeroDuration();
+  absl::Duration give_up = kCoordinatorGiveUp;
   // Retries of unanswered heartbeats (the ceiling is also kept under a
   // third of the coordinator's member timeout).
   RetryPolicy retry;

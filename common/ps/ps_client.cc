@@ -13,6 +13,7 @@
 #include "common/handoff.h"
 #include "common/io/half.h"
 #include "common/model/weights.h"
+#include "common/retry.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "common/ps/checkpoint.h"
@@ -46,6 +47,20 @@ int64_t PsClient::threads_started() const {
 PsClient::~PsClient() = default;
 
 namespace {
+
+// Connect's waits for a shard that is starting (or has not yet taken its
+// job): 20 ms doubling to 500 ms, so a shard that is up a moment later is
+// found at once and one still starting costs two calls a second, until
+// connect_timeout.
+RetryPolicy ConnectRetry(absl::Duration connect_timeout) {
+  RetryPolicy p;
+  p.initial = absl::Milliseconds(20);
+  p.multiplier = 2;
+  p.max = absl::Milliseconds(500);
+  p.deadline = connect_timeout;
+  return p;
+}
+
 void SetIncarnation(const PsClientOptions& o, grpc::ClientContext* ctx) {
   if (o.incarnation > 0) {
     ctx->AddMetadata(ps::kIncarnationMetadata, absl::StrCat(o.incarnation));
@@ -103,26 +118,29 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     // coordinator, answers UNAVAILABLE: retry until connect_timeout.
     const absl::Time until = absl::Now() + options.connect_timeout;
     DescribeResponse d;
-    absl::Status st;
-    for (int attempt = 0;; ++attempt) {
-      if (options.cancel != nullptr && options.cancel->load()) {
-        return absl::CancelledError("connecting to the shards: cancelled");
-      }
-      grpc::ClientContext ctx;
-      // Short attempts, so a cancellation is noticed within a second.
-      ctx.set_deadline(absl::ToChronoTime(
-          std::min(until, absl::Now() + absl::Seconds(1))));
-      ctx.set_wait_for_ready(true);
-      SetIncarnation(options, &ctx);
-      st = FromGrpcStatus(
-          c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
-      if ((st.code() != absl::StatusCode::kUnavailable &&
-           st.code() != absl::StatusCode::kDeadlineExceeded) ||
-          absl::Now() + absl::Milliseconds(100) >= until) {
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(std::min(500, 20 << std::min(attempt, 5))));
-    }
+    bool cancelled = false;
+    absl::Status st = Retry(
+        ConnectRetry(options.connect_timeout),
+        [&]() -> absl::Status {
+          if (options.cancel != nullptr && options.cancel->load()) {
+            cancelled = true;
+            return absl::CancelledError("connecting to the shards: cancelled");
+          }
+          grpc::ClientContext ctx;
+          // Short attempts, so a cancellation is noticed within a second.
+          ctx.set_deadline(absl::ToChronoTime(
+              std::min(until, absl::Now() + absl::Seconds(1))));
+          ctx.set_wait_for_ready(true);
+          SetIncarnation(options, &ctx);
+          return FromGrpcStatus(
+              c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
+        },
+        [&](const absl::Status& s) {
+          return (s.code() == absl::StatusCode::kUnavailable ||
+                  s.code() == absl::StatusCode::kDeadlineExceeded) &&
+                 absl::Now() + absl::Milliseconds(100) < until;
+        });
+    if (cancelled) return st;
     if (!st.ok()) {
       return Annotate(st, absl::StrCat("parameter-server shard ", i, " at ",
                                        options.addresses[i]));

@@ -36,6 +36,7 @@
 #include "common/model/params.h"
 #include "common/security.h"
 #include "common/thread_lanes.h"
+#include "common/timeouts.h"
 #include "proto/ps.grpc.pb.h"
 #include "common/ps/call_canceller.h"
 #include "common/ps/stall_watch.h"
@@ -46,8 +47,9 @@ namespace bertps {
 
 struct PsClientOptions {
   std::vector<std::string> addresses;  // shard i at index i
-  absl::Duration rpc_timeout = absl::Seconds(120);
-  absl::Duration connect_timeout = absl::Seconds(60);
+  // The defaults and their relations: common/timeouts.h.
+  absl::Duration rpc_timeout = kPsRpcTimeout;
+  absl::Duration connect_timeout = kPsConnectTimeout;
   bool compress_bf16 = false;
   SecurityConfig security;  // TLS and bearer token (common/security.h)
   // The job incarnation every call names (0: none); shards of another
@@ -82,7 +84,7 @@ struct PsClientOptions {
   // long is cancelled and fails UNAVAILABLE, naming how far it got (its
   // connection half-open, or its stream window never reopened): the caller
   // retries now instead of at rpc_timeout. 0: never.
-  absl::Duration pull_stall_timeout = absl::Seconds(30);
+  absl::Duration pull_stall_timeout = kPullStallTimeout;
   // The same for a push: a stream write (one message, about a MB) still
   // waiting this long for the shard to take it is cancelled, and the push
   // fails UNAVAILABLE naming how far it got (a push is retried and applied
@@ -91,7 +93,7 @@ struct PsClientOptions {
   // not. A BSP shard holds a push that follows a version still being made
   // until it is (milliseconds, unless that update is itself stuck); a hold
   // longer than this counts as a stall and the push is retried. 0: never.
-  absl::Duration push_stall_timeout = absl::Seconds(30);
+  absl::Duration push_stall_timeout = kPushStallTimeout;
   // HTTP/2 keepalive pings while a call is open (ps::kKeepaliveTimeMs; 0:
   // none): a connection whose shard end is gone or frozen fails its calls
   // UNAVAILABLE about this plus min(this, 20 s) later.

@@ -15,6 +15,7 @@
 #include "common/handoff.h"
 #include "common/io/half.h"
 #include "common/model/weights.h"
+#include "common/retry.h"
 #include "common/status.h"
 #include "grpcpp/grpcpp.h"
 #include "common/ps/checkpoint.h"
@@ -312,22 +313,47 @@ PsClient::PushStream::~PushStream() {
   }
 }
 
+namespace {
+// A push lost in transport: 5 tries, 200 ms doubling (3 s of waits in all),
+// time for a shard's connection to come back or a backup to take over,
+// short against a step's rpc_timeout.
+RetryPolicy PushRetry() {
+  RetryPolicy p;
+  p.initial = absl::Milliseconds(200);
+  p.multiplier = 2;
+  p.max = absl::Milliseconds(1600);
+  p.max_attempts = 5;
+  return p;
+}
+}  // namespace
+
 absl::StatusOr<int64_t> PsClient::Push(const PushHeader& header,
                                        const float* grads) {
-  absl::Status last;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    ASSIGN_OR_RETURN(std::unique_ptr<PushStream> s, BeginPush(header));
-    for (size_t t = 0; t < layout_.tensors().size(); ++t) {
-      s->Send(static_cast<int>(t), grads + layout_.tensors()[t].offset);
-    }
-    absl::StatusOr<int64_t> v = s->Finish();
-    if (v.ok()) return v;
-    last = v.status();
-    // Only transport failures are retried; the shard recognises the retry.
-    if (last.code() != absl::StatusCode::kUnavailable) return last;
-    absl::SleepFor(absl::Milliseconds(200 << attempt));
-  }
-  return last;
+  int64_t version = -1;
+  bool begun = true;  // false: BeginPush failed (not retried)
+  absl::Status st = Retry(
+      PushRetry(),
+      [&]() -> absl::Status {
+        absl::StatusOr<std::unique_ptr<PushStream>> s = BeginPush(header);
+        if (!s.ok()) {
+          begun = false;
+          return s.status();
+        }
+        for (size_t t = 0; t < layout_.tensors().size(); ++t) {
+          (*s)->Send(static_cast<int>(t), grads + layout_.tensors()[t].offset);
+        }
+        absl::StatusOr<int64_t> v = (*s)->Finish();
+        if (!v.ok()) return v.status();
+        version = *v;
+        return absl::OkStatus();
+      },
+      // Only transport failures are retried; the shard recognises the retry.
+      [&](const absl::Status& s) {
+        return begun && s.code() == absl::StatusCode::kUnavailable;
+      },
+      options_.cancel);
+  RETURN_IF_ERROR(st);
+  return version;
 }
 
 }  // namespace bertps

@@ -71,6 +71,7 @@
 #include "absl/time/time.h"
 #include "common/io/tfevents.h"
 #include "common/monotonic_clock.h"
+#include "common/timeouts.h"
 #include "common/waitlist.h"
 #include "proto/coordinator.pb.h"
 #include "common/cluster/path_policy.h"
@@ -97,7 +98,8 @@ inline constexpr char kMemberMetadata[] = "bertps-member";
 inline constexpr char kMemberSecretMetadata[] = "bertps-member-secret";
 
 struct CoordinatorOptions {
-  absl::Duration member_timeout = absl::Seconds(10);
+  // The defaults and their relations: common/timeouts.h.
+  absl::Duration member_timeout = kMemberTimeout;
   // A lost train worker's slot that no idle train daemon took for this long
   // is taken over by a surviving worker of the job (negative: member_timeout;
   // infinite: never, the job waits).
@@ -106,7 +108,7 @@ struct CoordinatorOptions {
   // members would send more than max_heartbeats_per_s in all (each call
   // costs the coordinator the same CPU whatever it carries); never less
   // often than a fifth of member_timeout. 0: no bound.
-  int64_t heartbeat_ms = 500;
+  int64_t heartbeat_ms = absl::ToInt64Milliseconds(kHeartbeatInterval);
   int64_t max_heartbeats_per_s = 64;
   // Loss points kept per job: at most this many, spread over the whole run
   // (JobStatus.history_stride); the full curve is in TensorBoard's files.

@@ -16,6 +16,7 @@
 #include "common/security.h"
 #include "common/signals.h"
 #include "common/tcp_tuning.h"
+#include "common/timeouts.h"
 #include "deploy/probe/probe.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -30,7 +31,8 @@ ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port, -1: off).");
 ABSL_FLAG(std::string, address_file, "",
           "Once listening, write HOST:PORT here (atomically; with --port 0, "
           "how a script learns the port).");
-ABSL_FLAG(int, member_timeout_s, 10, "A member silent this long is dead.");
+ABSL_FLAG(int, member_timeout_s, bertps::FlagSeconds(bertps::kMemberTimeout),
+          "A member silent this long is dead.");
 ABSL_FLAG(int, slot_takeover_s, -1,
           "A lost train worker's slot that no idle train daemon took for "
           "this long is computed by a surviving worker as well (-1: "
@@ -91,6 +93,14 @@ int main(int argc, char** argv) {
                                     output_root + "/"),
                "jobs_root", "must be under --output_root when that is set");
   if (!checks.ok()) return checks.Fail();
+  // The coordinator's timeouts against the rest (common/timeouts.h).
+  bertps::Timeouts timeouts;
+  timeouts.pipeline = false;
+  timeouts.member_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  if (!checks.Check(bertps::ValidateTimeouts(timeouts)).ok()) {
+    return checks.Fail();
+  }
   if (absl::Status tcp = bertps::SetTcpCongestionFromFlag(); !tcp.ok()) {
     std::fprintf(stderr, "bertps_coordinator: %s\n", tcp.ToString().c_str());
     return 2;
@@ -105,21 +115,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   bertps::CoordinatorOptions options;
-  options.member_timeout = absl::Seconds(absl::GetFlag(FLAGS_member_timeout_s));
+  options.member_timeout = timeouts.member_timeout;
   options.max_heartbeats_per_s = absl::GetFlag(FLAGS_max_heartbeats_per_s);
   options.slot_takeover_after =
       absl::Seconds(absl::GetFlag(FLAGS_slot_takeover_s));
-  // A shard a train member could not reach is asked at once (1 s).
-  options.probe = [security = *security](const std::string& address) {
+  // A shard a train member could not reach is asked at once.
+  options.probe = [security = *security,
+                   deadline = timeouts.shard_probe](const std::string& address) {
     return bertps::CheckHealth(bertps::MakeChannel(address, security), address,
-                               "", absl::Seconds(1));
+                               "", deadline);
   };
   // A member registering with an address proves the server there is its
   // own (common/cluster/member_instance.h).
-  options.verify_address = [security = *security](const std::string& address,
-                                                  const std::string& service) {
+  options.verify_address = [security = *security,
+                            deadline = timeouts.address_proof](
+                               const std::string& address,
+                               const std::string& service) {
     return bertps::CheckHealth(bertps::MakeChannel(address, security), address,
-                               service, absl::Seconds(3));
+                               service, deadline);
   };
   options.max_members_per_token = absl::GetFlag(FLAGS_max_members_per_token);
   options.registrations_per_s = absl::GetFlag(FLAGS_registrations_per_s);

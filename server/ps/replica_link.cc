@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/ps/wire.h"
+#include "common/retry.h"
 #include "common/status.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -20,6 +21,32 @@ constexpr absl::Duration kReplicateTimeout = absl::Seconds(10);
 
 // A snapshot's transfer: this much, plus its bytes at 20 MB/s.
 constexpr absl::Duration kSnapshotTimeout = absl::Seconds(30);
+
+// A step to a backup: 3 tries, 200 then 400 ms apart, within the step's
+// deadline: a backup's connection that drops for a moment keeps it, one
+// that stays down is dropped before the primary's next step waits long.
+RetryPolicy StepRetry(absl::Duration deadline) {
+  RetryPolicy p;
+  p.initial = absl::Milliseconds(200);
+  p.multiplier = 2;
+  p.max = absl::Milliseconds(400);
+  p.max_attempts = 3;
+  p.deadline = deadline;
+  return p;
+}
+
+// A join's snapshot: 3 tries, 400 then 800 ms apart (a snapshot is large
+// and its backup is starting: longer pauses than a step's), within the
+// transfer's deadline.
+RetryPolicy SnapshotRetry(absl::Duration deadline) {
+  RetryPolicy p;
+  p.initial = absl::Milliseconds(400);
+  p.multiplier = 2;
+  p.max = absl::Milliseconds(800);
+  p.max_attempts = 3;
+  p.deadline = deadline;
+  return p;
+}
 
 }  // namespace
 
@@ -206,19 +233,20 @@ absl::Status GrpcReplicaLink::SendWithRetries(const Backup& b,
                                               const ReplicaStep& step,
                                               const float* grad,
                                               absl::Time deadline, Joiner* j) {
-  absl::Status st;
   // A backup briefly unreachable is tried again (a step it applied already
   // is a duplicate); one that stays so is dropped.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (attempt > 0) absl::SleepFor(absl::Milliseconds(100 << attempt));
-    if (j != nullptr && j->cancel) return absl::CancelledError("join cancelled");
-    st = SendTo(b, step, grad, deadline, j);
-    if (st.code() != absl::StatusCode::kUnavailable ||
-        absl::Now() >= deadline) {
-      break;
-    }
-  }
-  return st;
+  return Retry(
+      StepRetry(deadline - absl::Now()),
+      [&]() -> absl::Status {
+        if (j != nullptr && j->cancel) {
+          return absl::CancelledError("join cancelled");
+        }
+        return SendTo(b, step, grad, deadline, j);
+      },
+      [&](const absl::Status& st) {
+        return st.code() == absl::StatusCode::kUnavailable &&
+               absl::Now() < deadline;
+      });
 }
 
 absl::Status GrpcReplicaLink::Replicate(const ReplicaStep& step,
@@ -293,9 +321,7 @@ absl::Status GrpcReplicaLink::SendSnapshot(
       static_cast<int64_t>(snap.data.size() * sizeof(float));
   const absl::Time deadline =
       absl::Now() + kSnapshotTimeout + absl::Seconds(total / 20e6);
-  absl::Status st;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (attempt > 0) absl::SleepFor(absl::Milliseconds(200 << attempt));
+  auto attempt = [&]() -> absl::Status {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(deadline));
     ctx.AddMetadata(kIncarnationMetadata,
@@ -318,17 +344,20 @@ absl::Status GrpcReplicaLink::SendSnapshot(
       ok = w->Write(msg);
     }
     w->WritesDone();
-    st = FromGrpcStatus(w->Finish());
+    absl::Status st = FromGrpcStatus(w->Finish());
     {
       absl::MutexLock l(&j.ctx_mu);
       j.ctx = nullptr;
     }
-    if (st.code() != absl::StatusCode::kUnavailable ||
-        absl::Now() >= deadline) {
-      break;
-    }
-  }
-  return st;
+    return st;
+  };
+  // A backup briefly unreachable gets the snapshot again, within its
+  // deadline.
+  return Retry(SnapshotRetry(deadline - absl::Now()), attempt,
+               [&](const absl::Status& st) {
+                 return st.code() == absl::StatusCode::kUnavailable &&
+                        absl::Now() < deadline;
+               });
 }
 
 absl::Status GrpcReplicaLink::Join(const std::shared_ptr<Joiner>& jp,

@@ -24,6 +24,7 @@
 #include "common/security.h"
 #include "common/signals.h"
 #include "common/tcp_tuning.h"
+#include "common/timeouts.h"
 #include "glog/logging.h"
 #include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
@@ -35,7 +36,8 @@
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address: take jobs from it (all other job flags are "
           "then ignored).");
-ABSL_FLAG(int, coordinator_give_up_s, 0,
+ABSL_FLAG(int, coordinator_give_up_s,
+          bertps::FlagSeconds(bertps::kCoordinatorGiveUp),
           "With --coordinator: after the coordinator has not answered for "
           "this long, uninstall the shard (it keeps trying, and tells the job "
           "once the coordinator is back). 0: never; the shard serves on while "
@@ -224,9 +226,11 @@ std::thread StartMetrics(const std::vector<bertps::ps::ShardServer*>& servers,
 
 // With --coordinator: `slices` idle shard servers, each a member taking jobs
 // from `coordinator`, until a signal (or, with --exit_when_job_ends, the
-// first job's end).
+// first job's end); each stops its work after the coordinator was away for
+// `give_up` (0: never).
 int ServeSlices(const std::string& coordinator, int slices,
-                const bertps::SecurityConfig& security) {
+                const bertps::SecurityConfig& security,
+                absl::Duration give_up) {
   std::vector<std::unique_ptr<bertps::ps::ShardServer>> servers;
   std::vector<bertps::ps::ShardServer*> raw;
   std::vector<std::string> addresses;
@@ -275,8 +279,7 @@ int ServeSlices(const std::string& coordinator, int slices,
   std::vector<std::thread> loops;
   for (int k = 0; k < slices; ++k) {
     loops.emplace_back([&, k] {
-      statuses[k] = members[k]->Run(
-          absl::Seconds(absl::GetFlag(FLAGS_coordinator_give_up_s)));
+      statuses[k] = members[k]->Run(give_up);
       for (auto& m : members) m->Stop();
       servers[k]->Shutdown();
     });
@@ -333,6 +336,13 @@ int main(int argc, char** argv) {
       .Range("checkpoint_every", absl::GetFlag(FLAGS_checkpoint_every), 0,
              int64_t{1} << 40);
   if (!checks.ok()) return checks.Fail();
+  // The shard daemon's timeouts against the rest (common/timeouts.h).
+  bertps::Timeouts timeouts;
+  timeouts.pipeline = false;
+  timeouts.give_up = absl::Seconds(absl::GetFlag(FLAGS_coordinator_give_up_s));
+  if (!checks.Check(bertps::ValidateTimeouts(timeouts)).ok()) {
+    return checks.Fail();
+  }
   const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
   if (absl::GetFlag(FLAGS_slices) > 1 &&
       (coordinator.empty() || absl::GetFlag(FLAGS_exit_when_job_ends))) {
@@ -352,7 +362,8 @@ int main(int argc, char** argv) {
       security.ok() ? bertps::ValidateServing(*security) : security.status();
   if (!security_ok.ok()) return Fail(security_ok);
   if (!coordinator.empty()) {
-    return ServeSlices(coordinator, absl::GetFlag(FLAGS_slices), *security);
+    return ServeSlices(coordinator, absl::GetFlag(FLAGS_slices), *security,
+                       timeouts.give_up);
   }
   std::atomic<bool> metrics_done{false};
   std::unique_ptr<bertps::MetricsEndpoint> metrics;

@@ -16,6 +16,7 @@
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "common/process_cpu.h"
+#include "common/retry.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "common/ps/chunk_codec.h"
@@ -26,6 +27,17 @@ namespace {
 
 absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
   return absl::FromChrono(ctx->deadline());
+}
+
+// Rounds of a peer exchange: 50 ms doubling to 800 ms between them, until
+// the exchange's deadline: a peer restarting is found within a second of
+// its return, and one that stays away costs about a call a second.
+RetryPolicy PeerRetry() {
+  RetryPolicy p;
+  p.initial = absl::Milliseconds(50);
+  p.multiplier = 2;
+  p.max = absl::Milliseconds(800);
+  return p;
 }
 
 }  // namespace
@@ -419,8 +431,10 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
   std::vector<Call> calls(to.size());
   for (size_t i = 0; i < to.size(); ++i) calls[i].shard = to[i];
   // Rounds of attempts: every peer not yet done at once; a peer starting
-  // or briefly unreachable is tried again after a pause.
-  for (int attempt = 0;; ++attempt) {
+  // or briefly unreachable is tried again after a pause (PeerRetry), until
+  // `deadline`.
+  Backoff backoff(PeerRetry());
+  for (;;) {
     if (stop != nullptr && stop->load()) {
       return absl::AbortedError("this shard's install ended");
     }
@@ -485,7 +499,7 @@ absl::Status GrpcPeerLink::SendAll(const std::vector<int>& to,
         }
       }
     }
-    absl::SleepFor(absl::Milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
+    absl::SleepFor(backoff.Next());
   }
 }
 

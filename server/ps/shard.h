@@ -42,6 +42,7 @@
 #include "absl/base/thread_annotations.h"
 #include "common/io/file_util.h"
 #include "common/serial_thread.h"
+#include "common/timeouts.h"
 #include "common/waitlist.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -95,7 +96,8 @@ struct ShardOptions {
   // Safetensors (Hugging Face names) or a checkpoint manifest whose tensors
   // replace the seeded initial values; a missing task head keeps them.
   std::string init_weights;
-  absl::Duration wait_timeout = absl::Seconds(120);  // longest server wait
+  // The longest server wait (common/timeouts.h).
+  absl::Duration wait_timeout = kShardWaitTimeout;
   // Which start of the job this install is (the coordinator's count; 0 for
   // a shard run on its own). Requests naming another are refused.
   int64_t incarnation = 0;

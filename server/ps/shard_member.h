@@ -17,6 +17,7 @@
 #include "proto/job.pb.h"
 #include "common/cluster/member.h"
 #include "common/cluster/member_loop.h"
+#include "common/timeouts.h"
 #include "server/ps/server.h"
 
 namespace bertps {
@@ -32,7 +33,7 @@ class ShardMember : private MemberRole {
   // Until Stop() (or the first job's end with ExitWhenJobEnds), on the one
   // member loop (MemberLoop): a coordinator away for `give_up` (0: never)
   // makes it uninstall its shard and wait for the coordinator.
-  absl::Status Run(absl::Duration give_up = absl::ZeroDuration());
+  absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp);
   void Stop() { loop_.Stop(); }
   // ShardOptions.update_threads of the jobs it installs.
   void set_update_threads(int n) { update_threads_ = n; }
