@@ -214,7 +214,10 @@ int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
                            "): nothing is left to train from it; resubmit "
                            "without --from_checkpoint to train again"));
     }
-    req.mutable_spec()->mutable_checkpoint()->set_restore(s.last_checkpoint());
+    CheckpointSpec* c = req.mutable_spec()->mutable_checkpoint();
+    c->set_restore(s.last_checkpoint());
+    c->set_restore_as(CheckpointSpec::CONTINUE);  // its run goes on
+    c->set_reset_optimizer(false);
     from = absl::StrCat(" from the checkpoint of step ",
                         s.last_checkpoint_version());
   }

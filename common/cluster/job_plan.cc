@@ -41,6 +41,8 @@ JobPlan PlanOf(const JobSpec& spec) {
     p.checkpoint_every = spec.checkpoint().every_steps();
   }
   p.consistent_cuts = p.mode != BSP && p.checkpoint_every > 0;
+  p.origin_update = spec.checkpoint().origin().update();
+  p.origin_position = spec.checkpoint().origin().position();
   p.learning_rate = spec.optimizer().learning_rate();
   p.warmup_updates = spec.optimizer().warmup_steps();
   return p;

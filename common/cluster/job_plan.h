@@ -90,10 +90,25 @@ struct JobPlan {
   int64_t WorkerSteps(int worker) const { return StepsBefore(worker, updates); }
 
   // ---- The worker's share of the data.
+  // Where this job's data geometry begins (checkpoint.origin): a job
+  // continued from another job's checkpoint, perhaps with another batch
+  // size or worker count, trains update k >= origin_update on the examples
+  // from origin_position + (k - origin_update) * examples_per_update on.
+  // Both 0 for a job from its start.
+  int64_t origin_update = 0;
+  int64_t origin_position = 0;
+  // The stream position of update `ticket`'s first example.
+  int64_t PositionOfUpdate(int64_t ticket) const {
+    return origin_position + (ticket - origin_update) * examples_per_update;
+  }
   // The stream position of the first example of worker w's batch at step j.
   int64_t FirstExample(int worker, int64_t step) const {
-    return (step * replicas + worker) * examples_per_push;
+    return PositionOfUpdate(Ticket(worker, step)) +
+           (mode == BSP ? ExampleOffset(worker) : 0);
   }
+  // The end of the examples the job's updates consume: the ledger of a job
+  // that ran to its end is exactly [0, EndPosition()).
+  int64_t EndPosition() const { return PositionOfUpdate(updates); }
   // Worker w's examples within its update's global batch start here (the
   // index dropout keys use).
   int64_t ExampleOffset(int worker) const {

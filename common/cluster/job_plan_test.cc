@@ -147,6 +147,38 @@ TEST(JobPlan, TicketsFirstExamplesAndStepsByHand) {
   EXPECT_EQ(p.StepsBefore(2, 5), 5);
 }
 
+// A run continued from update 6 whose data had reached position 96 (2
+// workers x batch 8) by 1 worker x batch 4: update k >= 6 trains on
+// [96 + (k - 6) * 4, ...); the job ends at 96 + (16 - 6) * 4. Without an
+// origin the positions are those of a job from its start.
+TEST(JobPlan, AContinuedRunGoesOnFromItsDataOrigin) {
+  JobSpec s = Spec(BSP, 1, 4, 16);
+  s.mutable_checkpoint()->mutable_origin()->set_update(6);
+  s.mutable_checkpoint()->mutable_origin()->set_position(96);
+  JobPlan p = PlanOf(s);
+  EXPECT_EQ(p.FirstExample(0, 6), 96);
+  EXPECT_EQ(p.FirstExample(0, 7), 100);
+  EXPECT_EQ(p.PositionOfUpdate(16), 136);
+  EXPECT_EQ(p.EndPosition(), 136);
+  // BSP, 2 workers x batch 3: worker 1's share of update 8.
+  s = Spec(BSP, 2, 3, 20);
+  s.mutable_checkpoint()->mutable_origin()->set_update(6);
+  s.mutable_checkpoint()->mutable_origin()->set_position(50);
+  p = PlanOf(s);
+  EXPECT_EQ(p.FirstExample(1, 8), 50 + 2 * 6 + 3);
+  // ASP, 3 workers: worker 2's step 3 is ticket 11.
+  s = Spec(ASP, 3, 2, 20);
+  s.mutable_checkpoint()->mutable_origin()->set_update(9);
+  s.mutable_checkpoint()->mutable_origin()->set_position(40);
+  p = PlanOf(s);
+  EXPECT_EQ(p.FirstExample(2, 3), 40 + (11 - 9) * 2);
+  EXPECT_EQ(p.EndPosition(), 40 + 11 * 2);
+  // No origin: a job from its start.
+  p = PlanOf(Spec(ASP, 3, 2, 20));
+  EXPECT_EQ(p.FirstExample(2, 3), 22);
+  EXPECT_EQ(p.EndPosition(), 40);
+}
+
 // Checkpoints at multiples of every_steps and at the end; cuts (ASP/SSP
 // only) at the multiples, held tickets at or past the cut.
 TEST(JobPlan, CheckpointsAndCutsByHand) {

@@ -317,6 +317,30 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   if (s.checkpoint().every_steps() < 0) {
     return Bad("checkpoint.every_steps", "must be >= 0");
   }
+  if (s.checkpoint().restore_as() != CheckpointSpec::CONTINUE &&
+      s.checkpoint().restore().empty()) {
+    return Bad("checkpoint.restore_as",
+               "NEW_PHASE needs checkpoint.restore (the checkpoint the new "
+               "phase starts from)");
+  }
+  if (s.checkpoint().reset_optimizer() &&
+      s.checkpoint().restore_as() != CheckpointSpec::NEW_PHASE) {
+    return Bad("checkpoint.reset_optimizer",
+               "applies to restore_as: NEW_PHASE (a continued run keeps its "
+               "optimizer state)");
+  }
+  if (s.checkpoint().origin().update() < 0 ||
+      s.checkpoint().origin().position() < 0) {
+    return Bad("checkpoint.origin", "must be >= 0 (the coordinator sets it)");
+  }
+  if (s.checkpoint().origin().update() > s.steps() && s.steps() > 0) {
+    return Bad("checkpoint.origin",
+               absl::StrCat("the restored checkpoint is of update ",
+                            s.checkpoint().origin().update(),
+                            ", past the job's steps (", s.steps(),
+                            "): nothing is left to train (restore_as: "
+                            "NEW_PHASE starts the step count at 0)"));
+  }
   if (s.checkpoint().keep() < 0 || s.checkpoint().keep() > 1000000) {
     return Bad("checkpoint.keep", "must be in [0, 1000000] (0: keep all)");
   }

@@ -86,6 +86,14 @@ TEST(JobSpec, BadSpecsNameTheField) {
                 "backup_workers"},
            Case{"data: 'x' steps: 1 checkpoint { dir: 'c' keep: -1 }",
                 "checkpoint.keep"},
+           Case{"data: 'x' steps: 1 checkpoint { dir: 'c' restore_as: NEW_PHASE }",
+                "checkpoint.restore_as NEW_PHASE needs checkpoint.restore"},
+           Case{"data: 'x' steps: 1 checkpoint { dir: 'c' restore: 'r' "
+                "reset_optimizer: true }",
+                "checkpoint.reset_optimizer applies to restore_as: NEW_PHASE"},
+           Case{"data: 'x' steps: 1 checkpoint { dir: 'c' restore: 'r' "
+                "origin { update: -1 } }",
+                "checkpoint.origin"},
            Case{"data: 'x' steps: 1 no_such_field: 3", "no_such_field"},
            Case{"data: 'x' steps: 1 accumulation_steps: -2", "accumulation_steps"},
            Case{"data: 'x' steps: 1 batch_size: 65536 accumulation_steps: 1000",

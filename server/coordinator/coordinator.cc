@@ -327,8 +327,12 @@ int64_t Coordinator::RewindLocked(Job& job) {
   const int64_t from =
       job.last_checkpoint.empty() ? 0 : job.last_checkpoint_version;
   if (!job.last_checkpoint.empty()) {
-    job.status.mutable_spec()->mutable_checkpoint()->set_restore(
-        job.last_checkpoint);
+    // The job's own checkpoint: its run goes on (a new phase began at its
+    // start; its data origin stays).
+    CheckpointSpec* c = job.status.mutable_spec()->mutable_checkpoint();
+    c->set_restore(job.last_checkpoint);
+    c->set_restore_as(CheckpointSpec::CONTINUE);
+    c->set_reset_optimizer(false);
   }
   // Steps after the checkpoint are reported again.
   job.counted.erase(job.counted.lower_bound({from, -1}), job.counted.end());

@@ -38,6 +38,13 @@ inline int64_t ExamplesPerUpdate(const JobSpec& s) {
 absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec,
                                                    const PathRoots& roots);
 
+// A train job restoring checkpoint.restore: a directory becomes its newest
+// manifest, which must read; a continued run (restore_as CONTINUE) gets
+// checkpoint.origin, the checkpoint's version and the end of its example
+// ledger (JobPlan::origin_update, origin_position); a new phase none.
+// INVALID_ARGUMENT naming the field.
+absl::Status SetDataOrigin(JobSpec* spec);
+
 // Makes the job's job_dir and checks that the coordinator can write its
 // tensorboard_dir (creating it): at submit, after every other check passed.
 // INVALID_ARGUMENT naming the field.

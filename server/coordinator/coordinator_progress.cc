@@ -250,7 +250,9 @@ void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
   p->set_step(applied);
   // The epoch the plan is in; the counts come from shard 0's ledger.
   const int64_t e = job.examples_per_epoch;
-  const int64_t planned = applied * ExamplesPerUpdate(job.status.spec());
+  const JobPlan plan = PlanOf(job.status.spec());
+  const int64_t planned =
+      applied >= plan.origin_update ? plan.PositionOfUpdate(applied) : 0;
   if (e > 0 && planned > 0) p->set_epoch((planned - 1) / e);
 }
 
@@ -296,7 +298,9 @@ bool Coordinator::CheckAccountingLocked(Job& job) {
   // that come late: gaps, but still nothing twice).
   const int64_t total = job.status.progress().total_steps();
   const JobSpec& spec = job.status.spec();
-  const int64_t want = total * ExamplesPerUpdate(spec);
+  // A continued run's data went on from the checkpoint's position in this
+  // job's geometry (JobPlan::origin_position).
+  const int64_t want = PlanOf(spec).EndPosition();
   const auto ranges = job.ledger.ranges();
   const bool exact = ranges.size() == 1 && ranges[0].first == 0 &&
                      ranges[0].second == want;

@@ -19,6 +19,7 @@
 #include "common/io/record_index.h"
 #include "common/io/tfrecord.h"
 #include "common/ps/checkpoint.h"
+#include "common/ps/example_ledger.h"
 #include "common/status.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
@@ -150,6 +151,55 @@ absl::StatusOr<std::vector<DataFile>> DescribeData(const JobSpec& spec,
   return out;
 }
 
+absl::Status SetDataOrigin(JobSpec* spec) {
+  CheckpointSpec* c = spec->mutable_checkpoint();
+  c->clear_origin();
+  if (c->restore().empty()) return absl::OkStatus();
+  // A directory: its newest complete checkpoint now, so that every shard
+  // (and every restart before the job's own first checkpoint) reads the
+  // same one.
+  std::string manifest = c->restore();
+  if (!absl::EndsWith(manifest, ".json")) {
+    absl::StatusOr<std::string> m = ps::LatestManifest(manifest);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job spec: checkpoint.restore: ", m.status().message()));
+    }
+    manifest = *m;
+    c->set_restore(manifest);
+  }
+  absl::StatusOr<ps::Manifest> m = ps::ReadManifest(manifest);
+  if (!m.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec: checkpoint.restore: ", m.status().message()));
+  }
+  if (c->restore_as() == CheckpointSpec::NEW_PHASE) return absl::OkStatus();
+  // Continued: the data goes on where the checkpoint's updates left it, in
+  // this job's geometry (its batch, workers, accumulation).
+  if (m->version > spec->steps()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job spec: checkpoint.restore: the checkpoint is of update ",
+        m->version, ", past the job's steps (", spec->steps(),
+        "); a continued run counts steps from its start (restore_as: "
+        "NEW_PHASE starts them at 0)"));
+  }
+  int64_t position = m->version * PlanOf(*spec).examples_per_update;
+  if (!m->example_ledger.empty()) {
+    absl::StatusOr<ps::ExampleLedger> ledger =
+        ps::ExampleLedger::Parse(m->example_ledger);
+    if (!ledger.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job spec: checkpoint.restore: ", manifest,
+                       ": its example ledger: ", ledger.status().message()));
+    }
+    const auto ranges = ledger->ranges();
+    position = ranges.empty() ? 0 : ranges.back().second;
+  }
+  c->mutable_origin()->set_update(m->version);
+  c->mutable_origin()->set_position(position);
+  return absl::OkStatus();
+}
+
 }  // namespace coordinator_internal
 
 absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
@@ -163,6 +213,8 @@ absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
 }
 
 absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
+  // The coordinator's to set (SetDataOrigin), from the checkpoint itself.
+  if (spec.has_checkpoint()) spec.mutable_checkpoint()->clear_origin();
   ApplyJobDefaults(&spec);
   // The job's directory: its id is taken now (a refused submission leaves a
   // gap in the ids), so that the directory can be named after it.
@@ -240,6 +292,9 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
     // updates); steps now say it (a valid spec, as stored).
     spec.set_steps(PlanOf(spec).UpdatesForEpochs(spec.epochs(), examples));
     spec.set_epochs(0);
+  }
+  if ((spec.task() == PRETRAIN || spec.task() == CLASSIFY)) {
+    RETURN_IF_ERROR(coordinator_internal::SetDataOrigin(&spec));
   }
   absl::ReleasableMutexLock l(&mu_);
   RETURN_IF_ERROR(CheckMemberMemoryLocked(spec, *memory));

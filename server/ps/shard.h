@@ -335,7 +335,13 @@ class ShardCore {
                                                 int64_t version,
                                                 absl::Time deadline);
   // Restores from a checkpoint manifest (any number of shards).
-  absl::StatusOr<int64_t> Restore(const std::string& manifest);
+  // `new_phase` (checkpoint.restore_as NEW_PHASE): the parameters and,
+  // unless `reset_optimizer`, the optimizer state are the checkpoint's; the
+  // version, the workers' clocks and the example ledger start at 0. Returns
+  // the version the shard is at.
+  absl::StatusOr<int64_t> Restore(const std::string& manifest,
+                                  bool new_phase = false,
+                                  bool reset_optimizer = false);
 
   StatsResponse Stats() const;
 

@@ -99,15 +99,21 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   return r;
 }
 
-absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest) {
+absl::StatusOr<int64_t> ShardCore::Restore(const std::string& manifest,
+                                           bool new_phase,
+                                           bool reset_optimizer) {
   const int64_t n = shard_size();
   AlignedVector<float> params(n);
   std::vector<float> slot_major(static_cast<size_t>(state_slots_) * n);
   ASSIGN_OR_RETURN(int64_t v, RestoreShard(manifest, layout_, plan_,
                                            options_.shard, state_slots_,
                                            params.data(), slot_major.data()));
+  if (new_phase) {
+    v = 0;
+    if (reset_optimizer) std::fill(slot_major.begin(), slot_major.end(), 0.0f);
+  }
   ExampleLedger ledger;
-  {
+  if (!new_phase) {
     ASSIGN_OR_RETURN(Manifest m, ReadManifest(manifest));
     if (!m.example_ledger.empty()) {
       absl::StatusOr<ExampleLedger> parsed =

@@ -189,8 +189,10 @@ bool ShardMember::Apply(const Assignment& assignment) {
         // A backup joining a running job gets its state from its primary's
         // snapshot, not from the checkpoint.
         if (!a->joining() && !a->spec().checkpoint().restore().empty()) {
-          absl::StatusOr<int64_t> v =
-              server_->core()->Restore(a->spec().checkpoint().restore());
+          const CheckpointSpec& c = a->spec().checkpoint();
+          absl::StatusOr<int64_t> v = server_->core()->Restore(
+              c.restore(), c.restore_as() == CheckpointSpec::NEW_PHASE,
+              c.reset_optimizer());
           if (!v.ok()) {
             return Annotate(v.status(),
                             absl::StrCat("checkpoint.restore \"",

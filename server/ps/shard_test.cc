@@ -11,6 +11,7 @@
 #include "common/io/half.h"
 #include "common/status.h"
 #include "common/io/fault_file_system.h"
+#include "common/ps/checkpoint.h"
 #include "gtest/gtest.h"
 
 namespace bertps {
@@ -134,6 +135,59 @@ TEST(ShardCore, AFailedCheckpointWriteChangesNothing) {
     ASSERT_TRUE(PushConst(core.get(), 0, 1, 0.1f).ok());
     EXPECT_EQ(core->version(), 3);
   }
+}
+
+// checkpoint.restore_as NEW_PHASE: the parameters and, unless
+// reset_optimizer, the optimizer state are the checkpoint's; the version,
+// the workers' clocks and the ledger start at 0. A continued restore keeps
+// the checkpoint's version.
+TEST(ShardCore, ANewPhaseKeepsTheStateAndCountsFromZero) {
+  const ShardOptions o = Opts(BSP, 1);
+  auto core = *ShardCore::Create(o, nullptr);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(PushConst(core.get(), 0, step, 0.1f * (step + 1)).ok());
+  }
+  const std::string dir = ::testing::TempDir() + "/new-phase";
+  const DescribeResponse d = core->Describe();
+  ASSERT_GT(d.state_slots(), 0);  // moments to keep or reset
+  Manifest m;
+  m.version = 3;
+  m.num_shards = 1;
+  m.config_json = o.config.ToJson();
+  m.task = "pretrain";
+  m.optimizer = d.optimizer();
+  m.plan_text = core->plan().ToText();
+  m.state_slots = d.state_slots();
+  auto r = core->Checkpoint(dir, 3, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  m.files.push_back({0, r->file(), r->crc32c(), r->bytes()});
+  m.example_ledger = r->example_ledger();
+  auto manifest = WriteManifest(dir, m);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const std::vector<float> trained = Params(core.get());
+
+  auto continued = *ShardCore::Create(o, nullptr);
+  EXPECT_EQ(*continued->Restore(*manifest), 3);
+  EXPECT_EQ(continued->Stats().worker_clock(0), 3);
+
+  auto next = [&](bool reset) {
+    auto phase = *ShardCore::Create(o, nullptr);
+    absl::StatusOr<int64_t> v = phase->Restore(*manifest, true, reset);
+    EXPECT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v, 0);
+    EXPECT_EQ(phase->version(), 0);
+    EXPECT_EQ(phase->Stats().worker_clock(0), 0);
+    const std::vector<float> got = Params(phase.get());
+    EXPECT_EQ(0, std::memcmp(got.data(), trained.data(), 4 * got.size()));
+    // Its first update is update 0 of the new phase.
+    EXPECT_TRUE(PushConst(phase.get(), 0, 0, 0.1f).ok());
+    EXPECT_EQ(phase->version(), 1);
+    return Params(phase.get());
+  };
+  const std::vector<float> kept = next(false), reset = next(true);
+  // The moments carried over make the first step another one than moments
+  // from zero.
+  EXPECT_NE(0, std::memcmp(kept.data(), reset.data(), 4 * kept.size()));
 }
 
 TEST(ShardCore, UpdateThreadsDoNotChangeTheResult) {
