@@ -19,13 +19,7 @@ tools/setup.sh
 
 steps="${STEPS:-200}"
 out="${OUT:-out/quickstart}"
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-  bazel shutdown >/dev/null 2>&1 || true
-}
+source tools/local_cluster.sh
 trap stop_all EXIT
 trap 'echo; echo "quickstart: interrupted, stopping the cluster"; exit 130' INT TERM
 
@@ -40,54 +34,12 @@ echo "quickstart: fetching the vocabulary and a small real corpus"
 tools/get_data.sh vocab corpus_small
 vocab=data/vocab/bert-base-uncased-vocab.txt
 corpus=data/corpus/small
-# The coordinator takes any free port and writes its address once it listens:
-# nothing is submitted before that, and no other process can race it for a
-# port picked in advance.
-"$bin/server/coordinator/bertps_coordinator" --port 0 --metrics_port 0 \
-    --address_file "$out/coordinator.address" > "$out/coordinator.log" 2>&1 &
-coordinator_pid=$!
-pids+=($coordinator_pid)
-for _ in $(seq 1 600); do
-  [ -s "$out/coordinator.address" ] && break
-  kill -0 "$coordinator_pid" 2>/dev/null || break
-  sleep 0.05
-done
-if [ ! -s "$out/coordinator.address" ]; then
-  echo "quickstart: the coordinator did not start:"; tail -5 "$out/coordinator.log"; exit 1
-fi
-export BERTPS_COORDINATOR="$(cat "$out/coordinator.address")"
-echo "quickstart: coordinator on $BERTPS_COORDINATOR, 2 parameter-server shards, 2 train workers, a preprocess and an eval worker"
-for s in 0 1; do
-  "$bin/server/ps/bertps_server" --coordinator "$BERTPS_COORDINATOR" --port 0 \
-      --metrics_port 0 > "$out/ps$s.log" 2>&1 &
-  pids+=($!)
-done
-for w in 0 1; do
-  "$bin/worker/bertps_worker" --role=train --coordinator "$BERTPS_COORDINATOR" \
-      --metrics_port 0 > "$out/worker$w.log" 2>&1 &
-  pids+=($!)
-done
-for role in preprocess eval; do
-  "$bin/worker/bertps_worker" --role=$role --coordinator "$BERTPS_COORDINATOR" \
-      > "$out/$role.log" 2>&1 &
-  pids+=($!)
-done
+start_local_cluster quickstart
 
 # Preprocessing on the cluster: cleaning, WordPiece, MLM/NSP instances
 # (seq 128, 20 masked positions), parts 00-02 for training, 03 held out.
-abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 for set in train:"part-0[0-2].txt" heldout:"part-03.txt"; do
-  name=${set%%:*}; glob=${set#*:}
-  cat > "$out/preprocess-$name.pbtxt" <<EOF2
-name: "quickstart-$name-data"
-task: PREPROCESS
-data: "$(abs "$corpus")/$glob"
-output_dir: "$(abs "$out")/data/$name"
-preprocess { vocab: "$(abs "$vocab")" dupe_factor: 1 shards: 4 clean { dedup_exact: true } }
-EOF2
-  pjob=$("$bin/tools/bertpsctl" submit "$out/preprocess-$name.pbtxt")
-  "$bin/tools/bertpsctl" watch "$pjob" > /dev/null || { echo "quickstart: preprocessing failed"; "$bin/tools/bertpsctl" status "$pjob"; exit 1; }
-  "$bin/tools/bertpsctl" status "$pjob" | grep items
+  preprocess_text quickstart "${set%%:*}" "$(abs "$corpus")/${set#*:}" "$vocab"
 done
 
 cat > "$out/job.pbtxt" <<EOF2
