@@ -164,13 +164,16 @@ pipeline_spec() {
       'pipeline { stages: 2 micro_batches: 2 schedule: "1f1b" }' "${3:-}"
 }
 
-# wait_for_step JOB N: returns once JOB's progress reached step N (60 s at
-# most; the caller checks what it needs).
+# wait_for_step JOB N: returns once JOB's progress reached step N; fails the
+# test (naming the job's state and step) when it has not within 60 s.
 wait_for_step() {
+  local step
   for _ in $(seq 1 600); do
-    [ "$(field "$1" 's.get("progress", {}).get("step", 0)')" -ge "$2" ] && return 0
+    step=$(field "$1" 's.get("progress", {}).get("step", 0)' 2>/dev/null) || step=0
+    [ "${step:-0}" -ge "$2" ] 2>/dev/null && return 0
     sleep 0.1
   done
+  fail "job $1 did not reach step $2 within 60 s: $(field "$1" 's["state"] + " at step " + str(s.get("progress", {}).get("step", 0)) + " " + s.get("waiting", "") + s.get("reason", "")' 2>&1)"
 }
 
 # expect_same_parameters A B WHAT: the exports A and B (waited for up to
