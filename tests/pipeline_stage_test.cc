@@ -393,6 +393,43 @@ TEST(PipelineStageTest, KilledStageFailsTheOthersFast) {
   }
 }
 
+// A token id outside the vocabulary is refused before the model reads it,
+// naming the file and offset of its example, as a train worker's batch is
+// (one batch reader for both).
+TEST(PipelineStageTest, ABadExampleIsNamedByFileAndOffset) {
+  const std::string path = TempDir() + "/stage-bad-0.tfrecord";
+  {
+    auto w = *io::TFRecordWriter::Open(path);
+    for (int i = 0; i < 8; ++i) {
+      io::PretrainExample e;
+      for (int j = 0; j < 16; ++j) {
+        e.input_ids.push_back(i == 5 && j == 3 ? 40000 : 5);
+        e.input_mask.push_back(1);
+        e.segment_ids.push_back(0);
+      }
+      e.masked_lm_positions = {1, 2, 3};
+      e.masked_lm_ids = {5, 5, 5};
+      e.masked_lm_weights = {1, 1, 1};
+      ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
+    }
+    ASSERT_TRUE(w->Close().ok());
+  }
+  Cluster c = StartCluster(2, absl::Seconds(5));
+  auto stages = StartStages(c, path, 2, 1, PipelineScheduleKind::kGPipe, 8, 1);
+  ASSERT_EQ(stages.size(), 2u);
+  std::vector<absl::Status> st = RunAll(stages);
+  bool named = false;
+  for (const absl::Status& s : st) {
+    EXPECT_FALSE(s.ok());
+    if (s.code() == absl::StatusCode::kInvalidArgument &&
+        absl::StrContains(s.message(), "stage-bad-0.tfrecord@") &&
+        absl::StrContains(s.message(), "40000")) {
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named) << st[0] << " / " << st[1];
+}
+
 TEST(PipelineStageTest, BadOptionsAreRefused) {
   const std::string data = WriteData(8);
   Cluster c = StartCluster(2);

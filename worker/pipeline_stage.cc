@@ -16,6 +16,7 @@
 #include "common/tcp_tuning.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "worker/batch_reader.h"
 #include "common/ps/wire.h"
 #include "worker/stage_router.h"
 #include "worker/stage_wire.h"
@@ -296,37 +297,12 @@ absl::Status PipelineStage::PullOwnTensors(int64_t step,
 }
 
 absl::Status PipelineStage::ReadBatch(int64_t step) {
-  // This replica's B examples of global batch `step`, read where they lie.
-  const int64_t first = options_.plan.FirstExample(options_.replica, step);
-  std::string record;
-  int64_t at = first;
-  auto next = [&]() { return source_->Read(at++, &record); };
-  batch_ = io::BertBatch();
-  batch_.seq = seq_;
-  batch_.preds = preds_;
-  batch_.first_position = first;  // what the push will say it trained on
-  for (int64_t i = 0; i < options_.plan.examples_per_push; ++i) {
-    RETURN_IF_ERROR(next());
-    if (options_.task == BertTask::kPretrain) {
-      absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
-      if (!e.ok()) return Annotate(e.status(), source_->last_position());
-      if (static_cast<int>(e->input_ids.size()) != seq_ ||
-          static_cast<int>(e->masked_lm_ids.size()) != preds_) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source_->last_position(), ": example shape differs from the first"));
-      }
-      io::AppendExample(*e, &batch_);
-    } else {
-      absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
-      if (!e.ok()) return Annotate(e.status(), source_->last_position());
-      if (static_cast<int>(e->input_ids.size()) != seq_) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source_->last_position(), ": example shape differs from the first"));
-      }
-      io::AppendExample(*e, &batch_);
-    }
-  }
-  return absl::OkStatus();
+  // This replica's B examples of global batch `step`, read where they lie,
+  // each validated as a train worker's are.
+  return ReadExamples(source_.get(),
+                      options_.plan.FirstExample(options_.replica, step),
+                      options_.plan.examples_per_push,
+                      {options_.task, seq_, preds_}, options_.config, &batch_);
 }
 
 absl::StatusOr<StageStepReport> PipelineStage::Step(int64_t step) {

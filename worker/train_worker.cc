@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
+#include "worker/batch_reader.h"
 
 namespace bertps {
 namespace {
@@ -196,52 +197,10 @@ absl::Status TrainWorker::MemoryError(absl::string_view cause) const {
 absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
   // Worker w's E = B x accumulation examples of global batch `step`, read
   // where they lie (the stream wraps around at the end of the data: epochs).
-  const int64_t first = options_.plan.FirstExample(options_.worker, step);
-  std::string record;
-  int64_t at = first;
-  auto next = [&]() { return source_->Read(at++, &record); };
-  // Decode this worker's E examples.
-  io::BertBatch& b = *out;
-  b = io::BertBatch();
-  b.seq = seq_;
-  b.preds = preds_;
-  b.first_position = first;  // what the push will say it trained on
-  for (int64_t i = 0; i < push_examples(); ++i) {
-    RETURN_IF_ERROR(next());
-    auto check = [&](size_t s, size_t p) -> absl::Status {
-      if (static_cast<int>(s) != seq_ || static_cast<int>(p) != preds_) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source_->last_position(), ": example shape (", s, ", ", p,
-            ") differs from the first example's (", seq_, ", ", preds_, ")"));
-      }
-      return absl::OkStatus();
-    };
-    // Each example checked alone (ids in the vocabulary, labels, mask), so
-    // that an error names its file and offset, not a row of a batch.
-    io::BertBatch one;
-    one.seq = seq_;
-    one.preds = preds_;
-    if (options_.task == BertTask::kPretrain) {
-      absl::StatusOr<io::PretrainExample> e = io::DecodePretrainExample(record);
-      if (!e.ok()) return Annotate(e.status(), source_->last_position());
-      RETURN_IF_ERROR(check(e->input_ids.size(), e->masked_lm_ids.size()));
-      io::AppendExample(*e, &one);
-      io::AppendExample(*e, &b);
-    } else {
-      absl::StatusOr<io::ClassifyExample> e = io::DecodeClassifyExample(record);
-      if (!e.ok()) return Annotate(e.status(), source_->last_position());
-      RETURN_IF_ERROR(check(e->input_ids.size(), 0));
-      io::AppendExample(*e, &one);
-      io::AppendExample(*e, &b);
-    }
-    const BertConfig& c = options_.config;
-    absl::Status valid = one.Validate(
-        static_cast<int>(c.vocab_size), static_cast<int>(c.max_position_embeddings),
-        static_cast<int>(c.type_vocab_size),
-        options_.task == BertTask::kClassify ? static_cast<int>(c.num_labels) : 0);
-    if (!valid.ok()) return Annotate(valid, source_->last_position());
-  }
-  return absl::OkStatus();
+  return ReadExamples(source_.get(),
+                      options_.plan.FirstExample(options_.worker, step),
+                      push_examples(), {options_.task, seq_, preds_},
+                      options_.config, out);
 }
 
 absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
