@@ -54,7 +54,7 @@ spec spec-data-10k-globs    refused 'data'                           $(for i in 
 spec spec-export-unwritable fails   'export_path'                    'export_path="/proc/bertps/x.safetensors"'
 spec spec-export-traversal  succeeds ''                              "export_path=\"$work/jobs/../out.safetensors\""
 spec spec-ckpt-dir-file     fails   'checkpoint'                     "checkpoint.dir=\"$work/base.txt\"" checkpoint.every_steps=2
-spec spec-restore-missing   fails   'checkpoint.restore .*none'                        "checkpoint.restore=\"$F/none\""
+spec spec-restore-missing   refused 'checkpoint.restore: .*none'                      "checkpoint.restore=\"$F/none\""
 spec spec-tb-unwritable     refused 'tensorboard_dir'                'tensorboard_dir="/proc/bertps/tb"'
 spec spec-job-dir-proc      refused 'job_dir'                        'job_dir="/proc/bertps/j"'
 # --- model configs --------------------------------------------------------
