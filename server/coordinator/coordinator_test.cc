@@ -705,6 +705,22 @@ TEST_F(CoordinatorTest, AnElasticJobRunsOnFewerDaemonsThanSlots) {
     EXPECT_TRUE(h.member() == w0 || h.member() == w1) << h.member();
   }
   EXPECT_EQ(st.restarts(), 0);
+  // w0 is drained: told on its next heartbeat, asked again with no error;
+  // when it leaves, w1 computes every slot. An unknown member: NOT_FOUND.
+  EXPECT_EQ(coord_.Drain("m-none").status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<DrainMemberResponse> d = coord_.Drain(w0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->job_id(), id);
+  EXPECT_FALSE(d->already());
+  EXPECT_TRUE(coord_.Drain(w0)->already());
+  EXPECT_TRUE(Beat(w0, id).drain());
+  EXPECT_FALSE(Beat(w1, id).drain());
+  leave.set_member_id(w0);
+  ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
+  st = *coord_.Get(id);
+  for (const SlotHolder& h : st.slots()) EXPECT_EQ(h.member(), w1);
+  EXPECT_EQ(st.restarts(), 0);
 }
 
 TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
