@@ -706,6 +706,23 @@ int CmdCancel(JobService::StubInterface* stub, const CtlOptions& o,
   return kExitOk;
 }
 
+int CmdDrain(JobService::StubInterface* stub, const CtlOptions& o,
+             const std::string& member, std::ostream& out, std::ostream& err) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  DrainMemberRequest req;
+  req.set_member_id(member);
+  DrainMemberResponse resp;
+  const grpc::Status st = stub->DrainMember(&ctx, req, &resp);
+  if (!st.ok()) return Fail(err, RpcError(o, "DrainMember", st, ""));
+  out << "member " << Printable(member) << " (" << Role_Name(resp.role())
+      << (resp.job_id().empty() ? std::string(", idle")
+                                : ", of job " + Printable(resp.job_id()))
+      << ") " << (resp.already() ? "was already told to drain" : "drains")
+      << ": it hands its work back and leaves\n";
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------- driver
 
 int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
@@ -721,6 +738,7 @@ int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
   if (cmd.verb == "list") return CmdList(stub, o, out, err);
   if (cmd.verb == "watch") return CmdWatch(stub, o, arg, out, err);
   if (cmd.verb == "cancel") return CmdCancel(stub, o, arg, out, err);
+  if (cmd.verb == "drain") return CmdDrain(stub, o, arg, out, err);
   if (cmd.verb == "metrics") return CmdMetrics(stub, o, arg, out, err);
   if (cmd.verb == "plot") return CmdPlot(stub, o, arg, out, err);
   if (cmd.verb == "events") return CmdEvents(stub, o, arg, out, err);

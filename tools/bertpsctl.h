@@ -7,6 +7,7 @@
 //     watch JOB              follow the job until it ends (progress bar on a
 //                            TTY, one line per event otherwise)
 //     cancel JOB
+//     drain MEMBER           the member hands its work back and leaves
 //     metrics JOB [--json]   progress and loss history
 //     plot JOB [-o FILE]     loss and learning-rate curves as an SVG
 //     events JOB [--json]    the job's log, with times
@@ -124,6 +125,10 @@ int CmdEvents(JobService::StubInterface* stub, const CtlOptions& o,
 void GiveOwnDirectory(const std::string& id, JobSpec* spec);
 int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
                 const std::string& job, std::ostream& out, std::ostream& err);
+// Tells a member to hand its work back and leave (admin); asking again is
+// no error.
+int CmdDrain(JobService::StubInterface* stub, const CtlOptions& o,
+             const std::string& member, std::ostream& out, std::ostream& err);
 // Writes the model of a checkpoint to `dest` without a job: `source` is a
 // job id (its checkpoint.dir, the newest complete checkpoint or --step's;
 // its label names and vocabulary go with it) or, with no coordinator asked,

@@ -305,6 +305,18 @@ absl::Status ValidateJobSpec(const JobSpec& s, bool outputs_may_default) {
   if (s.num_workers() < 1 || s.num_workers() > 4096) {
     return Bad("num_workers", "must be in [1, 4096]");
   }
+  if (s.min_workers() < 0 || s.min_workers() > s.num_workers()) {
+    return Bad("min_workers",
+               absl::StrCat("must be in [0, num_workers] (0: num_workers), got ",
+                            s.min_workers(), " with num_workers ",
+                            s.num_workers()));
+  }
+  if (s.min_workers() > 0 && s.min_workers() < s.num_workers() &&
+      s.pipeline().stages() > 1) {
+    return Bad("min_workers",
+               "applies to train workers, not to pipeline stages (a pipeline "
+               "job runs on all its replicas' stages)");
+  }
   const ConsistencySpec& c = s.consistency();
   if (c.staleness() < 0) return Bad("consistency.staleness", "must be >= 0");
   if (c.backup_workers() < 0 || c.backup_workers() >= s.num_workers()) {

@@ -94,6 +94,11 @@ TEST(JobSpec, BadSpecsNameTheField) {
            Case{"data: 'x' steps: 1 checkpoint { dir: 'c' restore: 'r' "
                 "origin { update: -1 } }",
                 "checkpoint.origin"},
+           Case{"data: 'x' steps: 1 num_workers: 2 min_workers: 3",
+                "min_workers must be in [0, num_workers]"},
+           Case{"data: 'x' steps: 1 model: 'tiny' num_workers: 2 min_workers: 1 "
+                "pipeline { stages: 2 micro_batches: 4 }",
+                "min_workers applies to train workers, not to pipeline stages"},
            Case{"data: 'x' steps: 1 no_such_field: 3", "no_such_field"},
            Case{"data: 'x' steps: 1 accumulation_steps: -2", "accumulation_steps"},
            Case{"data: 'x' steps: 1 batch_size: 65536 accumulation_steps: 1000",

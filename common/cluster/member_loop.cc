@@ -63,6 +63,14 @@ absl::Status MemberLoop::Run() {
     gave_up_ = false;
     backoff.Reset();
     last_ok = options_.now();
+    if (a->drain()) {
+      // Asked to drain (JobService.DrainMember): the work goes back to the
+      // coordinator as on SIGTERM, and the daemon exits.
+      LOG(INFO) << "the coordinator asks this member to drain: it stops its "
+                   "work and leaves";
+      stop_ = true;
+      break;
+    }
     if (!role_->Apply(*a)) break;
     if (stop_) break;
     if (!role_->Urgent()) role_->Wait(channel_->interval(), options_.sleep);

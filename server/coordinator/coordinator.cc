@@ -163,6 +163,32 @@ ListJobsResponse Coordinator::ListPage(int page_size, const std::string& after,
   return resp;
 }
 
+absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
+    const std::string& member_id) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no member ", member_id,
+        " (bertpsctl status JOB names the members of a job)"));
+  }
+  Member& m = it->second;
+  DrainMemberResponse resp;
+  resp.set_role(m.role);
+  resp.set_job_id(m.job);
+  resp.set_already(m.drain_requested);
+  if (!m.drain_requested) {
+    m.drain_requested = true;
+    LOG(INFO) << "member " << m.id << " is drained by request";
+    if (!m.job.empty()) {
+      EventLocked(jobs_[m.job],
+                  absl::StrCat("member ", m.id, " is drained by request: it "
+                               "hands its work back and leaves"));
+    }
+  }
+  return resp;
+}
+
 absl::Status Coordinator::Cancel(const std::string& id) {
   if (options_.store == nullptr) {
     absl::MutexLock l(&mu_);
@@ -471,6 +497,7 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
 
 Assignment Coordinator::AssignmentLocked(const Member& m) const {
   Assignment a;
+  if (m.drain_requested) a.set_drain(true);
   if (m.job.empty()) {
     a.set_stop(true);  // idle: leave whatever job the member still runs
     return a;

@@ -196,6 +196,9 @@ class Coordinator {
                                                const std::string& after) const
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& id);
+  // JobService.DrainMember: the member is told to drain on its next
+  // heartbeat and given no new work (NOT_FOUND for an unknown id).
+  absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id);
   // Events of job `id` after *seq (0 = from the start); waits until there is
   // one or `deadline`. Returns no events at the deadline.
   absl::StatusOr<std::vector<JobEvent>> WaitForEvents(const std::string& id,
@@ -293,6 +296,8 @@ class Coordinator {
     std::string token;
     // The member leaves once its work is handed off (a drain): no new work.
     bool draining = false;
+    // DrainMember asked it to: its assignments say drain.
+    bool drain_requested = false;
     // Pool members: the lease taken back when it was declared lost (job,
     // item): a late result of it is ignored, not refused.
     std::string lost_lease_job;
@@ -399,7 +404,8 @@ class Coordinator {
   // lost while holding work, told to stop since.
   bool MayTakeWorkLocked(const Member& m) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return HeardLocked(m) && !m.needs_stop && !m.draining;
+    return HeardLocked(m) && !m.needs_stop && !m.draining &&
+           !m.drain_requested;
   }
   // "" or, for the waiting message, the idle members of `role` not heard
   // lately ("; 1 idle train worker not heard for 4.2 s").

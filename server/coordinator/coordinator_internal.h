@@ -20,6 +20,18 @@ namespace coordinator_internal {
 // Pipeline stages per replica (1 without a pipeline): the job plan's.
 inline int StagesOf(const JobSpec& s) { return PlanOf(s).stages; }
 
+// The train daemons a job starts with: min_workers (elastic), else every
+// slot's own.
+inline int MinWorkersOf(const JobSpec& s) {
+  const JobPlan p = PlanOf(s);
+  return p.stages == 1 && s.min_workers() > 0 ? s.min_workers() : p.pushers;
+}
+// Whether the job runs on fewer daemons than slots when it must (its slots
+// without a daemon are computed by the others at once).
+inline bool IsElastic(const JobSpec& s) {
+  return MinWorkersOf(s) < PlanOf(s).pushers;
+}
+
 // What a trained job waits for before it can succeed.
 inline constexpr char kLedgerWait[] =
     "shard 0's count of the examples of the last update";

@@ -19,6 +19,8 @@ namespace bertps {
 using coordinator_internal::StagesOf;
 using coordinator_internal::kLedgerWait;
 using coordinator_internal::HasEval;
+using coordinator_internal::IsElastic;
+using coordinator_internal::MinWorkersOf;
 
 std::string Coordinator::RunningWaitLocked(const Job& job) const {
   if (job.training_done) {
@@ -182,13 +184,14 @@ void Coordinator::StartJobsLocked() {
       if (m.role == trainer) train.push_back(&m);
     }
     const int R = std::max(1, spec.replicas());
+    const int trainers = MinWorkersOf(spec);  // elastic: min_workers
     if (static_cast<int>(ps.size()) < spec.num_ps_shards() * R ||
-        static_cast<int>(train.size()) < plan.pushers ||
+        static_cast<int>(train.size()) < trainers ||
         (HasEval(spec) && pool[1] == 0)) {
       train_blocked = true;  // FIFO: later train jobs wait for this one
       std::string members = absl::StrCat(
           ps.size(), "/", spec.num_ps_shards() * R, " idle parameter-server "
-          "daemons", R > 1 ? absl::StrCat(" (", R, " replicas)") : "", ", ", train.size(), "/", plan.pushers, " idle ",
+          "daemons", R > 1 ? absl::StrCat(" (", R, " replicas)") : "", ", ", train.size(), "/", trainers, " idle ",
           S > 1 ? "stage daemons" : "train workers");
       if (HasEval(spec) && pool[1] == 0) {
         absl::StrAppend(&members, ", an eval worker");
@@ -259,15 +262,26 @@ void Coordinator::StartJobsLocked() {
     FillSlotsLocked(job);
     EventLocked(job, absl::StrCat("running on ", spec.num_ps_shards(),
                                   " shard(s) and ", spec.num_workers(),
-                                  " worker(s)"));
+                                  " worker(s)",
+                                  IsElastic(spec)
+                                      ? absl::StrCat(" (elastic: ",
+                                                     std::min<int>(
+                                                         train.size(),
+                                                         plan.pushers),
+                                                     " train daemon(s) now)")
+                                      : ""));
   }
 }
 
 void Coordinator::FillSlotsLocked(Job& job) {
   const Role trainer = StagesOf(job.status.spec()) > 1 ? STAGE_ROLE : TRAIN;
   const absl::Time now = options_.now();
+  // An elastic job's slots without a daemon are computed by the others at
+  // once: running on fewer daemons than slots is what it is for.
+  const bool elastic = IsElastic(job.status.spec());
   const absl::Duration takeover_after =
-      options_.slot_takeover_after < absl::ZeroDuration()
+      elastic ? absl::ZeroDuration()
+      : options_.slot_takeover_after < absl::ZeroDuration()
           ? options_.member_timeout
           : options_.slot_takeover_after;
   job.slot_free_since.resize(job.slots.size(), absl::InfiniteFuture());
@@ -400,12 +414,19 @@ void Coordinator::FillSlotsLocked(Job& job) {
     changed = true;
     job.slots[i] = host->id;
     job.slot_free_since[i] = absl::InfiniteFuture();
-    EventLocked(job, absl::StrCat(
-                         "worker ", i, " is taken over by member ", host->id,
-                         " (worker ", host->index, "): no idle train daemon "
-                         "registered within ",
-                         absl::FormatDuration(takeover_after),
-                         "; it computes both slots, slower, until one does"));
+    EventLocked(job, elastic
+                         ? absl::StrCat("worker ", i, " is computed by member ",
+                                        host->id, " (worker ", host->index,
+                                        ") as well: the job is elastic and "
+                                        "has no idle train daemon for it; a "
+                                        "daemon that registers takes it")
+                         : absl::StrCat(
+                               "worker ", i, " is taken over by member ",
+                               host->id, " (worker ", host->index,
+                               "): no idle train daemon registered within ",
+                               absl::FormatDuration(takeover_after),
+                               "; it computes both slots, slower, until one "
+                               "does"));
   }
   if (changed) UpdateSlotHoldersLocked(job);
 }

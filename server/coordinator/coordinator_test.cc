@@ -662,6 +662,67 @@ TEST_F(CoordinatorTest, DeadWorkersSlotGoesToAnotherWorker) {
 // and "done" for that slot count; status says who holds each slot; the next
 // train daemon to register takes the slot back, and the survivor is told to
 // stop that part.
+// An elastic job (min_workers 2 of 4 slots) starts on 2 train daemons,
+// each computing 2 slots; a daemon that registers takes a slot from a member
+// holding two; a lost member's slots go to the others at once (no takeover
+// delay).
+TEST_F(CoordinatorTest, AnElasticJobRunsOnFewerDaemonsThanSlots) {
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN);
+  JobSpec spec = Spec(1, 4, 20);
+  spec.set_min_workers(2);
+  auto id = *coord_.Submit(spec);
+  Beat(p), Beat(p, id);
+  EXPECT_EQ(coord_.Get(id)->state(), PENDING);  // 1 of min_workers 2
+  EXPECT_NE(coord_.Get(id)->waiting().find("1/2 idle train workers"),
+            std::string::npos)
+      << coord_.Get(id)->waiting();
+  std::string w1 = Join(TRAIN);
+  Beat(p);
+  ASSERT_EQ(coord_.Get(id)->state(), RUNNING);
+  Beat(p, id);
+  Assignment a0 = Beat(w0), a1 = Beat(w1);
+  EXPECT_EQ(a0.also_indices_size() + a1.also_indices_size(), 2);
+  EXPECT_EQ(a0.also_indices_size(), 1);  // spread evenly
+  JobStatus st = *coord_.Get(id);
+  for (const SlotHolder& h : st.slots()) EXPECT_FALSE(h.member().empty());
+  EXPECT_EQ(st.waiting(), "");
+  // A third daemon takes one of the shared slots.
+  std::string w2 = Join(TRAIN);
+  Beat(p, id);
+  Assignment a2 = Beat(w2);
+  EXPECT_EQ(a2.job_id(), id);
+  EXPECT_EQ(Beat(w0, id).also_indices_size() + Beat(w1, id).also_indices_size(),
+            1);
+  // w2 leaves: its slot goes to the member with the fewest at once.
+  HeartbeatRequest leave;
+  leave.set_member_id(w2);
+  leave.set_job_id(id);
+  leave.set_leaving(true);
+  ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
+  st = *coord_.Get(id);
+  for (const SlotHolder& h : st.slots()) {
+    EXPECT_TRUE(h.member() == w0 || h.member() == w1) << h.member();
+  }
+  EXPECT_EQ(st.restarts(), 0);
+  // w0 is drained: told on its next heartbeat, asked again with no error;
+  // when it leaves, w1 computes every slot. An unknown member: NOT_FOUND.
+  EXPECT_EQ(coord_.Drain("m-none").status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<DrainMemberResponse> d = coord_.Drain(w0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->job_id(), id);
+  EXPECT_FALSE(d->already());
+  EXPECT_TRUE(coord_.Drain(w0)->already());
+  EXPECT_TRUE(Beat(w0, id).drain());
+  EXPECT_FALSE(Beat(w1, id).drain());
+  leave.set_member_id(w0);
+  ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
+  st = *coord_.Get(id);
+  for (const SlotHolder& h : st.slots()) EXPECT_EQ(h.member(), w1);
+  EXPECT_EQ(st.restarts(), 0);
+}
+
 TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
   std::string p = Join(PS, "127.0.0.1:1");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);

@@ -89,6 +89,15 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
   return ToGrpcStatus(c_->Cancel(req->id()));
 }
 
+grpc::Status JobServiceImpl::DrainMember(grpc::ServerContext*,
+                                         const DrainMemberRequest* req,
+                                         DrainMemberResponse* resp) {
+  absl::StatusOr<DrainMemberResponse> r = c_->Drain(req->member_id());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
 namespace {
 
 // One watch: the job's events from the first, then each as it comes, until

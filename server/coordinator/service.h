@@ -52,6 +52,8 @@ class JobServiceImpl final
                         ListJobsResponse*) override;
   grpc::Status CancelJob(grpc::ServerContext*, const CancelJobRequest*,
                          CancelJobResponse*) override;
+  grpc::Status DrainMember(grpc::ServerContext*, const DrainMemberRequest*,
+                           DrainMemberResponse*) override;
   grpc::ServerWriteReactor<JobEvent>* WatchJob(
       grpc::CallbackServerContext* ctx,
       const WatchJobRequest* request) override;

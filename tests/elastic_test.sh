@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# An elastic job (docs/jobs.md "Elastic jobs"), real processes over
+# 127.0.0.1: num_workers 2 with min_workers 1 starts on one train daemon,
+# which computes both slots; a second daemon started mid-job takes a slot
+# from it; the job SUCCEEDS with no restart, and its export equals, bit for
+# bit, that of the same job run on 2 train daemons from the start (BSP: the
+# slots, not the daemons, define the result). At step 20 the first daemon is
+# drained (bertpsctl drain): it leaves and exits 0, and the second daemon
+# computes both slots to the end.
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+source "$(dirname "$0")/process_lib.sh"
+init_work elastic
+tiny_model_data "$BERT_LOCAL"
+stop_all() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; pids=(); }
+
+# The same job on 2 fixed daemons.
+start_coordinator "$COORD" 0 "$work/coordinator-fixed.log"
+start_ps_daemons fixed
+start_train_daemons f0 f1
+tiny_spec fixed 60 "num_workers: 2" "export_path: \"$work/fixed.safetensors\"" > "$work/fixed.pbtxt"
+job=$("$CTL" submit "$work/fixed.pbtxt") || fail "submit fixed"
+timeout 300 "$CTL" watch "$job" > "$work/fixed.watch" 2>&1 || fail "fixed: $(tail -3 "$work/fixed.watch")"
+stop_all
+
+# Elastic: one daemon, then two.
+start_coordinator "$COORD" 0 "$work/coordinator-elastic.log"
+start_ps_daemons elastic
+start_train_daemons e0
+tiny_spec elastic 60 "num_workers: 2" "min_workers: 1" \
+  "export_path: \"$work/elastic.safetensors\"" > "$work/elastic.pbtxt"
+job=$("$CTL" submit "$work/elastic.pbtxt") || fail "submit elastic"
+wait_for_step "$job" 10
+[ "$(field "$job" 's["state"]')" = RUNNING ] || fail "elastic: not running on one daemon"
+start_train_daemons e1
+first_daemon=${pids[-2]}
+# Once the second daemon holds a slot, the first is drained: it hands its
+# slot back, leaves and exits 0; the second computes both.
+for _ in $(seq 1 300); do
+  grep -q "taken back" <("$CTL" events "$job" 2>/dev/null) && break
+  sleep 0.1
+done
+wait_for_step "$job" 20
+drained=$(field "$job" '[h["member"] for h in s["slots"] if h.get("slot", 0) == 0][0]')
+"$CTL" drain "$drained" > "$work/drain.out" || fail "drain: $(cat "$work/drain.out")"
+echo "drain: $(cat "$work/drain.out")"
+"$CTL" drain "$drained" > /dev/null || fail "a second drain of the same member failed"
+for _ in $(seq 1 100); do kill -0 "$first_daemon" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$first_daemon" 2>/dev/null; then fail "the drained daemon did not exit"; fi
+wait "$first_daemon" || fail "the drained daemon exited $?"
+timeout 300 "$CTL" watch "$job" > "$work/elastic.watch" 2>&1 || fail "elastic: $(tail -3 "$work/elastic.watch")"
+[ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "elastic: the job restarted"
+"$CTL" events "$job" > "$work/elastic.events"
+grep -q "elastic" "$work/elastic.events" || fail "elastic: no event says the job runs elastic"
+grep -q "taken back" "$work/elastic.events" || fail "elastic: the second daemon took no slot: $(tail -5 "$work/elastic.events")"
+echo "elastic: $(grep -m1 'computed by member' "$work/elastic.events" | cut -c1-140)"
+echo "elastic: $(grep -m1 'taken back' "$work/elastic.events" | cut -c1-140)"
+grep -q "worker 0 is computed by member" "$work/elastic.events" \
+  || fail "elastic: after the drain no member computed worker 0: $(tail -5 "$work/elastic.events")"
+echo "elastic: $(grep 'worker 0 is computed by member' "$work/elastic.events" | tail -1 | cut -c1-140)"
+expect_same_parameters "$work/fixed.safetensors" "$work/elastic.safetensors" \
+  "elastic (1 then 2 daemons) against fixed (2 daemons)"
+echo PASS
