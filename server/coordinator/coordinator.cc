@@ -168,6 +168,8 @@ absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
   absl::MutexLock l(&mu_);
   auto it = members_.find(member_id);
   if (it == members_.end()) {
+    auto gone = drained_.find(member_id);
+    if (gone != drained_.end()) return gone->second;  // drained, left
     return absl::NotFoundError(absl::StrCat(
         "no member ", member_id,
         " (bertpsctl status JOB names the members of a job)"));
@@ -187,6 +189,19 @@ absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
     }
   }
   return resp;
+}
+
+void Coordinator::RememberDrainedLocked(const Member& m,
+                                        const std::string& job) {
+  DrainMemberResponse r;
+  r.set_role(m.role);
+  r.set_job_id(job);
+  r.set_already(true);
+  if (drained_.emplace(m.id, r).second) drained_order_.push_back(m.id);
+  while (drained_order_.size() > kDrainedKept) {
+    drained_.erase(drained_order_.front());
+    drained_order_.pop_front();
+  }
 }
 
 absl::Status Coordinator::Cancel(const std::string& id) {

@@ -197,7 +197,8 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& id);
   // JobService.DrainMember: the member is told to drain on its next
-  // heartbeat and given no new work (NOT_FOUND for an unknown id).
+  // heartbeat and given no new work; a drained member that has left is
+  // answered `already` too (NOT_FOUND for an id never drained nor known).
   absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id);
   // Events of job `id` after *seq (0 = from the start); waits until there is
   // one or `deadline`. Returns no events at the deadline.
@@ -655,6 +656,14 @@ class Coordinator {
   // the logs, written by FlushTensorBoard outside mu_.
   void ScalarLocked(Job& job, int64_t step, const std::string& tag,
                     double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drained members that left (the newest kDrainedKept), so that asking to
+  // drain one again is answered as before.
+  void RememberDrainedLocked(const Member& m, const std::string& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr size_t kDrainedKept = 1024;
+  std::map<std::string, DrainMemberResponse> drained_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> drained_order_ ABSL_GUARDED_BY(mu_);
+
   void FlushTensorBoard() ABSL_LOCKS_EXCLUDED(tb_mu_, mu_);
   absl::Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::map<std::string, std::unique_ptr<io::EventLog>> tb_logs_

@@ -378,6 +378,7 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
     }
     m.alive = false;
     LoseMemberLocked(m, "left (shut down)");
+    if (m.drain_requested) RememberDrainedLocked(m, r.job_id());
     members_.erase(mit);
     TickLocked();
     HeartbeatResponse resp;

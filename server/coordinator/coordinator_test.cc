@@ -721,6 +721,11 @@ TEST_F(CoordinatorTest, AnElasticJobRunsOnFewerDaemonsThanSlots) {
   st = *coord_.Get(id);
   for (const SlotHolder& h : st.slots()) EXPECT_EQ(h.member(), w1);
   EXPECT_EQ(st.restarts(), 0);
+  // Gone, and asked again: answered as before.
+  d = coord_.Drain(w0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->already());
+  EXPECT_EQ(d->job_id(), id);
 }
 
 TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
