@@ -4,9 +4,9 @@
 # which computes both slots; a second daemon started mid-job takes a slot
 # from it; the job SUCCEEDS with no restart, and its export equals, bit for
 # bit, that of the same job run on 2 train daemons from the start (BSP: the
-# slots, not the daemons, define the result). At step 20 the first daemon is
-# drained (bertpsctl drain): it leaves and exits 0, and the second daemon
-# computes both slots to the end.
+# slots, not the daemons, define the result). Once the second daemon holds
+# its slot the first is drained (bertpsctl drain): it leaves and exits 0,
+# and the second daemon computes both slots to the end.
 set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
@@ -18,7 +18,7 @@ stop_all() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; p
 start_coordinator "$COORD" 0 "$work/coordinator-fixed.log"
 start_ps_daemons fixed
 start_train_daemons f0 f1
-tiny_spec fixed 60 "num_workers: 2" "export_path: \"$work/fixed.safetensors\"" > "$work/fixed.pbtxt"
+tiny_spec fixed 200 "num_workers: 2" "export_path: \"$work/fixed.safetensors\"" > "$work/fixed.pbtxt"
 job=$("$CTL" submit "$work/fixed.pbtxt") || fail "submit fixed"
 timeout 300 "$CTL" watch "$job" > "$work/fixed.watch" 2>&1 || fail "fixed: $(tail -3 "$work/fixed.watch")"
 stop_all
@@ -27,7 +27,7 @@ stop_all
 start_coordinator "$COORD" 0 "$work/coordinator-elastic.log"
 start_ps_daemons elastic
 start_train_daemons e0
-tiny_spec elastic 60 "num_workers: 2" "min_workers: 1" \
+tiny_spec elastic 200 "num_workers: 2" "min_workers: 1" \
   "export_path: \"$work/elastic.safetensors\"" > "$work/elastic.pbtxt"
 job=$("$CTL" submit "$work/elastic.pbtxt") || fail "submit elastic"
 wait_for_step "$job" 10
@@ -40,7 +40,6 @@ for _ in $(seq 1 300); do
   grep -q "taken back" <("$CTL" events "$job" 2>/dev/null) && break
   sleep 0.1
 done
-wait_for_step "$job" 20
 drained=$(field "$job" '[h["member"] for h in s["slots"] if h.get("slot", 0) == 0][0]')
 "$CTL" drain "$drained" > "$work/drain.out" || fail "drain: $(cat "$work/drain.out")"
 echo "drain: $(cat "$work/drain.out")"
@@ -55,9 +54,18 @@ grep -q "elastic" "$work/elastic.events" || fail "elastic: no event says the job
 grep -q "taken back" "$work/elastic.events" || fail "elastic: the second daemon took no slot: $(tail -5 "$work/elastic.events")"
 echo "elastic: $(grep -m1 'computed by member' "$work/elastic.events" | cut -c1-140)"
 echo "elastic: $(grep -m1 'taken back' "$work/elastic.events" | cut -c1-140)"
-grep -q "worker 0 is computed by member" "$work/elastic.events" \
-  || fail "elastic: after the drain no member computed worker 0: $(tail -5 "$work/elastic.events")"
-echo "elastic: $(grep 'worker 0 is computed by member' "$work/elastic.events" | tail -1 | cut -c1-140)"
+# Drained before the end of training (the usual case), the other daemon
+# computed worker 0 from then on; drained at the very end, its slot was
+# done already.
+left_at=$(grep -m1 "worker 0 (member $drained) left" "$work/elastic.events" \
+            | sed -E 's|.* step ([0-9]+)/.*|\1|')
+if [ -n "$left_at" ] && [ "$left_at" -lt 200 ]; then
+  grep -q "worker 0 is computed by member" "$work/elastic.events" \
+    || fail "elastic: the drained member left at step $left_at and no member computed worker 0: $(tail -5 "$work/elastic.events")"
+  echo "elastic: drained at step $left_at; $(grep 'worker 0 is computed by member' "$work/elastic.events" | tail -1 | cut -c1-120)"
+else
+  echo "elastic: the drained member left after training (step ${left_at:-?})"
+fi
 expect_same_parameters "$work/fixed.safetensors" "$work/elastic.safetensors" \
   "elastic (1 then 2 daemons) against fixed (2 daemons)"
 echo PASS
