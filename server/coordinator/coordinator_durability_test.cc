@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -230,6 +231,110 @@ TEST(Durability, StoredIdsNumberOn) {
   auto again = Over(&store);
   ASSERT_TRUE(again->c->Recover().ok());
   EXPECT_EQ(*again->c->Submit(TrainSpec(1, 1, 2)), "job-000002");
+}
+
+// Recover() as a round trip, over the memory store and over SQLite: jobs
+// in every state (queued, running with progress and a checkpoint, each
+// final state) come back as they were: state, reason, spec, progress,
+// history, checkpoint, incarnation; the queued one starts once members
+// come; the running one, whose members never come back, restarts from its
+// checkpoint once the adoption window passed.
+TEST(Durability, RecoverBringsBackEveryStateOverEitherStore) {
+  for (const bool sqlite : {false, true}) {
+    SCOPED_TRACE(sqlite ? "sqlite" : "memory");
+    std::unique_ptr<JobStore> owned;
+    MemoryJobStore memory;
+    JobStore* store = &memory;
+    const std::string db = TmpDir("recover-db") + "/jobs.sqlite";
+    if (sqlite) {
+      absl::StatusOr<std::unique_ptr<JobStore>> opened = JobStore::Open(db);
+      ASSERT_TRUE(opened.ok()) << opened.status();
+      owned = std::move(*opened);
+      store = owned.get();
+    }
+    std::map<std::string, JobStatus> before;
+    {
+      auto t = Over(store);
+      auto [ps, w] = JoinShardAndTrainer(*t->c);
+      // Succeeded, failed, cancelled.
+      const std::string done = RunningJob(*t, ps, w);
+      ASSERT_TRUE(Finish(*t, ps, w, done, 2).ok());
+      const std::string failed = RunningJob(*t, ps, w);
+      HeartbeatRequest e;
+      e.set_member_id(w);
+      e.set_job_id(failed);
+      e.set_incarnation(t->c->Get(failed)->incarnation());
+      e.set_error("a worker's error");
+      ASSERT_TRUE(SignedHeartbeat(*t->c, e).ok());
+      ASSERT_EQ(t->c->Get(failed)->state(), FAILED);
+      const std::string cancelled = *t->c->Submit(TrainSpec(1, 1, 2));
+      ASSERT_TRUE(t->c->Cancel(cancelled).ok());
+      // Running with progress and a checkpoint, and one queued behind it.
+      JobSpec spec = TrainSpec(1, 1, 20);
+      spec.mutable_checkpoint()->set_dir("/ckpt");
+      const std::string running = *t->c->Submit(spec);
+      t->Beat(ps, running), t->Beat(ps, running), t->Beat(w, running);
+      HeartbeatRequest r;
+      r.set_member_id(w);
+      r.set_job_id(running);
+      r.set_incarnation(t->c->Get(running)->incarnation());
+      for (int64_t step = 0; step < 5; ++step) {
+        StepReport* s = r.add_steps();
+        s->set_step(step);
+        s->set_first_example(step * 10);
+        s->set_examples(10);
+        s->set_loss(2.0 - 0.1 * step);
+        if (step == 3) s->set_checkpoint("/ckpt/ckpt-4/manifest.json");
+      }
+      ASSERT_TRUE(SignedHeartbeat(*t->c, r).ok());
+      const std::string queued = *t->c->Submit(TrainSpec(1, 1, 2));
+      t->c->Tick();
+      ASSERT_TRUE(t->c->FlushStore().ok());
+      for (const std::string& id : {done, failed, cancelled, running, queued}) {
+        before[id] = *t->c->Get(id);
+      }
+      EXPECT_EQ(before[running].state(), RUNNING);
+      EXPECT_EQ(before[running].progress().step(), 5);
+      EXPECT_EQ(before[queued].state(), PENDING);
+    }
+    auto again = Over(store);
+    ASSERT_TRUE(again->c->Recover().ok());
+    for (const auto& [id, was] : before) {
+      SCOPED_TRACE(id);
+      absl::StatusOr<JobStatus> now = again->c->Get(id);
+      ASSERT_TRUE(now.ok()) << now.status();
+      EXPECT_EQ(now->state(), was.state());
+      EXPECT_EQ(now->reason(), was.reason());
+      EXPECT_EQ(now->spec().SerializeAsString(), was.spec().SerializeAsString());
+      EXPECT_EQ(now->incarnation(), was.incarnation());
+      EXPECT_EQ(now->progress().step(), was.progress().step());
+      EXPECT_EQ(now->history_size(), was.history_size());
+      EXPECT_EQ(now->last_checkpoint(), was.last_checkpoint());
+    }
+    // The running job's members never re-register: after the adoption
+    // window it starts again from its checkpoint of step 4.
+    std::string running, queued;
+    for (const auto& [id, was] : before) {
+      if (was.state() == RUNNING) running = id;
+      if (was.state() == PENDING) queued = id;
+    }
+    again->now += absl::Seconds(11);
+    again->c->Tick();
+    JobStatus st = *again->c->Get(running);
+    EXPECT_EQ(st.incarnation(), before[running].incarnation() + 1);
+    EXPECT_EQ(st.spec().checkpoint().restore(), "/ckpt/ckpt-4/manifest.json");
+    EXPECT_EQ(st.progress().step(), 4);
+    // New members: the running job takes them, then the queued one waits
+    // for its own.
+    auto [ps, w] = JoinShardAndTrainer(*again->c);
+    again->Beat(ps, running), again->Beat(ps, running), again->Beat(w, running);
+    EXPECT_EQ(again->c->Get(running)->state(), RUNNING);
+    EXPECT_EQ(again->c->Get(queued)->state(), PENDING);
+    if (sqlite) {
+      again.reset();
+      owned.reset();
+    }
+  }
 }
 
 // Finding 8: stepping the coordinator's clock back an hour right after a
