@@ -118,8 +118,13 @@ assert "claimName: bertps-coordinator-state" in coord
 assert "startupProbe:" in coord
 pdb = doc("PodDisruptionBudget", "bertps-ps")
 assert "maxUnavailable: 1" in pdb, pdb
+# The train workers: a pool that can be scaled, one pod disrupted at a time,
+# daemons that stay for the next job.
+train = doc("Deployment", "bertps-train")
+assert "--exit_when_job_ends" not in train, "a pool's pods must not exit with the job"
+assert "maxUnavailable: 1" in doc("PodDisruptionBudget", "bertps-train")
 PY
-echo "base: image bertps:$version; coordinator state on a ReadWriteOnce volume; shard disruption budget"
+echo "base: image bertps:$version; coordinator state on a ReadWriteOnce volume; shard and train disruption budgets; train workers a scalable pool"
 
 # ----------------------------------------------------- negative cases
 # Each broken object must be refused, and the report must name it.
@@ -138,11 +143,11 @@ patches:
       - op: replace
         path: /spec/replicas
         value: "two"
-  - target: {kind: Job, name: bertps-train}
+  - target: {kind: Deployment, name: bertps-train}
     patch: |-
       - op: replace
-        path: /spec/completions
-        value: 3
+        path: /spec/replicas
+        value: 0
       - op: remove
         path: /spec/template/spec/containers/0/resources/limits
   - target: {kind: Deployment, name: bertps-eval}
@@ -221,7 +226,7 @@ expect "bertps_server has no flag --no_such_flag"
 expect "no Kubernetes schema for apps/v1 Deploymnet"
 expect "Service/nobody: selector"
 expect "container worker: no resources.limits.cpu"
-expect "completions 3"
+expect "Deployment/bertps-train: replicas 0 < the JobSpec's min_workers 1"
 expect "Deployment/bertps-eval: volume secrets: Secret mode 0644 allows more than 0440"
 expect "NetworkPolicy/selects-nothing: podSelector"
 expect "NetworkPolicy/unknown-port: port no-such-port: no pod it selects"

@@ -287,9 +287,10 @@ function checkService(where, doc, podLabels) {
   if (!hit) problem(where, `selector ${JSON.stringify(sel)} matches no pod template`);
 }
 
-// The JobSpec the submit Job sends must fit the pods: its num_workers is the
-// train Job's completions and parallelism; its num_ps_shards at most the
-// shards' replicas.
+// The JobSpec the submit Job sends must fit the pods: the train workers'
+// Deployment has at least its min_workers (else num_workers) pods (an
+// Indexed train Job: completions and parallelism num_workers); its
+// num_ps_shards at most the shards' replicas.
 function checkJobSpec(file, docs) {
   const cm = docs.find((d) => d.kind === "ConfigMap" && d.data && d.data["job.pbtxt"]);
   if (!cm) return;
@@ -300,6 +301,7 @@ function checkJobSpec(file, docs) {
   };
   const where = `${path.basename(file)} ConfigMap/${cm.metadata.name}`;
   const workers = field("num_workers"), shards = field("num_ps_shards");
+  const least = field("min_workers") || workers;
   if (workers === null || shards === null) {
     problem(where, "job.pbtxt lacks num_workers or num_ps_shards");
     return;
@@ -312,6 +314,14 @@ function checkJobSpec(file, docs) {
           problem(w, `${k} ${d.spec[k]} != the JobSpec's num_workers ${workers}`);
         }
       }
+    }
+    const component = d.spec && d.spec.template && d.spec.template.metadata &&
+        d.spec.template.metadata.labels &&
+        d.spec.template.metadata.labels["app.kubernetes.io/component"];
+    if (d.kind === "Deployment" && component === "train-worker" &&
+        (d.spec.replicas ?? 1) < least) {
+      problem(w, `replicas ${d.spec.replicas ?? 1} < the JobSpec's ${
+          field("min_workers") ? "min_workers" : "num_workers"} ${least}`);
     }
     if (d.kind === "StatefulSet" && d.spec && (d.spec.replicas ?? 1) < shards) {
       problem(w, `replicas ${d.spec.replicas} < the JobSpec's num_ps_shards ${shards}`);
