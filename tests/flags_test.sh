@@ -9,35 +9,30 @@ BERT_LOCAL="$1" COORDINATOR="$2" SERVER="$3" WORKER="$4" PROBE="$6"
 failures=0
 checks=0
 
-# expect_refused FLAG BINARY ARGS...: exits 2 within 10 s, naming --FLAG.
-expect_refused() {
-  local flag="$1"; shift
+# expect_exit2 PATTERN BINARY ARGS...: exits 2 within 10 s, its output
+# matching PATTERN.
+expect_exit2() {
+  local pattern="$1"; shift
   local out rc
   out=$(timeout 10 "$@" 2>&1 </dev/null)
   rc=$?
   checks=$((checks + 1))
-  if [ "$rc" -ne 2 ] || ! grep -q -- "--$flag: " <<<"$out"; then
+  if [ "$rc" -ne 2 ] || ! grep -q -- "$pattern" <<<"$out"; then
     echo "FAIL: $(basename "$1") ${*:2}: exit $rc, output: ${out:0:300}"
     failures=$((failures + 1))
   else
-    echo "ok: $(basename "$1") ${*:2} -> $(grep -m1 -- "--$flag: " <<<"$out")"
+    echo "ok: $(basename "$1") ${*:2} -> $(grep -m1 -- "$pattern" <<<"$out")"
   fi
 }
+
+# expect_refused FLAG BINARY ARGS...: exits 2 within 10 s, naming --FLAG.
+expect_refused() { local flag="$1"; shift; expect_exit2 "--$flag: " "$@"; }
 
 # expect_refused_pair FLAG OTHER BINARY ARGS...: the same, the message
 # naming --OTHER too (a relation between two flags).
 expect_refused_pair() {
   local flag="$1" other="$2"; shift 2
-  local out rc
-  out=$(timeout 10 "$@" 2>&1 </dev/null)
-  rc=$?
-  checks=$((checks + 1))
-  if [ "$rc" -ne 2 ] || ! grep -q -- "--$flag: .*--$other" <<<"$out"; then
-    echo "FAIL: $(basename "$1") ${*:2}: exit $rc, output: ${out:0:300}"
-    failures=$((failures + 1))
-  else
-    echo "ok: $(basename "$1") ${*:2} -> $(grep -m1 -- "--$flag: " <<<"$out")"
-  fi
+  expect_exit2 "--$flag: .*--$other" "$@"
 }
 
 expect_refused port "$COORDINATOR" --port 99999

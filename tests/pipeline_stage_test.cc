@@ -17,6 +17,7 @@
 #include "common/model/batch_view.h"
 #include "common/model/params.h"
 #include "gtest/gtest.h"
+#include "tests/bad_example_file.h"
 #include "server/ps/server.h"
 #include "worker/train_worker.h"
 
@@ -398,22 +399,7 @@ TEST(PipelineStageTest, KilledStageFailsTheOthersFast) {
 // (one batch reader for both).
 TEST(PipelineStageTest, ABadExampleIsNamedByFileAndOffset) {
   const std::string path = TempDir() + "/stage-bad-0.tfrecord";
-  {
-    auto w = *io::TFRecordWriter::Open(path);
-    for (int i = 0; i < 8; ++i) {
-      io::PretrainExample e;
-      for (int j = 0; j < 16; ++j) {
-        e.input_ids.push_back(i == 5 && j == 3 ? 40000 : 5);
-        e.input_mask.push_back(1);
-        e.segment_ids.push_back(0);
-      }
-      e.masked_lm_positions = {1, 2, 3};
-      e.masked_lm_ids = {5, 5, 5};
-      e.masked_lm_weights = {1, 1, 1};
-      ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
-    }
-    ASSERT_TRUE(w->Close().ok());
-  }
+  ASSERT_TRUE(WriteFileWithABadToken(path).ok());
   Cluster c = StartCluster(2, absl::Seconds(5));
   auto stages = StartStages(c, path, 2, 1, PipelineScheduleKind::kGPipe, 8, 1);
   ASSERT_EQ(stages.size(), 2u);

@@ -18,6 +18,7 @@
 #include "common/kernels/threads.h"
 #include "common/model/weights.h"
 #include "gtest/gtest.h"
+#include "tests/bad_example_file.h"
 #include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
 #include "worker/test_util.h"
@@ -508,22 +509,7 @@ TEST_F(Distributed, ABatchThatCannotFitIsRefusedWithTheFigures) {
 // A token id outside the vocabulary names the file and offset of its example.
 TEST_F(Distributed, ABadExampleIsNamedByFileAndOffset) {
   const std::string path = TempDir() + "/bad-0.tfrecord";
-  {
-    auto w = *io::TFRecordWriter::Open(path);
-    for (int i = 0; i < 8; ++i) {
-      io::PretrainExample e;
-      for (int j = 0; j < 16; ++j) {
-        e.input_ids.push_back(i == 5 && j == 3 ? 40000 : 5);
-        e.input_mask.push_back(1);
-        e.segment_ids.push_back(0);
-      }
-      e.masked_lm_positions = {1, 2, 3};
-      e.masked_lm_ids = {5, 5, 5};
-      e.masked_lm_weights = {1, 1, 1};
-      ASSERT_TRUE(w->Write(io::EncodePretrainExample(e)).ok());
-    }
-    ASSERT_TRUE(w->Close().ok());
-  }
+  ASSERT_TRUE(WriteFileWithABadToken(path).ok());
   Cluster c = StartCluster(1, ShardOpts(1));
   TrainWorkerOptions o = WorkerOpts(c, 0, 1, 4, path);
   auto tw = TrainWorker::Create(o);

@@ -110,17 +110,17 @@ absl::StatusOr<int64_t> ExportCheckpointModel(const std::string& manifest_path,
   ASSIGN_OR_RETURN(int64_t version,
                    LoadCheckpointParams(manifest_path, layout, params.data()));
   // Written beside the destination, then renamed into place.
-  std::string parent = export_path;
-  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+  std::string dest = export_path;
+  while (dest.size() > 1 && dest.back() == '/') dest.pop_back();
   const std::string staging =
-      absl::StrCat(parent, ".export-", getpid(), ".tmp");
+      absl::StrCat(dest, ".export-", getpid(), ".tmp");
   std::error_code ec;
   std::filesystem::remove_all(staging, ec);
   absl::Status written =
       WriteHfModelDir(staging, layout, params.data(), config, task, options);
-  if (written.ok() && std::rename(staging.c_str(), parent.c_str()) != 0) {
+  if (written.ok() && std::rename(staging.c_str(), dest.c_str()) != 0) {
     written = absl::InternalError(absl::StrCat(
-        "rename ", staging, " to ", parent, ": ", std::strerror(errno)));
+        "rename ", staging, " to ", dest, ": ", std::strerror(errno)));
   }
   if (!written.ok()) {
     std::filesystem::remove_all(staging, ec);

@@ -82,6 +82,45 @@ class CoordinatorTest : public ::testing::Test {
 };
 
 
+// The TensorBoard log in `dir` (one file) as "1 2 3 START@10 11 ...": the
+// steps of its train/loss points, and a START where TensorBoard drops the
+// points after it. "" (with a failure) when there is not one file.
+std::string TensorBoardSteps(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    files.push_back(e.path().string());
+  }
+  if (files.size() != 1) {
+    ADD_FAILURE() << files.size() << " event files in " << dir;
+    return "";
+  }
+  auto reader = io::TFRecordReader::Open(files[0]);
+  if (!reader.ok()) {
+    ADD_FAILURE() << reader.status();
+    return "";
+  }
+  std::string record, seen;
+  for (;;) {
+    auto got = (*reader)->Next(&record);
+    if (!got.ok()) {
+      ADD_FAILURE() << got.status();
+      return seen;
+    }
+    if (!*got) break;
+    tf::Event e;
+    if (!e.ParseFromString(record)) {
+      ADD_FAILURE() << "an event that does not parse";
+      return seen;
+    }
+    if (e.has_session_log()) {
+      absl::StrAppend(&seen, "START@", e.step(), " ");
+    } else if (e.has_summary() && e.summary().value(0).tag() == "train/loss") {
+      absl::StrAppend(&seen, e.step(), " ");
+    }
+  }
+  return seen;
+}
+
 // Two jobs writing to the same checkpoint directory, export file or output
 // directory would overwrite each other: refused while the first may write,
 // accepted once it ended. Paths compare after "." and "//" are dropped.
@@ -1206,27 +1245,8 @@ TEST_F(CoordinatorTest, LostShardRestartsTheJobFromItsNewestCheckpoint) {
     // TensorBoard: the loss of steps 1..14, a START at the checkpoint's step
     // 10 (TensorBoard drops 11..14 written before), then step 11 again.
     coord_.Tick();
-    std::vector<std::string> files;
-    for (const auto& e : std::filesystem::directory_iterator(tb)) {
-      files.push_back(e.path().string());
-    }
-    ASSERT_EQ(files.size(), 1u);
-    auto reader = io::TFRecordReader::Open(files[0]);
-    ASSERT_TRUE(reader.ok());
-    std::string record, seen;
-    for (;;) {
-      auto got = (*reader)->Next(&record);
-      ASSERT_TRUE(got.ok()) << got.status();
-      if (!*got) break;
-      tf::Event e;
-      ASSERT_TRUE(e.ParseFromString(record));
-      if (e.has_session_log()) {
-        absl::StrAppend(&seen, "START@", e.step(), " ");
-      } else if (e.has_summary() && e.summary().value(0).tag() == "train/loss") {
-        absl::StrAppend(&seen, e.step(), " ");
-      }
-    }
-    EXPECT_EQ(seen, "1 2 3 4 5 6 7 8 9 10 11 12 13 14 START@10 11 ");
+    EXPECT_EQ(TensorBoardSteps(tb),
+              "1 2 3 4 5 6 7 8 9 10 11 12 13 14 START@10 11 ");
   }
   // A shard that leaves (SIGTERM) restarts the job at once; with no idle
   // shard it waits for one.
@@ -1344,25 +1364,7 @@ TEST_F(CoordinatorTest, TensorBoardWriteFailuresAreJobEvents) {
   EXPECT_NE(got.find("TensorBoard events are written again"), std::string::npos)
       << got;
   // Every point was kept: steps 1..4 are in the file.
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(tb)) {
-    files.push_back(e.path().string());
-  }
-  ASSERT_EQ(files.size(), 1u);
-  auto reader = io::TFRecordReader::Open(files[0]);
-  ASSERT_TRUE(reader.ok());
-  std::string record, seen;
-  for (;;) {
-    auto more = (*reader)->Next(&record);
-    ASSERT_TRUE(more.ok()) << more.status();
-    if (!*more) break;
-    tf::Event e;
-    ASSERT_TRUE(e.ParseFromString(record));
-    if (e.has_summary() && e.summary().value(0).tag() == "train/loss") {
-      absl::StrAppend(&seen, e.step(), " ");
-    }
-  }
-  EXPECT_EQ(seen, "1 2 3 4 ");
+  EXPECT_EQ(TensorBoardSteps(tb), "1 2 3 4 ");
 }
 
 TEST_F(CoordinatorTest, LostShardFailsTheJobWhenNoRestartIsLeft) {

@@ -40,27 +40,6 @@ BertConfig Medium() {
   return c;
 }
 
-absl::Status PushConst(ShardCore* core, int worker, int64_t step) {
-  PushHeader h;
-  h.set_worker(worker);
-  h.set_step(step);
-  const int64_t n = core->shard_size();
-  h.set_grad_sq_sum(1e-4 * n);
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardCore::PushSession> s, core->BeginPush(h));
-  for (int i : core->local_slices()) {
-    const SliceSpec& sl = core->plan().slices()[i];
-    std::vector<float> g(sl.size(), 0.01f);
-    TensorChunk c;
-    c.set_name(sl.name);
-    c.set_dtype(F32);
-    c.set_offset(sl.begin);
-    c.set_data(g.data(), 4 * g.size());
-    RETURN_IF_ERROR(core->AddChunk(s.get(), c));
-  }
-  return core->FinishPush(std::move(s), absl::Now() + absl::Seconds(30))
-      .status();
-}
-
 TEST(ShardMemory, TheHeapOfAShardIsWithinItsPlan) {
   const BertConfig config = Medium();
   const int64_t total =
@@ -110,7 +89,8 @@ TEST(ShardMemory, TheHeapOfAShardIsWithinItsPlan) {
         for (int c = 0; c < k.shards; ++c) {
           for (int w = 0; w < k.workers; ++w) {
             pushes.emplace_back([&, c, w] {
-              st[c * k.workers + w] = PushConst(cores[c].get(), w, step);
+              st[c * k.workers + w] =
+                  PushConst(cores[c].get(), w, step, 0.01f).status();
             });
           }
         }

@@ -30,32 +30,6 @@ ShardOptions Opts(ConsistencyMode mode, int workers, int shards = 1,
   return o;
 }
 
-// Pushes a full gradient of constant value to one core.
-absl::StatusOr<PushResponse> PushConst(ShardCore* core, int worker,
-                                       int64_t step, float value,
-                                       double grad_sq = -1) {
-  PushHeader h;
-  h.set_worker(worker);
-  h.set_step(step);
-  const int64_t n = core->shard_size();
-  h.set_grad_sq_sum(grad_sq >= 0 ? grad_sq : double(value) * value * n);
-  absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> s =
-      core->BeginPush(h);
-  if (!s.ok()) return s.status();
-  for (int i : core->local_slices()) {
-    const SliceSpec& sl = core->plan().slices()[i];
-    std::vector<float> g(sl.size(), value);
-    TensorChunk c;
-    c.set_name(sl.name);
-    c.set_dtype(F32);
-    c.set_offset(sl.begin);
-    c.set_data(g.data(), 4 * g.size());
-    absl::Status st = core->AddChunk(s->get(), c);
-    if (!st.ok()) return st;
-  }
-  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
-}
-
 std::vector<float> Params(ShardCore* core) {
   auto snap = core->AcquireSnapshot(0, 0, 0, absl::Now() + absl::Seconds(1));
   return std::vector<float>((*snap)->params.begin(), (*snap)->params.end());

@@ -1,6 +1,6 @@
-// Test helpers of the shard tests: a small BERT config, and a PeerLink that
+// Test helpers of the shard tests: a small BERT config, a PeerLink that
 // delivers straight to in-process cores (with their answers, as the gRPC
-// link does).
+// link does), and a push of a constant gradient.
 #ifndef BERTPS_SERVER_PS_SHARD_TEST_UTIL_H_
 #define BERTPS_SERVER_PS_SHARD_TEST_UTIL_H_
 
@@ -231,6 +231,32 @@ inline std::string StateOf(ShardCore* core, int64_t version, const std::string& 
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return "";
   return absl::StrCat(ReadTestFile(r->file()), "|", r->example_ledger());
+}
+
+// Pushes a full gradient of constant value to one core.
+inline absl::StatusOr<PushResponse> PushConst(ShardCore* core, int worker,
+                                              int64_t step, float value,
+                                              double grad_sq = -1) {
+  PushHeader h;
+  h.set_worker(worker);
+  h.set_step(step);
+  const int64_t n = core->shard_size();
+  h.set_grad_sq_sum(grad_sq >= 0 ? grad_sq : double(value) * value * n);
+  absl::StatusOr<std::unique_ptr<ShardCore::PushSession>> s =
+      core->BeginPush(h);
+  if (!s.ok()) return s.status();
+  for (int i : core->local_slices()) {
+    const SliceSpec& sl = core->plan().slices()[i];
+    std::vector<float> g(sl.size(), value);
+    TensorChunk c;
+    c.set_name(sl.name);
+    c.set_dtype(F32);
+    c.set_offset(sl.begin);
+    c.set_data(g.data(), 4 * g.size());
+    absl::Status st = core->AddChunk(s->get(), c);
+    if (!st.ok()) return st;
+  }
+  return core->FinishPush(std::move(*s), absl::Now() + absl::Seconds(5));
 }
 
 }  // namespace ps

@@ -1,0 +1,53 @@
+// Draining members on request (JobService.DrainMember): the member is told
+// on its next heartbeat (Assignment.drain), leaves, and its work goes to the
+// others at once (coordinator_members.cc's leave path).
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "server/coordinator/coordinator.h"
+
+namespace bertps {
+
+absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
+    const std::string& member_id) {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end()) {
+    auto gone = drained_.find(member_id);
+    if (gone != drained_.end()) return gone->second;  // drained, left
+    return absl::NotFoundError(absl::StrCat(
+        "no member ", member_id,
+        " (bertpsctl status JOB names the members of a job)"));
+  }
+  Member& m = it->second;
+  DrainMemberResponse resp;
+  resp.set_role(m.role);
+  resp.set_job_id(m.job);
+  resp.set_already(m.drain_requested);
+  if (!m.drain_requested) {
+    m.drain_requested = true;
+    LOG(INFO) << "member " << m.id << " is drained by request";
+    if (!m.job.empty()) {
+      EventLocked(jobs_[m.job],
+                  absl::StrCat("member ", m.id, " is drained by request: it "
+                               "hands its work back and leaves"));
+    }
+  }
+  return resp;
+}
+
+void Coordinator::RememberDrainedLocked(const Member& m,
+                                        const std::string& job) {
+  DrainMemberResponse r;
+  r.set_role(m.role);
+  r.set_job_id(job);
+  r.set_already(true);
+  if (drained_.emplace(m.id, r).second) drained_order_.push_back(m.id);
+  while (drained_order_.size() > kDrainedKept) {
+    drained_.erase(drained_order_.front());
+    drained_order_.pop_front();
+  }
+}
+
+}  // namespace bertps
