@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/audit.h"
 
 namespace bertps {
 namespace {
@@ -30,6 +31,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   }
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->exposer_->RegisterCollectable(m->registry_);
+  // The process's refused calls (common/audit.h), on every endpoint.
+  m->exposer_->RegisterCollectable(AuditCollectable());
   std::vector<int> ports = m->exposer_->GetListeningPorts();
   m->port_ = ports.empty() ? 0 : ports[0];
   return m;

@@ -1,6 +1,10 @@
 #include "common/security.h"
 
+#include <openssl/sha.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include <cerrno>
 #include <utility>
@@ -10,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/audit.h"
 #include "common/io/file_util.h"
 #include "common/status.h"
 #include "common/tcp_tuning.h"
@@ -56,11 +61,105 @@ absl::StatusOr<std::string> ReadFlagFile(const char* flag,
   return text;
 }
 
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  absl::StatusOr<std::string> s = ReadFlagFile("token_file", path);
+  if (!s.ok()) return s.status();
+  std::string token(absl::StripAsciiWhitespace(*s));
+  if (token.empty() || token.find_first_of(" \t\r\n") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--token_file: ", path, " must hold one token (no spaces)"));
+  }
+  if (token.size() > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--token_file: ", path, " holds a token of ", token.size(),
+        " bytes, longer than ", kMaxTokenBytes,
+        " (gRPC's metadata limit is 8 KiB)"));
+  }
+  return token;
+}
+
+absl::StatusOr<std::vector<AcceptedToken>> ReadAuthTokensFile(
+    const std::string& path) {
+  absl::StatusOr<std::string> s = ReadFlagFile("auth_tokens_file", path);
+  if (!s.ok()) return s.status();
+  absl::StatusOr<std::vector<AcceptedToken>> t = ParseAuthTokens(*s);
+  if (!t.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--auth_tokens_file ", path, ": ", t.status().message()));
+  }
+  return t;
+}
+
+// What is known of a caller before its token is taken: the name in its
+// client certificate (mutual TLS), else "a client without a certificate".
+std::string CertName(const grpc::AuthContext& context) {
+  for (const char* property : {GRPC_X509_CN_PROPERTY_NAME,
+                               GRPC_X509_SAN_PROPERTY_NAME}) {
+    std::vector<grpc::string_ref> v = context.FindPropertyValues(property);
+    if (!v.empty()) return absl::StrCat("cert ", absl::string_view(v[0].data(), v[0].size()));
+  }
+  return "no client cert";
+}
+
+// One call's decision and what it learned of the caller.
+struct Decision {
+  absl::Status status;
+  const char* reason = "";  // the audit reason when refused
+  AuthRole role = AuthRole::kWorker;
+  std::string name;  // "ROLE#N"
+  std::string team;
+  bool identified = false;
+};
+
+Decision Decide(const std::vector<AcceptedToken>& accepted,
+                const MethodRoles& roles, absl::string_view method,
+                absl::string_view authorization) {
+  Decision d;
+  const Access need = roles.Lookup(method);
+  if (need == Access::kOpen && authorization.empty()) return d;
+  if (authorization.empty()) {
+    d.reason = kRefusedNoToken;
+    d.status = absl::UnauthenticatedError(
+        absl::StrCat(method, ": no bearer token (authorization metadata)"));
+    return d;
+  }
+  if (!absl::StartsWith(authorization, kBearer)) {
+    if (need == Access::kOpen) return d;
+    d.reason = kRefusedNoToken;
+    d.status = absl::UnauthenticatedError(
+        absl::StrCat(method, ": authorization is not 'Bearer TOKEN'"));
+    return d;
+  }
+  absl::StatusOr<AuthRole> role =
+      LookupToken(accepted, authorization.substr(sizeof(kBearer) - 1),
+                  &d.name, &d.team);
+  if (!role.ok()) {
+    if (need == Access::kOpen) return d;
+    d.reason = kRefusedUnknownToken;
+    d.name = TokenFingerprint(authorization.substr(sizeof(kBearer) - 1));
+    d.status = absl::UnauthenticatedError(
+        absl::StrCat(method, ": unknown bearer token"));
+    return d;
+  }
+  d.role = *role;
+  d.identified = true;
+  if (need == Access::kAdmin && *role != AuthRole::kAdmin) {
+    d.reason = kRefusedRole;
+    d.status = absl::PermissionDeniedError(absl::StrCat(
+        method, " needs an admin token; this token's role is ",
+        AuthRoleName(*role)));
+  }
+  return d;
+}
+
 // Checks the token of each call before its handler runs.
 class TokenProcessor : public grpc::AuthMetadataProcessor {
  public:
-  TokenProcessor(std::vector<AcceptedToken> accepted, MethodRoles roles)
-      : accepted_(std::move(accepted)), roles_(std::move(roles)) {}
+  TokenProcessor(std::vector<AcceptedToken> accepted,
+                 std::shared_ptr<LiveCredentials> live, MethodRoles roles)
+      : accepted_(std::move(accepted)),
+        live_(std::move(live)),
+        roles_(std::move(roles)) {}
 
   bool IsBlocking() const override { return false; }
 
@@ -77,21 +176,27 @@ class TokenProcessor : public grpc::AuthMetadataProcessor {
         authorization = absl::string_view(value.data(), value.size());
       }
     }
-    absl::Status st = Authorize(accepted_, roles_, method, authorization);
-    if (!st.ok()) {
-      return grpc::Status(static_cast<grpc::StatusCode>(st.code()),
-                          std::string(st.message()));
+    // The tokens as the files hold them now (rotation), else those of start.
+    std::shared_ptr<const std::vector<AcceptedToken>> live;
+    if (live_) live = live_->accepted();
+    const Decision d = Decide(live ? *live : accepted_, roles_, method,
+                              authorization);
+    if (!d.status.ok()) {
+      AuditRefusal(d.reason,
+                   absl::StrCat(CertName(*context),
+                                d.name.empty() ? "" : ", token ", d.name),
+                   d.status.message());
+      return grpc::Status(static_cast<grpc::StatusCode>(d.status.code()),
+                          std::string(d.status.message()));
     }
     if (!authorization.empty()) {
       // Handlers never see the token.
       consumed_auth_metadata->insert(
           {kAuthorization, std::string(authorization)});
-      std::string name;
-      absl::StatusOr<AuthRole> role = LookupToken(
-          accepted_, absl::StripPrefix(authorization, kBearer), &name);
-      if (role.ok()) {
-        context->AddProperty(kRoleProperty, AuthRoleName(*role));
-        context->AddProperty(kTokenProperty, name);
+      if (d.identified) {
+        context->AddProperty(kRoleProperty, AuthRoleName(d.role));
+        context->AddProperty(kTokenProperty, d.name);
+        if (!d.team.empty()) context->AddProperty(kTeamProperty, d.team);
       }
     }
     return grpc::Status::OK;
@@ -99,26 +204,31 @@ class TokenProcessor : public grpc::AuthMetadataProcessor {
 
  private:
   const std::vector<AcceptedToken> accepted_;
+  const std::shared_ptr<LiveCredentials> live_;
   const MethodRoles roles_;
 };
 
 // Adds "authorization: Bearer TOKEN" to every call.
 class TokenPlugin : public grpc::MetadataCredentialsPlugin {
  public:
-  explicit TokenPlugin(std::string token)
-      : value_(absl::StrCat(kBearer, token)) {}
+  TokenPlugin(std::string token, std::shared_ptr<LiveCredentials> live)
+      : value_(absl::StrCat(kBearer, token)), live_(std::move(live)) {}
   bool IsBlocking() const override { return false; }
   const char* GetType() const override { return "bertps-bearer"; }
   grpc::Status GetMetadata(
       grpc::string_ref /*service_url*/, grpc::string_ref /*method_name*/,
       const grpc::AuthContext& /*channel_auth_context*/,
       std::multimap<std::string, std::string>* metadata) override {
-    metadata->insert({kAuthorization, value_});
+    // The token the file holds now (rotation), else that of start.
+    std::string token = live_ ? live_->token() : std::string();
+    metadata->insert({kAuthorization,
+                      token.empty() ? value_ : absl::StrCat(kBearer, token)});
     return grpc::Status::OK;
   }
 
  private:
   const std::string value_;
+  const std::shared_ptr<LiveCredentials> live_;
 };
 
 }  // namespace
@@ -144,9 +254,9 @@ absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
     if (line.empty() || line[0] == '#') continue;
     std::vector<absl::string_view> f =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (f.size() != 2) {
+    if (f.size() != 2 && f.size() != 3) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "line ", line_no, ": expected 'ROLE TOKEN', got ", f.size(),
+          "line ", line_no, ": expected 'ROLE TOKEN [TEAM]', got ", f.size(),
           " fields"));
     }
     absl::StatusOr<AuthRole> role = ParseAuthRole(f[0]);
@@ -164,9 +274,53 @@ absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
           kMaxTokenBytes, " (a client could not send it: gRPC's metadata "
           "limit is 8 KiB)"));
     }
-    out.push_back({*role, std::string(f[1])});
+    std::string team;
+    if (f.size() == 3) {
+      if (*role != AuthRole::kAdmin) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", line_no, ": only admin tokens have a team (worker "
+            "daemons serve every team's jobs)"));
+      }
+      if (!ValidTeamName(f[2])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", line_no, ": team name must be 1 to 63 of a-z, 0-9 and "
+            "'-', starting with a letter or digit"));
+      }
+      team = std::string(f[2]);
+    }
+    for (const AcceptedToken& t : out) {
+      if (ConstantTimeEquals(t.token, f[1])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", line_no, ": the same token is on an earlier line (each "
+            "token names one role and team)"));
+      }
+    }
+    out.push_back({*role, std::string(f[1]), std::move(team)});
   }
   if (out.empty()) return absl::InvalidArgumentError("no tokens");
+  return out;
+}
+
+bool ValidTeamName(absl::string_view team) {
+  if (team.empty() || team.size() > 63 || team[0] == '-') return false;
+  for (char c : team) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string TokenFingerprint(absl::string_view token) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
+         digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (int i = 0; i < 6; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
   return out;
 }
 
@@ -184,9 +338,10 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 
 absl::StatusOr<AuthRole> LookupToken(const std::vector<AcceptedToken>& accepted,
                                      absl::string_view token,
-                                     std::string* name) {
+                                     std::string* name, std::string* team) {
   bool found = false;
   AuthRole role = AuthRole::kWorker;
+  const std::string* found_team = nullptr;
   int index = 0;
   int of_role[2] = {0, 0};
   for (const AcceptedToken& t : accepted) {
@@ -197,10 +352,12 @@ absl::StatusOr<AuthRole> LookupToken(const std::vector<AcceptedToken>& accepted,
       found = true;
       role = t.role;
       index = n;
+      found_team = &t.team;
     }
   }
   if (!found) return absl::NotFoundError("unknown token");
   if (name != nullptr) *name = absl::StrCat(AuthRoleName(role), "#", index);
+  if (team != nullptr) *team = *found_team;
   return role;
 }
 
@@ -254,28 +411,7 @@ MethodRoles DefaultMethodRoles() {
 absl::Status Authorize(const std::vector<AcceptedToken>& accepted,
                        const MethodRoles& roles, absl::string_view method,
                        absl::string_view authorization) {
-  const Access need = roles.Lookup(method);
-  if (need == Access::kOpen) return absl::OkStatus();
-  if (authorization.empty()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(method, ": no bearer token (authorization metadata)"));
-  }
-  if (!absl::StartsWith(authorization, kBearer)) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(method, ": authorization is not 'Bearer TOKEN'"));
-  }
-  absl::StatusOr<AuthRole> role =
-      LookupToken(accepted, authorization.substr(sizeof(kBearer) - 1));
-  if (!role.ok()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(method, ": unknown bearer token"));
-  }
-  if (need == Access::kAdmin && *role != AuthRole::kAdmin) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        method, " needs an admin token; this token's role is ",
-        AuthRoleName(*role)));
-  }
-  return absl::OkStatus();
+  return Decide(accepted, roles, method, authorization).status;
 }
 
 absl::Status ValidateSecurityConfig(const SecurityConfig& c) {
@@ -351,33 +487,13 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFiles(
   c.server_name = f.tls_server_name;
   c.insecure_no_auth = f.insecure_no_auth;
   if (!f.token_file.empty()) {
-    absl::StatusOr<std::string> s = ReadFlagFile("token_file", f.token_file);
-    if (!s.ok()) return s.status();
-    c.token = std::string(absl::StripAsciiWhitespace(*s));
-    if (c.token.empty() ||
-        c.token.find_first_of(" \t\r\n") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--token_file: ", f.token_file,
-          " must hold one token (no spaces)"));
-    }
-    if (c.token.size() > kMaxTokenBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--token_file: ", f.token_file, " holds a token of ", c.token.size(),
-          " bytes, longer than ", kMaxTokenBytes,
-          " (gRPC's metadata limit is 8 KiB)"));
-    }
+    ASSIGN_OR_RETURN(c.token, ReadTokenFile(f.token_file));
   }
   if (!f.auth_tokens_file.empty()) {
-    absl::StatusOr<std::string> s =
-        ReadFlagFile("auth_tokens_file", f.auth_tokens_file);
-    if (!s.ok()) return s.status();
-    absl::StatusOr<std::vector<AcceptedToken>> t = ParseAuthTokens(*s);
-    if (!t.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--auth_tokens_file ", f.auth_tokens_file, ": ",
-          t.status().message()));
-    }
-    c.accepted_tokens = std::move(*t);
+    ASSIGN_OR_RETURN(c.accepted_tokens, ReadAuthTokensFile(f.auth_tokens_file));
+  }
+  if (!f.token_file.empty() || !f.auth_tokens_file.empty()) {
+    c.live = std::make_shared<LiveCredentials>(f, c.token, c.accepted_tokens);
   }
   absl::Status st = ValidateSecurityConfig(c);
   if (!st.ok()) return st;
@@ -397,6 +513,141 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFlags() {
   return SecurityConfigFromFiles(f);
 }
 
+LiveCredentials::LiveCredentials(SecurityFiles files, std::string token,
+                                 std::vector<AcceptedToken> accepted)
+    : files_(std::move(files)),
+      token_(std::move(token)),
+      accepted_(std::make_shared<const std::vector<AcceptedToken>>(
+          std::move(accepted))) {
+  if (!files_.token_file.empty()) token_stamp_ = StampOf(files_.token_file);
+  if (!files_.auth_tokens_file.empty()) {
+    accepted_stamp_ = StampOf(files_.auth_tokens_file);
+  }
+}
+
+LiveCredentials::Stamp LiveCredentials::StampOf(const std::string& path) {
+  struct stat st;
+  Stamp s;
+  if (stat(path.c_str(), &st) != 0) return s;  // size -1: not there now
+  s.ino = st.st_ino;
+  s.size = st.st_size;
+  s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+               st.st_mtim.tv_nsec;
+  return s;
+}
+
+std::shared_ptr<const std::vector<AcceptedToken>> LiveCredentials::accepted()
+    const {
+  absl::MutexLock l(&mu_);
+  return accepted_;
+}
+
+std::string LiveCredentials::token() const {
+  absl::MutexLock l(&mu_);
+  return token_;
+}
+
+int64_t LiveCredentials::reloads() const {
+  absl::MutexLock l(&mu_);
+  return reloads_;
+}
+
+absl::Status LiveCredentials::Reload(bool force) {
+  absl::Status result;
+  if (!files_.token_file.empty()) {
+    const Stamp now = StampOf(files_.token_file);
+    bool changed;
+    {
+      absl::MutexLock l(&mu_);
+      changed = force || !(now == token_stamp_);
+    }
+    if (changed) {
+      absl::StatusOr<std::string> t = ReadTokenFile(files_.token_file);
+      if (t.ok()) {
+        absl::MutexLock l(&mu_);
+        const bool differs = *t != token_;
+        token_ = std::move(*t);
+        token_stamp_ = now;
+        if (differs) {
+          ++reloads_;
+          LOG(INFO) << "--token_file " << files_.token_file
+                    << ": the new token is sent from the next call on";
+        }
+      } else {
+        result.Update(t.status());
+      }
+    }
+  }
+  if (!files_.auth_tokens_file.empty()) {
+    const Stamp now = StampOf(files_.auth_tokens_file);
+    bool changed;
+    {
+      absl::MutexLock l(&mu_);
+      changed = force || !(now == accepted_stamp_);
+    }
+    if (changed) {
+      absl::StatusOr<std::vector<AcceptedToken>> t =
+          ReadAuthTokensFile(files_.auth_tokens_file);
+      if (t.ok()) {
+        const size_t n = t->size();
+        absl::MutexLock l(&mu_);
+        accepted_ =
+            std::make_shared<const std::vector<AcceptedToken>>(std::move(*t));
+        accepted_stamp_ = now;
+        ++reloads_;
+        LOG(INFO) << "--auth_tokens_file " << files_.auth_tokens_file << ": "
+                  << n << " tokens accepted from the next call on";
+      } else {
+        result.Update(t.status());
+      }
+    }
+  }
+  if (!result.ok()) {
+    LOG(ERROR) << "token files not reloaded, the previous tokens stay: "
+               << result;
+  }
+  return result;
+}
+
+std::unique_ptr<CredentialWatcher> CredentialWatcher::Start(
+    std::shared_ptr<LiveCredentials> live, absl::Duration poll) {
+  if (!live) return nullptr;
+  std::unique_ptr<CredentialWatcher> w(new CredentialWatcher());
+  w->thread_ = std::thread(&CredentialWatcher::Run, w.get(), std::move(live),
+                           poll);
+  return w;
+}
+
+CredentialWatcher::~CredentialWatcher() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void CredentialWatcher::Run(std::shared_ptr<LiveCredentials> live,
+                            absl::Duration poll) {
+  // SIGHUP is taken by this thread alone (the daemons block it everywhere
+  // before any thread starts; blocking it here too makes sigtimedwait
+  // the only way it is seen).
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
+  const absl::Duration tick = std::min(poll, absl::Milliseconds(200));
+  absl::Time next_poll = absl::Now() + poll;
+  while (!stop_.load()) {
+    const timespec ts = absl::ToTimespec(tick);
+    const int sig = sigtimedwait(&hup, nullptr, &ts);
+    if (sig == SIGHUP) {
+      LOG(INFO) << "SIGHUP: re-reading the token files";
+      live->Reload(/*force=*/true).IgnoreError();
+      next_poll = absl::Now() + poll;
+    } else if (absl::Now() >= next_poll) {
+      live->Reload().IgnoreError();
+      next_poll = absl::Now() + poll;
+    }
+  }
+}
+
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
     const SecurityConfig& config, const MethodRoles& roles) {
   // Accepting tokens without TLS would leave every method open (gRPC runs
@@ -414,8 +665,8 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
   std::shared_ptr<grpc::ServerCredentials> creds =
       grpc::SslServerCredentials(o);
   if (config.auth()) {
-    creds->SetAuthMetadataProcessor(
-        std::make_shared<TokenProcessor>(config.accepted_tokens, roles));
+    creds->SetAuthMetadataProcessor(std::make_shared<TokenProcessor>(
+        config.accepted_tokens, config.live, roles));
   }
   return creds;
 }
@@ -438,7 +689,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
   if (!config.token.empty()) {
     creds = grpc::CompositeChannelCredentials(
         creds, grpc::MetadataCredentialsFromPlugin(
-                   std::make_unique<TokenPlugin>(config.token)));
+                   std::make_unique<TokenPlugin>(config.token, config.live)));
   }
   if (!config.server_name.empty()) {
     args.SetSslTargetNameOverride(config.server_name);

@@ -14,8 +14,12 @@
 //   --token_file=FILE    this process's bearer token, sent as
 //                        "authorization: Bearer TOKEN" on every outgoing RPC
 //   --auth_tokens_file=FILE
-//                        servers: accepted tokens, one "ROLE TOKEN" per line
-//                        (ROLE worker or admin; '#' comments, blank lines ok)
+//                        servers: accepted tokens, one "ROLE TOKEN [TEAM]"
+//                        per line (ROLE worker or admin; TEAM, for admin
+//                        tokens only, scopes the token to its team's jobs;
+//                        '#' comments, blank lines ok)
+// The two token files are re-read when they change and on SIGHUP
+// (LiveCredentials, CredentialWatcher); certificates are read at start.
 //   --tls_server_name=NAME
 //                        override of the name checked in server certificates
 // With none set everything is plaintext and unauthenticated (local use).
@@ -34,11 +38,17 @@
 #ifndef BERTPS_COMMON_SECURITY_H_
 #define BERTPS_COMMON_SECURITY_H_
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -56,7 +66,13 @@ enum class Access { kOpen, kAnyToken, kWorker, kAdmin };
 struct AcceptedToken {
   AuthRole role;
   std::string token;
+  // An admin token's team: its holder submits jobs that the team owns and
+  // sees, cancels and watches only those. Empty: a cluster admin (every
+  // job; draining members). Worker tokens have none.
+  std::string team;
 };
+
+class LiveCredentials;
 
 struct SecurityConfig {
   std::string ca_pem;    // empty: clients use the system roots (if TLS)
@@ -69,6 +85,11 @@ struct SecurityConfig {
   std::string server_name;  // empty: the host part of the target address
   std::string token;        // sent on outgoing calls; empty: none
   std::vector<AcceptedToken> accepted_tokens;  // empty: servers check none
+  // The token files as they are now (rotation): set by
+  // SecurityConfigFromFiles when a token file is named; servers then check
+  // the accepted tokens and clients send the token that the files hold at
+  // the call, not those read at start. Shared by every copy of the config.
+  std::shared_ptr<LiveCredentials> live;
 
   // Clients dial with TLS.
   bool client_tls() const { return !ca_pem.empty() || !cert_pem.empty(); }
@@ -112,8 +133,12 @@ absl::Status ValidateServing(const SecurityConfig& config);
 // server checks no tokens. The token itself never reaches a handler.
 inline constexpr char kTokenProperty[] = "bertps.token";
 inline constexpr char kRoleProperty[] = "bertps.role";
+// The caller's team (AcceptedToken::team): set only for an admin token of a
+// team (absent: a cluster admin, a worker token, or no tokens checked).
+inline constexpr char kTeamProperty[] = "bertps.team";
 
-// Parses an accepted-tokens file's text ("ROLE TOKEN" lines).
+// Parses an accepted-tokens file's text ("ROLE TOKEN [TEAM]" lines; a TEAM
+// only for admin tokens, ValidTeamName).
 // The longest bearer token accepted (--token_file, --auth_tokens_file): it
 // travels as call metadata, which gRPC limits to 8 KiB in all.
 inline constexpr size_t kMaxTokenBytes = 4096;
@@ -121,6 +146,8 @@ inline constexpr size_t kMaxTokenBytes = 4096;
 absl::StatusOr<std::vector<AcceptedToken>> ParseAuthTokens(
     absl::string_view text);
 absl::StatusOr<AuthRole> ParseAuthRole(absl::string_view name);
+// A team's name: 1 to 63 of [a-z0-9-], starting with a letter or digit.
+bool ValidTeamName(absl::string_view team);
 const char* AuthRoleName(AuthRole role);
 
 // A fresh secret: `bytes` random bytes from the kernel (getrandom), as
@@ -131,10 +158,14 @@ std::string RandomSecret(int bytes = 32);
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 // The role of `token` among `accepted` (every entry is compared, in constant
 // time each); NOT_FOUND when none matches. With `name`, also the token's
-// name ("ROLE#N", kTokenProperty).
+// name ("ROLE#N", kTokenProperty) and with `team` its team.
 absl::StatusOr<AuthRole> LookupToken(const std::vector<AcceptedToken>& accepted,
                                      absl::string_view token,
-                                     std::string* name = nullptr);
+                                     std::string* name = nullptr,
+                                     std::string* team = nullptr);
+// A short fingerprint of a token for logs ("sha256:" and 12 hex digits): an
+// unknown token's holder can be told apart without the token being written.
+std::string TokenFingerprint(absl::string_view token);
 
 // Method -> Access. Keys are full method names "/pkg.Service/Method" or a
 // whole service "/pkg.Service/*"; the exact name wins. Methods listed nowhere
@@ -164,6 +195,63 @@ absl::Status Authorize(const std::vector<AcceptedToken>& accepted,
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
     const SecurityConfig& config,
     const MethodRoles& roles = DefaultMethodRoles());
+
+// The token files of a running process, re-read when they change
+// (CredentialWatcher) so that tokens are replaced without a restart: the
+// new accepted tokens apply to the next call; calls already admitted run
+// on. A file that cannot be read or parsed keeps the previous tokens (the
+// error is logged, the process goes on as it was).
+// Thread-safety: every method may be called from any thread.
+class LiveCredentials {
+ public:
+  LiveCredentials(SecurityFiles files, std::string token,
+                  std::vector<AcceptedToken> accepted);
+  std::shared_ptr<const std::vector<AcceptedToken>> accepted() const;
+  std::string token() const;
+  // Re-reads the files that changed since they were last read (every named
+  // file with `force`). OK when nothing changed or all changes were taken.
+  absl::Status Reload(bool force = false);
+  // Reloads that took a change.
+  int64_t reloads() const;
+
+ private:
+  struct Stamp {
+    uint64_t ino = 0;
+    int64_t size = -1;
+    int64_t mtime_ns = 0;
+    bool operator==(const Stamp& o) const {
+      return ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
+    }
+  };
+  static Stamp StampOf(const std::string& path);
+
+  const SecurityFiles files_;
+  mutable absl::Mutex mu_;
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const std::vector<AcceptedToken>> accepted_
+      ABSL_GUARDED_BY(mu_);
+  Stamp token_stamp_ ABSL_GUARDED_BY(mu_);
+  Stamp accepted_stamp_ ABSL_GUARDED_BY(mu_);
+  int64_t reloads_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Re-reads a process's token files when they change (checked every
+// `poll`) and at once on SIGHUP. Daemons block SIGHUP in every thread
+// (BlockShutdownSignals) so that only this thread takes it. Stops and
+// joins on destruction.
+class CredentialWatcher {
+ public:
+  static std::unique_ptr<CredentialWatcher> Start(
+      std::shared_ptr<LiveCredentials> live,
+      absl::Duration poll = absl::Seconds(2));
+  ~CredentialWatcher();
+
+ private:
+  CredentialWatcher() = default;
+  void Run(std::shared_ptr<LiveCredentials> live, absl::Duration poll);
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 // A channel to `address`: TLS when client_tls() (presenting the certificate
 // if any), the token on every call, server_name as the TLS target name.

@@ -20,6 +20,9 @@ sigset_t ShutdownSet() {
 
 void BlockShutdownSignals() {
   sigset_t set = ShutdownSet();
+  // SIGHUP too: it asks for the token files to be re-read
+  // (CredentialWatcher, whose thread alone waits for it), never stops.
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 

@@ -1,5 +1,6 @@
 // Graceful shutdown on SIGTERM / SIGINT for the daemons: BlockShutdownSignals
-// must run in main() before any thread starts; WaitForShutdownSignal then
+// must run in main() before any thread starts (it blocks SIGHUP as well, which
+// CredentialWatcher alone takes); WaitForShutdownSignal then
 // blocks one thread until a signal arrives (returns the signal number).
 // Thread-safety: call each once.
 #ifndef BERTPS_COMMON_SIGNALS_H_

@@ -333,7 +333,8 @@ class SecureCoordinatorTest : public SecureServicesTest {
     cluster_ = std::make_unique<ClusterServiceImpl>(coordinator_.get());
     grpc::ServerBuilder b;
     int port = 0;
-    b.AddListeningPort("127.0.0.1:0", ServerCredentials(Server()), &port);
+    server_config_ = Server();
+    b.AddListeningPort("127.0.0.1:0", ServerCredentials(server_config_), &port);
     b.RegisterService(jobs_.get());
     b.RegisterService(cluster_.get());
     server_ = b.BuildAndStart();
@@ -378,6 +379,30 @@ class SecureCoordinatorTest : public SecureServicesTest {
     return FromGrpcStatus(Jobs(c)->ListJobs(&ctx, ListJobsRequest(), &resp));
   }
 
+  // Adds two teams' admin tokens to the coordinator's running token list
+  // (as an operator would: the file replaced, then SIGHUP or the watcher);
+  // returns their client configs.
+  std::pair<SecurityConfig, SecurityConfig> AddTeams() {
+    const std::string tokens = dir_ + "/auth_tokens";
+    std::ifstream in(tokens);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    const std::string vision(48, 'v'), speech(48, 's');
+    const std::string teams = dir_ + "/team_tokens";
+    std::ofstream(teams + ".new") << text << "admin " << vision << " vision\n"
+                                  << "admin " << speech << " speech\n";
+    std::ofstream(dir_ + "/vision.token") << vision << "\n";
+    std::ofstream(dir_ + "/speech.token") << speech << "\n";
+    // The original list is kept for the other tests: the live list reads
+    // the copy through a renamed-over file at the same path.
+    std::rename(tokens.c_str(), (tokens + ".orig").c_str());
+    std::rename((teams + ".new").c_str(), tokens.c_str());
+    EXPECT_TRUE(server_config_.live->Reload().ok());
+    std::rename((tokens + ".orig").c_str(), tokens.c_str());
+    return {Client("vision.token"), Client("speech.token")};
+  }
+
+  SecurityConfig server_config_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<JobServiceImpl> jobs_;
   std::unique_ptr<ClusterServiceImpl> cluster_;
@@ -407,6 +432,56 @@ TEST_F(SecureCoordinatorTest, RolesOnTheJobApi) {
   EXPECT_NE(coordinator_->Get(*id)->state(), CANCELLED);
   EXPECT_TRUE(Cancel(Client("admin.token"), *id).ok());
   EXPECT_EQ(coordinator_->Get(*id)->state(), CANCELLED);
+}
+
+// Teams over the real JobService: each team's admin token submits jobs its
+// team owns, lists and cancels only those (another team's job is NOT_FOUND,
+// as one that does not exist); a cluster admin sees and cancels all; only a
+// cluster admin drains members. The team tokens were added to the running
+// server's list (rotation).
+TEST_F(SecureCoordinatorTest, TeamsOverTheJobApi) {
+  using C = absl::StatusCode;
+  auto [vision, speech] = AddTeams();
+  absl::StatusOr<std::string> v = Submit(vision);
+  ASSERT_TRUE(v.ok()) << v.status();
+  absl::StatusOr<std::string> s = Submit(speech);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(coordinator_->Get(*v)->owner(), "vision");
+  EXPECT_EQ(coordinator_->Get(*s)->owner(), "speech");
+
+  auto list = [&](const SecurityConfig& c) {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    ListJobsResponse resp;
+    EXPECT_TRUE(Jobs(c)->ListJobs(&ctx, ListJobsRequest(), &resp).ok());
+    std::vector<std::string> ids;
+    for (const JobStatus& j : resp.jobs()) ids.push_back(j.id());
+    return ids;
+  };
+  EXPECT_EQ(list(vision), std::vector<std::string>{*v});
+  EXPECT_EQ(list(speech), std::vector<std::string>{*s});
+  EXPECT_EQ(list(Client("admin.token")).size(), 2u);
+
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  GetJobRequest get;
+  get.set_id(*s);
+  JobStatus status;
+  EXPECT_EQ(Jobs(vision)->GetJob(&ctx, get, &status).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Cancel(vision, *s).code(), C::kNotFound);
+  EXPECT_NE(coordinator_->Get(*s)->state(), CANCELLED);
+  EXPECT_TRUE(Cancel(vision, *v).ok());
+  EXPECT_TRUE(Cancel(Client("admin.token"), *s).ok());
+  EXPECT_EQ(coordinator_->Get(*s)->state(), CANCELLED);
+
+  grpc::ClientContext drain_ctx;
+  Deadline(&drain_ctx);
+  DrainMemberRequest drain;
+  drain.set_member_id("m-1");
+  DrainMemberResponse drained;
+  EXPECT_EQ(Jobs(vision)->DrainMember(&drain_ctx, drain, &drained).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
 }
 
 TEST_F(SecureCoordinatorTest, MembersNeedAWorkerToken) {

@@ -444,6 +444,7 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                  ? s.id()
                  : absl::StrCat(s.id(), " (", spec.name(), ")"));
   row("state", JobState_Name(s.state()));
+  if (!s.owner().empty()) row("team", s.owner());
   if (!s.reason().empty()) row("reason", s.reason());
   if (!s.store_error().empty()) {
     row("store", absl::StrCat("the coordinator cannot write its job store (",

@@ -11,7 +11,7 @@ PACKAGES=(
   libeigen3-dev libdnnl-dev libabsl-dev libgoogle-glog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libutf8proc-dev prometheus-cpp-dev libsqlite3-dev libyaml-cpp-dev
-  libicu-dev zlib1g-dev
+  libicu-dev zlib1g-dev libssl-dev
   # reference peer for parity tests and benchmarks
   python3 python3-torch python3-numpy libopenblas0
   # a stepped wall clock for one process (tests/coordinator_pause_test.sh)

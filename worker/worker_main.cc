@@ -258,6 +258,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<bertps::SecurityConfig> security =
       bertps::SecurityConfigFromFlags();
   if (!security.ok()) return fail(security.status());
+  // Token files re-read on change and on SIGHUP (docs/security.md).
+  const std::unique_ptr<bertps::CredentialWatcher> credential_watcher =
+      bertps::CredentialWatcher::Start(security->live);
   // Health (a gRPC server with only grpc.health.v1) and metrics. gRPC
   // refuses to build a server whose only service is the default health one:
   // a generic service (it answers UNIMPLEMENTED) keeps it company.

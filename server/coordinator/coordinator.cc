@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/audit.h"
 #include "common/security.h"
 #include "common/status.h"
 #include "absl/strings/match.h"
@@ -86,8 +87,23 @@ absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id) const {
 
 absl::Status Coordinator::CheckCanRead(const std::string& id,
                                        const Caller& caller) const {
-  if (caller.admin) return absl::OkStatus();
+  if (caller.admin && caller.team.empty()) return absl::OkStatus();
   absl::MutexLock l(&mu_);
+  if (caller.admin) {
+    // A team's admin: its team's jobs only; another team's job is answered
+    // as one that does not exist (a team learns nothing of others' jobs).
+    if (id.empty()) return absl::OkStatus();  // a list: filtered
+    auto j = jobs_.find(id);
+    if (j != jobs_.end() && j->second.status.owner() == caller.team) {
+      return absl::OkStatus();
+    }
+    if (j != jobs_.end()) {
+      AuditRefusal(kRefusedTeam,
+                   absl::StrCat("team ", caller.team, ", token ", caller.token),
+                   absl::StrCat("job ", id, " of another team"));
+    }
+    return absl::NotFoundError(absl::StrCat("no job ", id));
+  }
   auto m = members_.find(caller.member_id);
   // One message whatever failed: a worker token learns nothing of which
   // members or jobs exist.
@@ -97,9 +113,19 @@ absl::Status Coordinator::CheckCanRead(const std::string& id,
       "); an admin token sees every job"));
   if (m == members_.end() || m->second.secret.empty() ||
       !ConstantTimeEquals(caller.member_secret, m->second.secret)) {
+    AuditRefusal(kRefusedMemberCredential,
+                 absl::StrCat("token ", caller.token, ", member ",
+                              caller.member_id),
+                 "JobService read without the member's credential");
     return denied;
   }
-  if (!id.empty() && m->second.job != id) return denied;
+  if (!id.empty() && m->second.job != id) {
+    AuditRefusal(kRefusedJobScope,
+                 absl::StrCat("token ", caller.token, ", member ",
+                              caller.member_id),
+                 absl::StrCat("read of job ", id, ", not the member's"));
+    return denied;
+  }
   return absl::OkStatus();
 }
 
@@ -111,7 +137,7 @@ absl::StatusOr<JobStatus> Coordinator::Get(const std::string& id,
 
 absl::StatusOr<ListJobsResponse> Coordinator::ListPageFor(
     const Caller& caller, int page_size, const std::string& after) const {
-  if (caller.admin) return ListPage(page_size, after);
+  if (caller.admin) return ListPage(page_size, after, 2 << 20, caller.team);
   RETURN_IF_ERROR(CheckCanRead("", caller));
   std::string job;
   {
@@ -140,12 +166,14 @@ std::vector<JobStatus> Coordinator::List() const {
 }
 
 ListJobsResponse Coordinator::ListPage(int page_size, const std::string& after,
-                                       size_t max_bytes) const {
+                                       size_t max_bytes,
+                                       const std::string& team) const {
   const int limit = page_size <= 0 ? 100 : std::min(page_size, 1000);
   ListJobsResponse resp;
   size_t bytes = 0;
   absl::MutexLock l(&mu_);
   for (auto it = jobs_.upper_bound(after); it != jobs_.end(); ++it) {
+    if (!team.empty() && it->second.status.owner() != team) continue;
     if (resp.jobs_size() == limit) {
       resp.set_next_page_token(resp.jobs(resp.jobs_size() - 1).id());
       break;
@@ -161,6 +189,14 @@ ListJobsResponse Coordinator::ListPage(int page_size, const std::string& after,
     *resp.add_jobs() = std::move(s);
   }
   return resp;
+}
+
+absl::Status Coordinator::Cancel(const std::string& id, const Caller& caller) {
+  if (!caller.admin) {
+    return absl::PermissionDeniedError("cancelling a job needs an admin token");
+  }
+  RETURN_IF_ERROR(CheckCanRead(id, caller));
+  return Cancel(id);
 }
 
 absl::Status Coordinator::Cancel(const std::string& id) {

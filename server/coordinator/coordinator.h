@@ -86,6 +86,11 @@ struct Caller {
   bool admin = true;
   // Which token ("worker#0", kTokenProperty); "" when none is checked.
   std::string token;
+  // An admin token's team (kTeamProperty): it submits jobs its team owns
+  // and sees, watches and cancels only those (NOT_FOUND for others, as for
+  // a job that does not exist); it may not drain members. Empty: a cluster
+  // admin, a worker token, or no tokens checked.
+  std::string team;
   // A worker-token caller of JobService: the member credential it presents
   // (call metadata kMemberMetadata / kMemberSecretMetadata). It sees only
   // the job that member is assigned.
@@ -174,7 +179,10 @@ class Coordinator {
   explicit Coordinator(CoordinatorOptions options);
 
   // JobService.
-  absl::StatusOr<std::string> Submit(JobSpec spec);
+  // `owner`: the submitting admin's team (JobStatus.owner); "" for a
+  // cluster admin.
+  absl::StatusOr<std::string> Submit(JobSpec spec,
+                                     const std::string& owner = "");
   absl::StatusOr<JobStatus> Get(const std::string& id) const;
   // Get, List and Watch as `caller` may see them: an admin every job; a
   // worker token only the job of the member whose credential it presents
@@ -186,8 +194,10 @@ class Coordinator {
   std::vector<JobStatus> List() const;
   // One page of ListJobs (proto/coordinator.proto): jobs after `after` in id
   // order, at most page_size (0: 100; capped at 1000) and about max_bytes.
+  // With `team`, only the jobs that team owns.
   ListJobsResponse ListPage(int page_size, const std::string& after,
-                            size_t max_bytes = 2 << 20) const;
+                            size_t max_bytes = 2 << 20,
+                            const std::string& team = "") const;
   // The page `caller` may see: every job for an admin, the job of the
   // member whose credential a worker token presents (PERMISSION_DENIED
   // without a valid one).
@@ -196,10 +206,18 @@ class Coordinator {
                                                const std::string& after) const
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Cancel(const std::string& id);
+  // Cancel as `caller` may: a team's admin only its team's jobs (NOT_FOUND
+  // for others).
+  absl::Status Cancel(const std::string& id, const Caller& caller)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // JobService.DrainMember: the member is told to drain on its next
   // heartbeat and given no new work; a drained member that has left is
   // answered `already` too (NOT_FOUND for an id never drained nor known).
   absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id);
+  // Drain as `caller` may: a cluster admin only (a member may run any
+  // team's job), PERMISSION_DENIED for a team's admin.
+  absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id,
+                                            const Caller& caller);
   // Events of job `id` after *seq (0 = from the start); waits until there is
   // one or `deadline`. Returns no events at the deadline.
   absl::StatusOr<std::vector<JobEvent>> WaitForEvents(const std::string& id,
@@ -571,7 +589,8 @@ class Coordinator {
   // The job changed: written at the next FlushStore (a state change makes it
   // urgent).
   void MarkDirtyLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::string> AddJob(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::string> AddJob(JobSpec spec, const std::string& owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void RecordLocked(Job& job, int slot, const StepReport& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Steps [0, applied) are applied: progress and exact example counts.

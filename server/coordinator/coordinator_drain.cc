@@ -4,10 +4,24 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/audit.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
 
 namespace bertps {
+
+absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
+    const std::string& member_id, const Caller& caller) {
+  if (!caller.admin || !caller.team.empty()) {
+    AuditRefusal(kRefusedTeam,
+                 absl::StrCat("team ", caller.team, ", token ", caller.token),
+                 absl::StrCat("drain of member ", member_id));
+    return absl::PermissionDeniedError(
+        "draining a member needs a cluster admin token (one without a team): "
+        "a member may be running any team's job");
+  }
+  return Drain(member_id);
+}
 
 absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
     const std::string& member_id) {

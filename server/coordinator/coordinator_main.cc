@@ -114,6 +114,9 @@ int main(int argc, char** argv) {
                  security_ok.ToString().c_str());
     return 1;
   }
+  // Token files re-read on change and on SIGHUP (docs/security.md).
+  const std::unique_ptr<bertps::CredentialWatcher> credential_watcher =
+      bertps::CredentialWatcher::Start(security->live);
   bertps::CoordinatorOptions options;
   options.member_timeout = timeouts.member_timeout;
   options.max_heartbeats_per_s = absl::GetFlag(FLAGS_max_heartbeats_per_s);

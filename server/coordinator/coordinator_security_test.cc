@@ -283,6 +283,56 @@ TEST(CoordinatorSecurity, WorkerTokensSeeOnlyTheirMembersJob) {
   EXPECT_FALSE(t.c->CheckCanRead(other, worker).ok());
 }
 
+// Teams: a team's admin submits jobs its team owns and sees, cancels and
+// watches only those; another team's job is answered as one that does not
+// exist; a cluster admin sees and cancels every job; only a cluster admin
+// drains members.
+TEST(CoordinatorSecurity, TeamsSeeAndCancelOnlyTheirJobs) {
+  ClockedCoordinator t;
+  auto [ps, trainer] = JoinShardAndTrainer(*t.c);
+  JobSpec vision_spec = TrainSpec(1, 1, 10);
+  vision_spec.set_name("vision's job");
+  const std::string vision = *t.c->Submit(vision_spec, "vision");
+  const std::string speech = *t.c->Submit(TrainSpec(1, 1, 10), "speech");
+  const std::string cluster = *t.c->Submit(TrainSpec(1, 1, 10));
+  EXPECT_EQ(t.c->Get(vision)->owner(), "vision");
+  EXPECT_EQ(t.c->Get(cluster)->owner(), "");
+
+  Caller v;
+  v.token = "admin#1";
+  v.team = "vision";
+  Caller root;  // a cluster admin
+  EXPECT_TRUE(t.c->Get(vision, v).ok());
+  absl::StatusOr<JobStatus> other = t.c->Get(speech, v);
+  EXPECT_EQ(other.status().code(), StatusCode::kNotFound);
+  // As for an id that does not exist: nothing tells the two apart.
+  EXPECT_EQ(other.status().message(), absl::StrCat("no job ", speech));
+  EXPECT_EQ(t.c->Get(cluster, v).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(t.c->CheckCanRead(speech, v).code(), StatusCode::kNotFound);
+  absl::StatusOr<ListJobsResponse> page = t.c->ListPageFor(v, 0, "");
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs_size(), 1);
+  EXPECT_EQ(page->jobs(0).id(), vision);
+  EXPECT_EQ(t.c->ListPageFor(root, 0, "")->jobs_size(), 3);
+
+  // Cancelling another team's job is refused and changes nothing.
+  EXPECT_EQ(t.c->Cancel(speech, v).code(), StatusCode::kNotFound);
+  EXPECT_NE(t.c->Get(speech)->state(), CANCELLED);
+  EXPECT_TRUE(t.c->Cancel(vision, v).ok());
+  EXPECT_EQ(t.c->Get(vision)->state(), CANCELLED);
+  EXPECT_TRUE(t.c->Cancel(speech, root).ok());
+
+  // Draining a member (which may run any team's job) is a cluster admin's.
+  absl::StatusOr<DrainMemberResponse> drained = t.c->Drain(trainer, v);
+  EXPECT_EQ(drained.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(t.c->Drain(trainer, root).ok());
+  Caller worker;
+  worker.admin = false;
+  EXPECT_EQ(t.c->Drain(trainer, worker).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(t.c->Cancel(cluster, worker).code(), StatusCode::kPermissionDenied);
+}
+
 // Registrations are bounded per token (a burst, then a rate), and so are
 // the members one token holds; dead members holding nothing are forgotten
 // after reclaim_after.

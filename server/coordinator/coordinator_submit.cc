@@ -202,17 +202,19 @@ absl::Status SetDataOrigin(JobSpec* spec) {
 
 }  // namespace coordinator_internal
 
-absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec) {
+absl::StatusOr<std::string> Coordinator::Submit(JobSpec spec,
+                                                const std::string& owner) {
   // The job is in the store before anyone hears of it (AddJob); a start it
   // caused is too, before the client's answer.
-  ASSIGN_OR_RETURN(std::string id, AddJob(std::move(spec)));
+  ASSIGN_OR_RETURN(std::string id, AddJob(std::move(spec), owner));
   if (absl::Status st = FlushIfUrgent(); !st.ok()) {
     LOG(WARNING) << "job " << id << " is stored, its start not yet: " << st;
   }
   return id;
 }
 
-absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
+absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec,
+                                                const std::string& owner) {
   // The coordinator's to set (SetDataOrigin), from the checkpoint itself.
   if (spec.has_checkpoint()) spec.mutable_checkpoint()->clear_origin();
   ApplyJobDefaults(&spec);
@@ -331,6 +333,7 @@ absl::StatusOr<std::string> Coordinator::AddJob(JobSpec spec) {
   Job job;
   job.examples_per_epoch = examples;
   job.status.set_id(id);
+  job.status.set_owner(owner);
   *job.status.mutable_spec() = spec;
   job.status.set_state(PENDING);
   job.status.set_submit_time_ms(NowMs());

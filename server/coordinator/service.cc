@@ -20,6 +20,8 @@ Caller CallerOf(const grpc::ServerContextBase& ctx) {
                  AuthRoleName(AuthRole::kAdmin);
   std::vector<grpc::string_ref> token = auth->FindPropertyValues(kTokenProperty);
   if (!token.empty()) caller.token.assign(token[0].data(), token[0].size());
+  std::vector<grpc::string_ref> team = auth->FindPropertyValues(kTeamProperty);
+  if (!team.empty()) caller.team.assign(team[0].data(), team[0].size());
   const auto& md = ctx.client_metadata();
   if (auto it = md.find(kMemberMetadata); it != md.end()) {
     caller.member_id.assign(it->second.data(), it->second.size());
@@ -55,10 +57,10 @@ int WatchLimits::open(const std::string& token) const {
   return it == open_.end() ? 0 : it->second;
 }
 
-grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext*,
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* ctx,
                                        const SubmitJobRequest* req,
                                        SubmitJobResponse* resp) {
-  absl::StatusOr<std::string> id = c_->Submit(req->spec());
+  absl::StatusOr<std::string> id = c_->Submit(req->spec(), CallerOf(*ctx).team);
   if (!id.ok()) return ToGrpcStatus(id.status());
   resp->set_id(*id);
   return grpc::Status::OK;
@@ -83,16 +85,17 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext*,
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* ctx,
                                        const CancelJobRequest* req,
                                        CancelJobResponse*) {
-  return ToGrpcStatus(c_->Cancel(req->id()));
+  return ToGrpcStatus(c_->Cancel(req->id(), CallerOf(*ctx)));
 }
 
-grpc::Status JobServiceImpl::DrainMember(grpc::ServerContext*,
+grpc::Status JobServiceImpl::DrainMember(grpc::ServerContext* ctx,
                                          const DrainMemberRequest* req,
                                          DrainMemberResponse* resp) {
-  absl::StatusOr<DrainMemberResponse> r = c_->Drain(req->member_id());
+  absl::StatusOr<DrainMemberResponse> r =
+      c_->Drain(req->member_id(), CallerOf(*ctx));
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = std::move(*r);
   return grpc::Status::OK;

@@ -361,6 +361,9 @@ int main(int argc, char** argv) {
   absl::Status security_ok =
       security.ok() ? bertps::ValidateServing(*security) : security.status();
   if (!security_ok.ok()) return Fail(security_ok);
+  // Token files re-read on change and on SIGHUP (docs/security.md).
+  const std::unique_ptr<bertps::CredentialWatcher> credential_watcher =
+      bertps::CredentialWatcher::Start(security->live);
   if (!coordinator.empty()) {
     return ServeSlices(coordinator, absl::GetFlag(FLAGS_slices), *security,
                        timeouts.give_up);

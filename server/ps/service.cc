@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/security.h"
+#include "common/audit.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
 #include "common/process_cpu.h"
@@ -118,6 +119,15 @@ absl::Status CheckRestoreManifest(const ShardOptions& o,
 }
 
 absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current(
+    const grpc::ServerContextBase* ctx, CallScope scope) const {
+  absl::StatusOr<std::shared_ptr<ShardCore>> c = CurrentUnaudited(ctx, scope);
+  if (c.status().code() == absl::StatusCode::kPermissionDenied) {
+    AuditRefusal(kRefusedJobScope, ctx->peer(), c.status().message());
+  }
+  return c;
+}
+
+absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::CurrentUnaudited(
     const grpc::ServerContextBase* ctx, CallScope scope) const {
   std::shared_ptr<ShardCore> c = core();
   if (!c) {
