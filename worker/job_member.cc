@@ -248,6 +248,9 @@ bool JobMember::Apply(const Assignment& a) {
   if (assigned) {
     incarnation_ = a.incarnation();
     if (!a.job_key().empty()) job_key_ = a.job_key();
+    // Before the slots are followed: a slot taken over is pushed for with
+    // the capability that names it.
+    if (!a.capability().empty()) capability_->Set(a.capability());
   }
   if (assigned && !a.wait()) FollowSlots(a);
   return true;

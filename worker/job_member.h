@@ -38,6 +38,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "common/capability.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/security.h"
@@ -71,6 +72,11 @@ class JobMember : private MemberRole {
   using ReportObserver =
       std::function<void(const std::string& job_id, const StepReport& report)>;
   void set_on_report(ReportObserver f) { on_report_ = std::move(f); }
+  // The member's capability as its latest assignment gave it (the parts'
+  // shard calls name it: PsClientOptions::capability).
+  std::shared_ptr<const CapabilityHolder> capability() const {
+    return capability_;
+  }
   StepReport last_report() {
     absl::MutexLock l(&mu_);
     return last_;
@@ -151,6 +157,8 @@ class JobMember : private MemberRole {
   std::string job_;            // the job of the parts (running or ended)
   int64_t incarnation_ = 0;
   std::string job_key_;        // the incarnation's (Assignment.job_key)
+  const std::shared_ptr<CapabilityHolder> capability_ =
+      std::make_shared<CapabilityHolder>();
   int own_ = -1;               // the member's own slot
   std::vector<StepReport> sent_;  // the reports of the heartbeat in flight
 

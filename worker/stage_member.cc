@@ -66,6 +66,7 @@ absl::Status StageMember::RunPart(
   o.ps.incarnation = a.incarnation();
   o.ps.job_id = a.job_id();
   o.ps.job_key = a.job_key();
+  o.ps.capability = member_.capability();
   o.ps.layout = a.ps_layout();
   o.ps.cancel = cancel;
   ASSIGN_OR_RETURN(o.config, JobModelConfig(spec));

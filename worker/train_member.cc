@@ -43,6 +43,7 @@ absl::Status TrainMember::RunPart(
   o->ps.incarnation = a.incarnation();
   o->ps.job_id = a.job_id();
   o->ps.job_key = a.job_key();
+  o->ps.capability = member_.capability();
   o->ps.layout = a.ps_layout();
   o->ps.cancel = cancel;
   // A shard unreachable: the coordinator hears it on the next heartbeat

@@ -70,6 +70,10 @@ void SetIncarnation(const PsClientOptions& o, grpc::ClientContext* ctx) {
   }
   if (!o.job_id.empty()) ctx->AddMetadata(ps::kJobMetadata, o.job_id);
   if (!o.job_key.empty()) ctx->AddMetadata(ps::kJobKeyMetadata, o.job_key);
+  if (o.capability != nullptr) {
+    std::string wire = o.capability->Get();
+    if (!wire.empty()) ctx->AddMetadata(kCapabilityMetadata, std::move(wire));
+  }
 }
 }  // namespace
 

@@ -38,6 +38,7 @@
 #include "common/thread_lanes.h"
 #include "common/timeouts.h"
 #include "proto/ps.grpc.pb.h"
+#include "common/capability.h"
 #include "common/ps/call_canceller.h"
 #include "common/ps/stall_watch.h"
 #include "common/ps/wire.h"
@@ -62,6 +63,10 @@ struct PsClientOptions {
   // shards run on their own.
   std::string job_id;
   std::string job_key;
+  // The member's capability (Assignment.capability, renewed on each
+  // heartbeat), named on every call (kCapabilityMetadata). Null or empty:
+  // none.
+  std::shared_ptr<const CapabilityHolder> capability;
   // Set: Connect stops waiting for the shards (CANCELLED), and every call
   // in flight or made after is cancelled within ~100 ms (a part told to
   // stop does not wait out a call to a shard that stopped answering).

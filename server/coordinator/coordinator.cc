@@ -64,6 +64,10 @@ Coordinator::Coordinator(CoordinatorOptions options)
       instance_(absl::StrFormat(
           "%08x", static_cast<uint32_t>(std::random_device()() ^
                                         absl::ToUnixNanos(absl::Now())))),
+      signer_(options_.capability_signer != nullptr
+                  ? options_.capability_signer
+                  : std::shared_ptr<const CapabilitySigner>(
+                        *CapabilitySigner::Generate())),
       heartbeat_interval_ms_(options_.heartbeat_ms) {}
 
 std::string Coordinator::NewJobIdLocked() {
@@ -411,9 +415,11 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   }
   job.status.set_restarts(job.status.restarts() + 1);
   job.status.set_incarnation(job.status.incarnation() + 1);
-  // New keys: a member of an earlier start reaches none of the shards.
+  // New keys: a member of an earlier start reaches none of the shards
+  // (and its capability names the earlier incarnation).
   job.job_key = RandomSecret();
   job.shard_key = RandomSecret();
+  job.revoked.clear();
   job.lost_stages.clear();  // the new start waits for stage daemons
   // Every slot computes again from the checkpoint: none is done (a member
   // says so again when its new part ends), and one whose member is gone is
@@ -505,6 +511,39 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
   MarkDirtyLocked(job);
 }
 
+void Coordinator::AddCapabilityLocked(const Job& job, const Member& m,
+                                      Assignment* a) const {
+  Capability cap;
+  cap.set_member_id(m.id);
+  cap.set_job_id(job.status.id());
+  cap.set_incarnation(job.status.incarnation());
+  cap.set_checkpoint_dir(job.status.spec().checkpoint().dir());
+  const absl::Time now = options_.now();
+  cap.set_issued_ms(absl::ToUnixMillis(now));
+  cap.set_expires_ms(absl::ToUnixMillis(now + kCapabilityLifetime));
+  if (m.role == PS) {
+    cap.set_kind(Capability::SHARD);
+    cap.set_shard_index(m.index);
+    if (m.index >= 0 && m.index < static_cast<int>(job.terms.size())) {
+      cap.set_shard_term(job.terms[m.index]);
+    }
+    cap.set_primary(!m.backup && m.index >= 0 &&
+                    m.index < static_cast<int>(job.shards.size()) &&
+                    job.shards[m.index] == m.id);
+    a->set_capability_key(signer_->public_key());
+    for (const std::string& id : job.revoked) {
+      auto it = members_.find(id);
+      if (it == members_.end() || it->second.job != job.status.id()) {
+        a->add_revoked_members(id);
+      }
+    }
+  } else {
+    cap.set_kind(Capability::TRAINER);
+    for (int k : HeldSlots(m)) cap.add_slots(k);
+  }
+  a->set_capability(signer_->Sign(std::move(cap)));
+}
+
 Assignment Coordinator::AssignmentLocked(const Member& m) const {
   Assignment a;
   if (m.drain_requested) a.set_drain(true);
@@ -549,6 +588,7 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
     }
   }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);
+  if (!IsPool(m.role)) AddCapabilityLocked(job, m, &a);
   if (job.status.spec().replicas() > 1) {
     int64_t layout = 1;
     for (int64_t t : job.terms) layout += t;

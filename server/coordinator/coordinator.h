@@ -69,6 +69,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/capability.h"
 #include "common/io/tfevents.h"
 #include "common/monotonic_clock.h"
 #include "common/timeouts.h"
@@ -103,6 +104,9 @@ inline constexpr char kMemberMetadata[] = "bertps-member";
 inline constexpr char kMemberSecretMetadata[] = "bertps-member-secret";
 
 struct CoordinatorOptions {
+  // Signs the members' capabilities (common/capability.h); null: a key made
+  // at construction.
+  std::shared_ptr<const CapabilitySigner> capability_signer;
   // The defaults and their relations: common/timeouts.h.
   absl::Duration member_timeout = kMemberTimeout;
   // A lost train worker's slot that no idle train daemon took for this long
@@ -400,6 +404,11 @@ class Coordinator {
     // (a restarted coordinator checks re-announcements with them).
     std::string job_key;
     std::string shard_key;
+    // Members removed from the job in this incarnation (lost, left,
+    // drained): the shards refuse their capabilities until those expire
+    // (Assignment.revoked_members; one that holds a place in the job again
+    // is not sent).
+    std::set<std::string> revoked;
     // After a restart of the coordinator: until when the members that run
     // the job may re-announce it (MemberRun) and be adopted, with no
     // restart (InfinitePast: not adopting).
@@ -596,6 +605,10 @@ class Coordinator {
   // Steps [0, applied) are applied: progress and exact example counts.
   void AdvanceLocked(Job& job, int64_t applied)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member's signed capability (and, for a shard, the key and the
+  // revoked members) in its assignment.
+  void AddCapabilityLocked(const Job& job, const Member& m, Assignment* a) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   Assignment AssignmentLocked(const Member& m) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Pool members (preprocess, eval): results in, next item out.
@@ -615,6 +628,7 @@ class Coordinator {
 
   const CoordinatorOptions options_;
   const std::string instance_;  // random, in member ids
+  const std::shared_ptr<const CapabilitySigner> signer_;
   // One flush at a time, so that a job's records reach the store in order;
   // taken before mu_, never under it.
   absl::Mutex store_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -13,6 +13,7 @@
 #include "common/init.h"
 #include "common/listener.h"
 #include "common/metrics.h"
+#include "common/io/file_util.h"
 #include "common/security.h"
 #include "common/signals.h"
 #include "common/tcp_tuning.h"
@@ -27,6 +28,10 @@
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 7400, "gRPC port (0: any free port).");
+ABSL_FLAG(std::string, capability_key, "",
+          "Ed25519 private key (PEM file) that signs the members' "
+          "capabilities (openssl genpkey -algorithm ed25519); empty: a key "
+          "made at start.");
 ABSL_FLAG(int, metrics_port, 0, "Prometheus port (0: any free port, -1: off).");
 ABSL_FLAG(std::string, address_file, "",
           "Once listening, write HOST:PORT here (atomically; with --port 0, "
@@ -119,6 +124,20 @@ int main(int argc, char** argv) {
       bertps::CredentialWatcher::Start(security->live);
   bertps::CoordinatorOptions options;
   options.member_timeout = timeouts.member_timeout;
+  if (const std::string key = absl::GetFlag(FLAGS_capability_key);
+      !key.empty()) {
+    absl::StatusOr<std::string> pem = bertps::io::ReadFileToString(key, 1 << 16);
+    absl::StatusOr<std::unique_ptr<bertps::CapabilitySigner>> signer =
+        pem.ok() ? bertps::CapabilitySigner::FromPem(*pem)
+                 : absl::StatusOr<std::unique_ptr<bertps::CapabilitySigner>>(
+                       pem.status());
+    if (!signer.ok()) {
+      std::fprintf(stderr, "bertps_coordinator: --capability_key %s: %s\n",
+                   key.c_str(), signer.status().ToString().c_str());
+      return 1;
+    }
+    options.capability_signer = std::move(*signer);
+  }
   options.max_heartbeats_per_s = absl::GetFlag(FLAGS_max_heartbeats_per_s);
   options.slot_takeover_after =
       absl::Seconds(absl::GetFlag(FLAGS_slot_takeover_s));

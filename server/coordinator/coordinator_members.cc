@@ -539,6 +539,8 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   }
   m.needs_stop = true;
   Job& job = jobs_[m.job];
+  // Its capability no longer holds at the job's shards.
+  if (job.status.state() == RUNNING) job.revoked.insert(m.id);
   if (m.role == PS && m.backup) {  // the index runs with fewer backups
     DropBackupLocked(job, m, how);
     return;

@@ -257,6 +257,7 @@ void Coordinator::StartJobsLocked() {
     job.status.set_incarnation(job.status.incarnation() + 1);
     job.job_key = RandomSecret();
     job.shard_key = RandomSecret();
+    job.revoked.clear();
     job.status.set_state(RUNNING);
     if (job.status.start_time_ms() == 0) job.status.set_start_time_ms(NowMs());
     FillSlotsLocked(job);

@@ -7,8 +7,10 @@
 #ifndef BERTPS_SERVER_PS_PEER_SCOPE_H_
 #define BERTPS_SERVER_PS_PEER_SCOPE_H_
 
+#include <memory>
 #include <string>
 
+#include "common/capability.h"
 #include "common/ps/wire.h"
 #include "grpcpp/client_context.h"
 
@@ -19,11 +21,18 @@ struct PeerScope {
   std::string job_id;
   std::string job_key;
   std::string shard_key;
+  // This shard's capability as its latest assignment gave it (null or
+  // empty: none, a shard run on its own).
+  std::shared_ptr<const CapabilityHolder> capability;
 
   void AddTo(grpc::ClientContext* ctx) const {
     if (!job_id.empty()) ctx->AddMetadata(kJobMetadata, job_id);
     if (!job_key.empty()) ctx->AddMetadata(kJobKeyMetadata, job_key);
     if (!shard_key.empty()) ctx->AddMetadata(kShardKeyMetadata, shard_key);
+    if (capability != nullptr) {
+      std::string wire = capability->Get();
+      if (!wire.empty()) ctx->AddMetadata(kCapabilityMetadata, std::move(wire));
+    }
   }
 };
 

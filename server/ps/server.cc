@@ -29,7 +29,8 @@ absl::Status ShardServer::Install(const ShardOptions& options,
   link_.SetAddresses(std::move(peers));
   replicas_.Reset();  // joins of the previous install end first
   // The peer calls of this install name its job and keys.
-  const PeerScope scope{options.job_id, options.job_key, options.shard_key};
+  const PeerScope scope{options.job_id, options.job_key, options.shard_key,
+                        own_capability_};
   link_.SetScope(scope);
   replicas_.SetScope(scope);
   replicas_.SetBackups(options.backup ? std::vector<std::string>()

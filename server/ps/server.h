@@ -57,6 +57,12 @@ class ShardServer {
   GrpcReplicaLink& replica_link() { return replicas_; }
   // The installed shard (null when idle).
   ShardCore* core() { return service_->core().get(); }
+  // A coordinator's job: the capabilities its calls must carry
+  // (common/capability.h): the verifier of the coordinator's key and the
+  // revoked members, and this shard's own capability for its peer calls.
+  // ShardMember updates both from each assignment.
+  CapabilityVerifier& capability_verifier() { return service_->verifier(); }
+  CapabilityHolder& own_capability() { return *own_capability_; }
   // The same, kept alive while the caller holds it.
   std::shared_ptr<ShardCore> shared_core() { return service_->core(); }
   void Shutdown();
@@ -75,6 +81,10 @@ class ShardServer {
   GrpcPeerLink link_;
   GrpcReplicaLink replicas_;
   std::unique_ptr<ShardService> service_;
+  // This shard's own capability (ShardMember sets it from each assignment),
+  // named on its calls to peer shards.
+  const std::shared_ptr<CapabilityHolder> own_capability_ =
+      std::make_shared<CapabilityHolder>();
   std::unique_ptr<grpc::Server> server_;
   std::string host_;
   int port_ = 0;

@@ -119,16 +119,33 @@ absl::Status CheckRestoreManifest(const ShardOptions& o,
 }
 
 absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::Current(
-    const grpc::ServerContextBase* ctx, CallScope scope) const {
-  absl::StatusOr<std::shared_ptr<ShardCore>> c = CurrentUnaudited(ctx, scope);
+    const grpc::ServerContextBase* ctx, CallScope scope,
+    std::shared_ptr<const Capability>* cap) const {
+  absl::StatusOr<std::shared_ptr<ShardCore>> c =
+      CurrentUnaudited(ctx, scope, cap);
   if (c.status().code() == absl::StatusCode::kPermissionDenied) {
-    AuditRefusal(kRefusedJobScope, ctx->peer(), c.status().message());
+    AuditRefusal(absl::StrContains(c.status().message(), "capabilit")
+                     ? kRefusedCapability
+                     : kRefusedJobScope,
+                 ctx->peer(), c.status().message());
   }
   return c;
 }
 
+absl::Status CapabilityAllows(const Capability& cap, const ShardCore& core,
+                              absl::string_view what) {
+  const ShardOptions& o = core.options();
+  if (cap.job_id() != o.job_id || cap.incarnation() != o.incarnation) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, ": the capability is of job ", cap.job_id(), " incarnation ",
+        cap.incarnation(), ", not this shard's"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::CurrentUnaudited(
-    const grpc::ServerContextBase* ctx, CallScope scope) const {
+    const grpc::ServerContextBase* ctx, CallScope scope,
+    std::shared_ptr<const Capability>* cap_out) const {
   std::shared_ptr<ShardCore> c = core();
   if (!c) {
     return absl::UnavailableError(
@@ -178,12 +195,35 @@ absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::CurrentUnaudited(
         "a call to a shard of job ", o.job_id,
         " without the job's key (only its members hold it)"));
   }
-  if (scope == CallScope::kPeer && !o.job_id.empty() &&
+  if (scope != CallScope::kMember && !o.job_id.empty() &&
       (o.shard_key.empty() ||
        !ConstantTimeEquals(value(kShardKeyMetadata).value_or(""), o.shard_key))) {
     return absl::PermissionDeniedError(absl::StrCat(
         "a peer call (exchange, replication, snapshot) to a shard of job ",
         o.job_id, " without the shards' key (only the job's shards hold it)"));
+  }
+  // A coordinator's job whose coordinator signs capabilities: the call's
+  // must hold for this job and incarnation, and for the call's scope.
+  if (!o.job_id.empty() && verifier_.has_keys()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Capability> cap,
+                     verifier_.Verify(value(kCapabilityMetadata).value_or(""),
+                                      absl::Now()));
+    RETURN_IF_ERROR(CapabilityAllows(*cap, *c, "call"));
+    if (scope != CallScope::kMember && cap->kind() != Capability::SHARD) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "a peer call (exchange, replication, snapshot) needs a shard's "
+          "capability; member ", cap->member_id(), "'s is a trainer's"));
+    }
+    if (scope == CallScope::kReplica &&
+        (!cap->primary() || cap->shard_index() != o.shard ||
+         cap->shard_term() < c->term())) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "replication to shard ", o.shard, " (term ", c->term(),
+          ") only from its primary: the caller's capability is of shard ",
+          cap->shard_index(), ", term ", cap->shard_term(),
+          cap->primary() ? ", primary" : ", not primary"));
+    }
+    if (cap_out != nullptr) *cap_out = std::move(cap);
   }
   // A caller that still counts on a replaced primary goes on against the
   // new layout (its pushes to that primary may be lost: it pushes again).
@@ -244,10 +284,23 @@ grpc::Status ShardService::Exchange(grpc::ServerContext* ctx,
 grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
                                       const CheckpointRequest* req,
                                       CheckpointResponse* resp) {
-  BERTPS_CORE_OR_RETURN(shard);
+  std::shared_ptr<const Capability> cap;
+  absl::StatusOr<std::shared_ptr<ShardCore>> shard_or =
+      Current(ctx, CallScope::kMember, &cap);
+  if (!shard_or.ok()) return ToGrpcStatus(shard_or.status());
+  ShardCore* shard = shard_or->get();
   if (req->dir().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "checkpoint needs a directory");
+  }
+  if (cap != nullptr && (cap->checkpoint_dir().empty() ||
+                         !IsUnder(req->dir(), cap->checkpoint_dir()) ||
+                         !IsUnder(cap->checkpoint_dir(), req->dir()))) {
+    const std::string why = absl::StrCat(
+        "checkpoint into ", req->dir(), ": member ", cap->member_id(),
+        "'s capability allows only its job's checkpoint directory");
+    AuditRefusal(kRefusedCapability, ctx->peer(), why);
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, why);
   }
   if (absl::Status st = CheckCheckpointDir(shard->options(), req->dir());
       !st.ok()) {
@@ -286,7 +339,7 @@ grpc::Status ShardService::Stats(grpc::ServerContext* ctx, const StatsRequest*,
 grpc::Status ShardService::Replicate(
     grpc::ServerContext* ctx, grpc::ServerReader<ReplicateRequest>* reader,
     ReplicateResponse* resp) {
-  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kPeer);
+  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kReplica);
   ReplicateRequest msg;
   if (!reader->Read(&msg) || !msg.has_step()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -343,7 +396,7 @@ grpc::Status ShardService::Replicate(
 grpc::Status ShardService::InstallSnapshot(
     grpc::ServerContext* ctx, grpc::ServerReader<SnapshotChunk>* reader,
     InstallSnapshotResponse* resp) {
-  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kPeer);
+  BERTPS_CORE_OR_RETURN_SCOPED(shard, CallScope::kReplica);
   SnapshotChunk msg;
   if (!reader->Read(&msg) || !msg.has_header()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/aligned_vector.h"
+#include "common/capability.h"
 #include "common/security.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -49,6 +50,8 @@ class ShardService final : public ShardServiceBase {
   explicit ShardService(std::shared_ptr<ShardCore> core = nullptr);
   // Serves `core` (null: none); the previous one is aborted.
   void Install(std::shared_ptr<ShardCore> core);
+  // The key and revocations that capabilities are checked against.
+  CapabilityVerifier& verifier() { return verifier_; }
   std::shared_ptr<ShardCore> core() const {
     absl::MutexLock l(&mu_);
     return core_;
@@ -88,13 +91,22 @@ class ShardService final : public ShardServiceBase {
   // kIncarnationMetadata names another install, PERMISSION_DENIED when a
   // core of a coordinator's job gets a call without the job's id,
   // incarnation and key (kPeer: and the shards' key).
-  enum class CallScope { kMember, kPeer };
-  // Its refusals (PERMISSION_DENIED) go to the audit trail.
+  // kMember: a trainer's or a shard's call; kPeer: Exchange, from a shard
+  // of the job; kReplica: Replicate and InstallSnapshot, from the primary
+  // of this shard's index at its term or later.
+  enum class CallScope { kMember, kPeer, kReplica };
+  // With a capability key (a coordinator's job), the call's capability
+  // must hold for the job, its incarnation and the scope; *cap (if given)
+  // is set to it (null: no capabilities checked). Its refusals
+  // (PERMISSION_DENIED) go to the audit trail.
   absl::StatusOr<std::shared_ptr<ShardCore>> Current(
       const grpc::ServerContextBase* ctx,
-      CallScope scope = CallScope::kMember) const;
+      CallScope scope = CallScope::kMember,
+      std::shared_ptr<const Capability>* cap = nullptr) const;
   absl::StatusOr<std::shared_ptr<ShardCore>> CurrentUnaudited(
-      const grpc::ServerContextBase* ctx, CallScope scope) const;
+      const grpc::ServerContextBase* ctx, CallScope scope,
+      std::shared_ptr<const Capability>* cap) const;
+  CapabilityVerifier verifier_;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
   // A replicated step's gradient, received whole before it is applied

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/audit.h"
 #include "common/grpc_status.h"
 #include "common/kernels/bf16.h"
 #include "common/ps/chunk_codec.h"
@@ -27,6 +29,21 @@
 namespace bertps {
 namespace ps {
 namespace {
+
+// A trainer's push or announce for slot `slot`: only for a slot its
+// capability names (null: no capabilities checked).
+absl::Status HoldsSlot(const Capability* cap, int slot, const char* what) {
+  if (cap == nullptr) return absl::OkStatus();
+  for (int s : cap->slots()) {
+    if (s == slot) return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " for worker slot ", slot, ": member ", cap->member_id(),
+      "'s capability names ",
+      cap->slots_size() == 0 ? std::string("no slot")
+                             : absl::StrCat("slots ", absl::StrJoin(cap->slots(), ",")),
+      " (a member pushes only for the slots it holds)"));
+}
 
 absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
   return absl::FromChrono(ctx->deadline());
@@ -307,11 +324,13 @@ class PullReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   PushReactor(grpc::CallbackServerContext* ctx,
-              std::shared_ptr<ShardCore> core, grpc::ByteBuffer* response)
+              std::shared_ptr<ShardCore> core, grpc::ByteBuffer* response,
+              std::shared_ptr<const Capability> cap)
       : ctx_(ctx),
         core_(std::move(core)),
         response_(response),
-        deadline_(DeadlineOf(ctx)) {}
+        deadline_(DeadlineOf(ctx)),
+        cap_(std::move(cap)) {}
 
   void Start() { StartRead(&in_); }
 
@@ -322,6 +341,12 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!session_) {
       if (!ParsePushRequest(in_, &msg).ok() || !msg.has_header) {
         return End(Invalid("a push must start with its header"));
+      }
+      // Only for a slot the caller's capability names (nothing is taken).
+      if (absl::Status st = HoldsSlot(cap_.get(), msg.header.worker(), "push");
+          !st.ok()) {
+        AuditRefusal(kRefusedCapability, ctx_->peer(), st.message());
+        return End(ToGrpcStatus(st));
       }
       core_->BeginPushAsync(
           msg.header,
@@ -384,6 +409,8 @@ class PushReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   const std::shared_ptr<ShardCore> core_;
   grpc::ByteBuffer* const response_;
   const absl::Time deadline_;
+  // The caller's capability (null: none checked, a shard on its own).
+  const std::shared_ptr<const Capability> cap_;
   grpc::ByteBuffer in_;
   std::unique_ptr<ShardCore::PushSession> session_;
   absl::Status bad_;
@@ -425,12 +452,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ShardService::Pull(
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* ShardService::Push(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* response) {
-  absl::StatusOr<std::shared_ptr<ShardCore>> core = Current(ctx);
+  std::shared_ptr<const Capability> cap;
+  absl::StatusOr<std::shared_ptr<ShardCore>> core =
+      Current(ctx, CallScope::kMember, &cap);
   if (!core.ok()) {
     return new FailedReactor<grpc::ServerReadReactor<grpc::ByteBuffer>>(
         ToGrpcStatus(core.status()));
   }
-  auto* r = new PushReactor(ctx, std::move(*core), response);
+  auto* r = new PushReactor(ctx, std::move(*core), response, std::move(cap));
   r->Start();
   return r;
 }
@@ -439,9 +468,17 @@ grpc::ServerUnaryReactor* ShardService::Announce(
     grpc::CallbackServerContext* ctx, const AnnounceRequest* req,
     AnnounceResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<std::shared_ptr<ShardCore>> core = Current(ctx);
+  std::shared_ptr<const Capability> cap;
+  absl::StatusOr<std::shared_ptr<ShardCore>> core =
+      Current(ctx, CallScope::kMember, &cap);
   if (!core.ok()) {
     reactor->Finish(ToGrpcStatus(core.status()));
+    return reactor;
+  }
+  if (absl::Status st = HoldsSlot(cap.get(), req->worker(), "announce");
+      !st.ok()) {
+    AuditRefusal(kRefusedCapability, ctx->peer(), st.message());
+    reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
   // The core outlives the wait: a core being replaced answers its waiting

@@ -1,6 +1,7 @@
 #include "server/ps/shard_member.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -140,6 +141,19 @@ bool ShardMember::Apply(const Assignment& assignment) {
   joined_.clear();
   error_.clear();
   urgent_ = false;
+  // Capabilities first: a promotion below replicates with the capability
+  // that says this shard is the primary now.
+  if (!a->capability_key().empty()) {
+    if (absl::Status st =
+            server_->capability_verifier().AddKey(a->capability_key());
+        !st.ok()) {
+      LOG(ERROR) << "the coordinator's capability key: " << st;
+    }
+    server_->capability_verifier().SetRevoked(
+        std::set<std::string>(a->revoked_members().begin(),
+                              a->revoked_members().end()));
+  }
+  if (!a->capability().empty()) server_->own_capability().Set(a->capability());
   // Another incarnation of the job (started again after a lost shard), or
   // another job: a new install, restored from the job's checkpoint. The
   // same job and incarnation after this member registered again (the
