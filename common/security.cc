@@ -401,6 +401,7 @@ MethodRoles DefaultMethodRoles() {
   r.rules["/bertps.JobService/SubmitJob"] = Access::kAdmin;
   r.rules["/bertps.JobService/CancelJob"] = Access::kAdmin;
   r.rules["/bertps.JobService/DrainMember"] = Access::kAdmin;
+  r.rules["/bertps.JobService/RevokeMember"] = Access::kAdmin;
   r.rules["/grpc.health.v1.Health/*"] = Access::kOpen;
   r.rules["/grpc.reflection.v1alpha.ServerReflection/*"] = Access::kOpen;
   r.rules["/grpc.reflection.v1.ServerReflection/*"] = Access::kOpen;

@@ -724,6 +724,23 @@ int CmdDrain(JobService::StubInterface* stub, const CtlOptions& o,
   return kExitOk;
 }
 
+int CmdRevoke(JobService::StubInterface* stub, const CtlOptions& o,
+              const std::string& member, std::ostream& out, std::ostream& err) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, o);
+  RevokeMemberRequest req;
+  req.set_member_id(member);
+  RevokeMemberResponse resp;
+  const grpc::Status st = stub->RevokeMember(&ctx, req, &resp);
+  if (!st.ok()) return Fail(err, RpcError(o, "RevokeMember", st, ""));
+  out << "member " << Printable(member) << " (" << Role_Name(resp.role())
+      << (resp.job_id().empty() ? std::string(", idle")
+                                : ", of job " + Printable(resp.job_id()))
+      << ") " << (resp.already() ? "was already revoked" : "is revoked")
+      << ": its work went to the others and its credential is refused\n";
+  return kExitOk;
+}
+
 // ---------------------------------------------------------------- driver
 
 int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
@@ -740,6 +757,7 @@ int RunCommand(JobService::StubInterface* stub, const CommandLine& cmd,
   if (cmd.verb == "watch") return CmdWatch(stub, o, arg, out, err);
   if (cmd.verb == "cancel") return CmdCancel(stub, o, arg, out, err);
   if (cmd.verb == "drain") return CmdDrain(stub, o, arg, out, err);
+  if (cmd.verb == "revoke") return CmdRevoke(stub, o, arg, out, err);
   if (cmd.verb == "metrics") return CmdMetrics(stub, o, arg, out, err);
   if (cmd.verb == "plot") return CmdPlot(stub, o, arg, out, err);
   if (cmd.verb == "events") return CmdEvents(stub, o, arg, out, err);

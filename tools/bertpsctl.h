@@ -129,6 +129,9 @@ int CmdResubmit(JobService::StubInterface* stub, const CtlOptions& o,
 // no error.
 int CmdDrain(JobService::StubInterface* stub, const CtlOptions& o,
              const std::string& member, std::ostream& out, std::ostream& err);
+// RevokeMember: the member is dropped and its credential refused.
+int CmdRevoke(JobService::StubInterface* stub, const CtlOptions& o,
+              const std::string& member, std::ostream& out, std::ostream& err);
 // Writes the model of a checkpoint to `dest` without a job: `source` is a
 // job id (its checkpoint.dir, the newest complete checkpoint or --step's;
 // its label names and vocabulary go with it) or, with no coordinator asked,

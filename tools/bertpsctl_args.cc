@@ -22,7 +22,7 @@ struct VerbInfo {
 constexpr VerbInfo kVerbs[] = {{"submit", 1}, {"status", 1}, {"list", 0},
                                {"watch", 1},  {"cancel", 1}, {"metrics", 1},
                                {"plot", 1},   {"events", 1},
-                               {"resubmit", 1}, {"export", 2}, {"drain", 1},
+                               {"resubmit", 1}, {"export", 2}, {"drain", 1}, {"revoke", 1},
                                {"help", 0}};
 
 }  // namespace
@@ -41,6 +41,8 @@ std::string Usage() {
       "  cancel JOB             cancel a job\n"
       "  drain MEMBER           a member hands its work back and leaves "
       "(maintenance; admin)\n"
+      "  revoke MEMBER          drop a member and refuse its credential at "
+      "once (cluster admin)\n"
       "  metrics JOB [-o FMT]   progress and loss history\n"
       "  plot JOB [-o FILE]     loss and learning rate as an SVG (default "
       "loss.svg)\n"

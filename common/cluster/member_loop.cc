@@ -24,6 +24,15 @@ absl::Status MemberLoop::Run() {
     HeartbeatRequest req;
     role_->Fill(&req);
     absl::StatusOr<Assignment> a = channel_->Heartbeat(req);
+    if (a.status().code() == absl::StatusCode::kPermissionDenied) {
+      // The coordinator refuses this member's credential (an admin revoked
+      // it): its work is not its own any more. It stops at once and the
+      // daemon ends with the refusal (a new start registers anew).
+      LOG(ERROR) << "the coordinator refuses this member: " << a.status()
+                 << "; stopping its work";
+      role_->GiveUp();
+      return a.status();
+    }
     if (!a.ok()) {
       // Nothing is lost: what it carried goes with the next one.
       role_->Unsent(req);

@@ -222,6 +222,13 @@ class Coordinator {
   // team's job), PERMISSION_DENIED for a team's admin.
   absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id,
                                             const Caller& caller);
+  // JobService.RevokeMember (cluster admins only): the member is dropped
+  // as if lost, its credential forgotten (its calls are refused from now
+  // on, PERMISSION_DENIED naming the revocation), and the job's shards are
+  // told its capability no longer holds.
+  absl::StatusOr<RevokeMemberResponse> Revoke(const std::string& member_id,
+                                              const Caller& caller)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Events of job `id` after *seq (0 = from the start); waits until there is
   // one or `deadline`. Returns no events at the deadline.
   absl::StatusOr<std::vector<JobEvent>> WaitForEvents(const std::string& id,
@@ -696,6 +703,9 @@ class Coordinator {
   static constexpr size_t kDrainedKept = 1024;
   std::map<std::string, DrainMemberResponse> drained_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> drained_order_ ABSL_GUARDED_BY(mu_);
+  // Revoked members (the last kDrainedKept), answered on their calls.
+  std::map<std::string, RevokeMemberResponse> revoked_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> revoked_order_ ABSL_GUARDED_BY(mu_);
 
   void FlushTensorBoard() ABSL_LOCKS_EXCLUDED(tb_mu_, mu_);
   absl::Mutex tb_mu_ ABSL_ACQUIRED_BEFORE(mu_);

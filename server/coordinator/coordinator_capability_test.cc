@@ -98,5 +98,56 @@ TEST(CoordinatorCapabilities, IssuedPerMemberAndRenewedWhenSlotsMove) {
   EXPECT_FALSE(stranger.Verify(ab2.capability(), t.now).ok());
 }
 
+// An admin revokes a member: it is dropped as if lost (its slot goes to
+// the other), every later heartbeat with its credential is refused, the
+// shard is told its capability no longer holds; only cluster admins may.
+TEST(CoordinatorCapabilities, RevokedMembersAreRefusedEverywhere) {
+  ClockedCoordinator t([](CoordinatorOptions& o) {
+    o.slot_takeover_after = absl::ZeroDuration();
+  });
+  const std::string ps = t.Join(PS, "127.0.0.1:1");
+  const std::string a = t.Join(TRAIN);
+  const std::string b = t.Join(TRAIN);
+  const std::string job = *t.c->Submit(TrainSpec(1, 2, 100));
+  t.Beat(ps, job);
+  t.Beat(ps, job);
+  t.Beat(a, job);
+  t.Beat(b, job);
+
+  Caller team;
+  team.team = "vision";
+  EXPECT_EQ(t.c->Revoke(a, team).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  Caller worker;
+  worker.admin = false;
+  EXPECT_EQ(t.c->Revoke(a, worker).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<RevokeMemberResponse> r = t.c->Revoke(a, Caller());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->job_id(), job);
+  EXPECT_FALSE(r->already());
+  EXPECT_TRUE(t.c->Revoke(a, Caller())->already());
+  EXPECT_EQ(t.c->Revoke("m-none", Caller()).status().code(),
+            absl::StatusCode::kNotFound);
+
+  HeartbeatRequest hb;
+  hb.set_member_id(a);
+  hb.set_job_id(job);
+  absl::StatusOr<HeartbeatResponse> refused = SignedHeartbeat(*t.c, hb);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("revoked"), std::string::npos);
+
+  const Assignment shard = t.Beat(ps, job);
+  EXPECT_EQ(std::vector<std::string>(shard.revoked_members().begin(),
+                                     shard.revoked_members().end()),
+            std::vector<std::string>{a});
+  t.c->Tick();  // the free slot is taken over
+  const Assignment ab = t.Beat(b, job);
+  CapabilityVerifier v;
+  ASSERT_TRUE(v.AddKey(shard.capability_key()).ok());
+  EXPECT_EQ(Slots(Open(v, ab, t.now)), std::vector<int>({0, 1}));
+  EXPECT_EQ(t.c->Get(job)->restarts(), 0);
+}
+
 }  // namespace
 }  // namespace bertps

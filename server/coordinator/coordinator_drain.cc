@@ -51,6 +51,50 @@ absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
   return resp;
 }
 
+absl::StatusOr<RevokeMemberResponse> Coordinator::Revoke(
+    const std::string& member_id, const Caller& caller) {
+  if (!caller.admin || !caller.team.empty()) {
+    AuditRefusal(kRefusedTeam,
+                 absl::StrCat("team ", caller.team, ", token ", caller.token),
+                 absl::StrCat("revocation of member ", member_id));
+    return absl::PermissionDeniedError(
+        "revoking a member needs a cluster admin token (one without a team)");
+  }
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end()) {
+    auto gone = revoked_.find(member_id);
+    if (gone != revoked_.end()) return gone->second;
+    return absl::NotFoundError(absl::StrCat(
+        "no member ", member_id,
+        " (bertpsctl status JOB names the members of a job)"));
+  }
+  Member& m = it->second;
+  RevokeMemberResponse resp;
+  resp.set_role(m.role);
+  resp.set_job_id(m.job);
+  LOG(WARNING) << "member " << m.id << " is revoked by an admin ("
+               << caller.token << ")";
+  if (!m.job.empty()) {
+    Job& job = jobs_[m.job];
+    job.revoked.insert(m.id);  // the shards refuse its capability
+    EventLocked(job, absl::StrCat("member ", m.id, " is revoked by an admin: "
+                                  "its work goes to the others"));
+    LoseMemberLocked(m, "was revoked by an admin");
+  }
+  members_.erase(it);  // its credential with it
+  resp.set_already(true);
+  if (revoked_.emplace(member_id, resp).second) {
+    revoked_order_.push_back(member_id);
+  }
+  while (revoked_order_.size() > kDrainedKept) {
+    revoked_.erase(revoked_order_.front());
+    revoked_order_.pop_front();
+  }
+  resp.set_already(false);
+  return resp;
+}
+
 void Coordinator::RememberDrainedLocked(const Member& m,
                                         const std::string& job) {
   DrainMemberResponse r;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/audit.h"
 #include "common/cluster/job_plan.h"
 #include "common/cluster/member_instance.h"
 #include "common/security.h"
@@ -298,15 +299,22 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
     const HeartbeatRequest& r) {
   auto mit = members_.find(r.member_id());
   if (mit == members_.end()) {
+    if (revoked_.count(r.member_id()) > 0) {
+      AuditRefusal(kRefusedRevoked, absl::StrCat("member ", r.member_id()),
+                   "heartbeat of a revoked member");
+      return absl::PermissionDeniedError(absl::StrCat(
+          "member ", r.member_id(), " was revoked by an admin: its "
+          "credential is refused"));
+    }
     return absl::NotFoundError(
         absl::StrCat("unknown member ", r.member_id(), ": register again"));
   }
   Member& m = mit->second;
   if (m.secret.empty() || !ConstantTimeEquals(r.member_secret(), m.secret)) {
     // Not the member that registered under this id: nothing it says counts.
-    LOG_EVERY_N(WARNING, 100)
-        << "heartbeat for member " << r.member_id()
-        << " without its credential refused";
+    AuditRefusal(kRefusedMemberCredential,
+                 absl::StrCat("heartbeat naming member ", r.member_id()),
+                 "without that member's credential");
     return absl::PermissionDeniedError(absl::StrCat(
         "heartbeat for member ", r.member_id(),
         " without that member's credential (RegisterResponse.member_secret)"));

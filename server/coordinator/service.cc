@@ -101,6 +101,16 @@ grpc::Status JobServiceImpl::DrainMember(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
+grpc::Status JobServiceImpl::RevokeMember(grpc::ServerContext* ctx,
+                                          const RevokeMemberRequest* req,
+                                          RevokeMemberResponse* resp) {
+  absl::StatusOr<RevokeMemberResponse> r =
+      c_->Revoke(req->member_id(), CallerOf(*ctx));
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
 namespace {
 
 // One watch: the job's events from the first, then each as it comes, until

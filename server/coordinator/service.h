@@ -54,6 +54,8 @@ class JobServiceImpl final
                          CancelJobResponse*) override;
   grpc::Status DrainMember(grpc::ServerContext*, const DrainMemberRequest*,
                            DrainMemberResponse*) override;
+  grpc::Status RevokeMember(grpc::ServerContext*, const RevokeMemberRequest*,
+                            RevokeMemberResponse*) override;
   grpc::ServerWriteReactor<JobEvent>* WatchJob(
       grpc::CallbackServerContext* ctx,
       const WatchJobRequest* request) override;
