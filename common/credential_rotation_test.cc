@@ -191,6 +191,72 @@ TEST_F(RotationTest, ATeamsAdminTokenNamesItsTeam) {
   EXPECT_EQ(LastTeam(), "");
 }
 
+// The server's certificate is replaced while it runs: a client that checks
+// a name only the new certificate holds is refused until the files change,
+// then accepted on a new connection, with no restart (--tls_reload_s).
+TEST(CertificateRotationTest, ANewCertificateWithoutARestart) {
+  const std::string d = Certs("certrot");
+  auto copy = [](const std::string& from, const std::string& to) {
+    std::ifstream in(from);
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+    Replace(to, text);
+  };
+  copy(d + "/server.crt", d + "/live.crt");
+  copy(d + "/server.key", d + "/live.key");
+  Replace(d + "/tokens", absl::StrCat("admin ", kAdminOld, "\n"));
+  Replace(d + "/client.token", kAdminOld + "\n");
+  SecurityFiles sf;
+  sf.tls_ca = d + "/ca.crt";
+  sf.tls_cert = d + "/live.crt";
+  sf.tls_key = d + "/live.key";
+  sf.auth_tokens_file = d + "/tokens";
+  sf.tls_reload_s = 1;
+  absl::StatusOr<SecurityConfig> server_config = SecurityConfigFromFiles(sf);
+  ASSERT_TRUE(server_config.ok()) << server_config.status();
+  TeamJobs jobs;
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", ServerCredentials(*server_config), &port);
+  b.RegisterService(&jobs);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_TRUE(server != nullptr);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+
+  SecurityFiles cf;
+  cf.tls_ca = d + "/ca.crt";
+  cf.token_file = d + "/client.token";
+  cf.tls_server_name = "rotated.bertps.test";
+  absl::StatusOr<SecurityConfig> client = SecurityConfigFromFiles(cf);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto submit = [&] {
+    // A new channel each time: a new handshake.
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);
+    auto stub = JobService::NewStub(MakeChannel(address, *client, args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+    SubmitJobRequest req;
+    SubmitJobResponse resp;
+    return stub->SubmitJob(&ctx, req, &resp).error_code();
+  };
+  EXPECT_EQ(submit(), grpc::StatusCode::UNAVAILABLE);  // not its name yet
+  // A certificate that also names rotated.bertps.test, from the same CA.
+  const std::string cmd = absl::StrCat(
+      "tools/gen_certs.sh '", d, "' rotated.bertps.test > /dev/null");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  copy(d + "/server.key", d + "/live.key");
+  copy(d + "/server.crt", d + "/live.crt");
+  const absl::Time end = absl::Now() + absl::Seconds(20);
+  grpc::StatusCode code = grpc::StatusCode::UNAVAILABLE;
+  while (absl::Now() < end && code != grpc::StatusCode::OK) {
+    absl::SleepFor(absl::Milliseconds(200));
+    code = submit();
+  }
+  EXPECT_EQ(code, grpc::StatusCode::OK);
+  server->Shutdown();
+}
+
 TEST(TeamTokensTest, ParsingAndValidation) {
   auto t = ParseAuthTokens(absl::StrCat("admin ", kVision, " vision\nadmin ",
                                         kAdminOld, "\nworker ", kWorker, "\n"));

@@ -22,6 +22,9 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 
 ABSL_FLAG(std::string, tls_ca, "",
           "CA bundle (PEM file): clients verify servers with it; servers "
@@ -41,6 +44,10 @@ ABSL_FLAG(std::string, auth_tokens_file, "",
           "worker or admin.");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name checked in server certificates instead of the target's host.");
+ABSL_FLAG(int, tls_reload_s, 30,
+          "Certificate files (--tls_ca, --tls_cert, --tls_key) are re-read "
+          "every this many seconds, so that they are replaced without a "
+          "restart (new connections use them); 0: read at start only.");
 ABSL_FLAG(bool, insecure_no_auth, false,
           "Servers: serve TLS without --auth_tokens_file, checking no token "
           "(every client the CA vouches for may do everything). Refused "
@@ -89,6 +96,9 @@ absl::StatusOr<std::vector<AcceptedToken>> ReadAuthTokensFile(
   }
   return t;
 }
+
+// Certificates come from the files, re-read (rotation).
+bool Reloads(const SecurityConfig& c) { return c.reload_s > 0; }
 
 // What is known of a caller before its token is taken: the name in its
 // client certificate (mutual TLS), else "a client without a certificate".
@@ -485,6 +495,10 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFiles(
     }
   }
   c.require_client_cert = f.tls_require_client_cert;
+  c.ca_file = f.tls_ca;
+  c.cert_file = f.tls_cert;
+  c.key_file = f.tls_key;
+  c.reload_s = std::max(0, f.tls_reload_s);
   c.server_name = f.tls_server_name;
   c.insecure_no_auth = f.insecure_no_auth;
   if (!f.token_file.empty()) {
@@ -511,6 +525,7 @@ absl::StatusOr<SecurityConfig> SecurityConfigFromFlags() {
   f.auth_tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   f.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
   f.insecure_no_auth = absl::GetFlag(FLAGS_insecure_no_auth);
+  f.tls_reload_s = absl::GetFlag(FLAGS_tls_reload_s);
   return SecurityConfigFromFiles(f);
 }
 
@@ -657,14 +672,29 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
   CHECK(!config.auth() || config.server_tls())
       << "accepted tokens without a server certificate";
   if (!config.server_tls()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions o(
+  const grpc_ssl_client_certificate_request_type request =
       config.require_client_cert
           ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-          : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  o.pem_root_certs = config.ca_pem;
-  o.pem_key_cert_pairs.push_back({config.key_pem, config.cert_pem});
-  std::shared_ptr<grpc::ServerCredentials> creds =
-      grpc::SslServerCredentials(o);
+          : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (Reloads(config) && !config.cert_file.empty()) {
+    // The files as they are now, re-read every reload_s (rotation).
+    const bool roots = config.require_client_cert && !config.ca_file.empty();
+    auto provider =
+        std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+            config.key_file, config.cert_file, roots ? config.ca_file : "",
+            static_cast<unsigned>(config.reload_s));
+    grpc::experimental::TlsServerCredentialsOptions o(provider);
+    o.watch_identity_key_cert_pairs();
+    if (roots) o.watch_root_certs();
+    o.set_cert_request_type(request);
+    creds = grpc::experimental::TlsServerCredentials(o);
+  } else {
+    grpc::SslServerCredentialsOptions o(request);
+    o.pem_root_certs = config.ca_pem;
+    o.pem_key_cert_pairs.push_back({config.key_pem, config.cert_pem});
+    creds = grpc::SslServerCredentials(o);
+  }
   if (config.auth()) {
     creds->SetAuthMetadataProcessor(std::make_shared<TokenProcessor>(
         config.accepted_tokens, config.live, roles));
@@ -682,11 +712,26 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
     return grpc::CreateCustomChannel(
         address, grpc::InsecureChannelCredentials(), args);
   }
-  grpc::SslCredentialsOptions o;
-  o.pem_root_certs = config.ca_pem;
-  o.pem_private_key = config.key_pem;
-  o.pem_cert_chain = config.cert_pem;
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::SslCredentials(o);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (Reloads(config) && !config.ca_file.empty()) {
+    // The CA (and this client's certificate) as the files hold them now.
+    const bool identity = !config.cert_file.empty();
+    auto provider =
+        std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+            identity ? config.key_file : "", identity ? config.cert_file : "",
+            config.ca_file, static_cast<unsigned>(config.reload_s));
+    grpc::experimental::TlsChannelCredentialsOptions o;
+    o.set_certificate_provider(provider);
+    o.watch_root_certs();
+    if (identity) o.watch_identity_key_cert_pairs();
+    creds = grpc::experimental::TlsCredentials(o);
+  } else {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = config.ca_pem;
+    o.pem_private_key = config.key_pem;
+    o.pem_cert_chain = config.cert_pem;
+    creds = grpc::SslCredentials(o);
+  }
   if (!config.token.empty()) {
     creds = grpc::CompositeChannelCredentials(
         creds, grpc::MetadataCredentialsFromPlugin(

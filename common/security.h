@@ -18,8 +18,11 @@
 //                        per line (ROLE worker or admin; TEAM, for admin
 //                        tokens only, scopes the token to its team's jobs;
 //                        '#' comments, blank lines ok)
+//   --tls_reload_s=N     certificate files re-read every N seconds (0: at
+//                        start only)
 // The two token files are re-read when they change and on SIGHUP
-// (LiveCredentials, CredentialWatcher); certificates are read at start.
+// (LiveCredentials, CredentialWatcher); certificate files every
+// --tls_reload_s (gRPC's certificate provider: new handshakes use them).
 //   --tls_server_name=NAME
 //                        override of the name checked in server certificates
 // With none set everything is plaintext and unauthenticated (local use).
@@ -90,6 +93,12 @@ struct SecurityConfig {
   // the accepted tokens and clients send the token that the files hold at
   // the call, not those read at start. Shared by every copy of the config.
   std::shared_ptr<LiveCredentials> live;
+  // The certificate files (SecurityConfigFromFiles): with reload_s > 0,
+  // servers and clients take their certificates and CA from the files as
+  // they are now (checked every reload_s seconds; new connections use
+  // them), not the PEM read at start. Empty: the PEM above, fixed.
+  std::string ca_file, cert_file, key_file;
+  int reload_s = 0;
 
   // Clients dial with TLS.
   bool client_tls() const { return !ca_pem.empty() || !cert_pem.empty(); }
@@ -109,6 +118,7 @@ struct SecurityFiles {
   std::string auth_tokens_file;
   std::string tls_server_name;
   bool insecure_no_auth = false;
+  int tls_reload_s = 30;
 };
 
 // Reads the files and validates the result. Errors name the flag and file.
