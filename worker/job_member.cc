@@ -220,6 +220,7 @@ void JobMember::GiveUp() {
 }
 
 bool JobMember::Apply(const Assignment& a) {
+  if (on_assignment_) on_assignment_(a);
   const bool assigned = !a.stop() && !a.job_id().empty();
   if (!job_.empty() && !(assigned && a.job_id() == job_)) {
     // Finished, failed, cancelled, or the slots went to other members.

@@ -72,6 +72,10 @@ class JobMember : private MemberRole {
   using ReportObserver =
       std::function<void(const std::string& job_id, const StepReport& report)>;
   void set_on_report(ReportObserver f) { on_report_ = std::move(f); }
+  // Called with every assignment, first thing (set before Run()).
+  void set_on_assignment(std::function<void(const Assignment&)> f) {
+    on_assignment_ = std::move(f);
+  }
   // The member's capability as its latest assignment gave it (the parts'
   // shard calls name it: PsClientOptions::capability).
   std::shared_ptr<const CapabilityHolder> capability() const {
@@ -150,6 +154,7 @@ class JobMember : private MemberRole {
   MemberLoop loop_{&member_, this};
   const Runner runner_;
   ReportObserver on_report_;  // set before Run(), then only read
+  std::function<void(const Assignment&)> on_assignment_;  // likewise
   std::atomic<bool> exit_when_job_ends_{false};
   absl::Duration transient_limit_ = absl::Minutes(10);
   // Of the heartbeat loop (Run's thread) only.

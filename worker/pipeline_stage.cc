@@ -146,6 +146,28 @@ class PipelineStage::Service final : public StageService::Service,
     return TakeAbort(*req);
   }
 
+  absl::Status CheckPeer(const Capability& cap, int replica,
+                         int from_stage) const override {
+    const PipelineStageOptions& o = owner_->options_;
+    if (cap.kind() != Capability::TRAINER || cap.job_id() != o.ps.job_id ||
+        cap.incarnation() != o.ps.incarnation) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "pipeline stage ", o.stage, " of replica ", o.replica,
+          " takes calls only from the stages of its job's start; member ",
+          cap.member_id(), "'s capability is of job ", cap.job_id(),
+          " incarnation ", cap.incarnation()));
+    }
+    if (from_stage < 0) return absl::OkStatus();
+    const int slot = o.plan.SlotOf(replica, from_stage);
+    for (int s : cap.slots()) {
+      if (s == slot) return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a tensor or abort from stage ", from_stage, " of replica ", replica,
+        ": member ", cap.member_id(), " does not hold that stage's slot ",
+        slot));
+  }
+
   grpc::Status TakeAbort(const StageAbortRequest& req) override {
     // From a start of the replica with other stage addresses: not ours.
     if (!req.peers().empty() && req.peers() != owner_->PeersKey()) {

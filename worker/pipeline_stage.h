@@ -197,6 +197,9 @@ class PipelineStage {
   absl::Status NameDeadPeer(absl::Status st);
   void AbortPeers(const absl::Status& why);
   StageService::Stub* Peer(int stage);
+  // This member's capability on a call to a peer stage (its router checks
+  // it: StageRouter).
+  void AddCapability(grpc::ClientContext* ctx) const;
 
   const PipelineStageOptions options_;
   std::unique_ptr<PsClient> client_;

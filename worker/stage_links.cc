@@ -109,6 +109,12 @@ void PipelineStage::SetPeers(std::vector<std::string> peers) {
   }
 }
 
+void PipelineStage::AddCapability(grpc::ClientContext* ctx) const {
+  if (options_.ps.capability == nullptr) return;
+  std::string wire = options_.ps.capability->Get();
+  if (!wire.empty()) ctx->AddMetadata(kCapabilityMetadata, std::move(wire));
+}
+
 StageService::Stub* PipelineStage::Peer(int stage) {
   absl::MutexLock l(&peers_mu_);
   if (stage < 0 || stage >= static_cast<int>(stubs_.size())) return nullptr;
@@ -148,6 +154,7 @@ absl::Status PipelineStage::SendTensorOnce(int to, StageTensorKind kind,
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.send_timeout));
+  AddCapability(&ctx);
   StageSendResponse resp;
   auto w = stub->Send(&ctx, &resp);
   StageChunk msg;
@@ -193,6 +200,7 @@ absl::Status PipelineStage::Probe(int stage, int64_t* peer_step) {
   req.set_stage(stage);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.probe_timeout));
+  AddCapability(&ctx);
   StagePingResponse resp;
   absl::Status st =
       FromGrpcStatus(stub->Ping(&ctx, req, &resp));
@@ -280,6 +288,7 @@ void PipelineStage::AbortPeers(const absl::Status& why) {
     if (stub == nullptr) continue;
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    AddCapability(&ctx);
     StageAbortRequest req;
     req.set_replica(options_.replica);
     req.set_from_stage(options_.stage);

@@ -51,6 +51,17 @@ StageMember::StageMember(const std::string& coordinator, std::string address,
   // The coordinator checks that the address this member registers with is
   // served by this process.
   router_->ServeHealthService(member_.instance_service());
+  // The stage router checks its peers' capabilities with the coordinator's
+  // key, and refuses revoked members.
+  member_.set_on_assignment([this](const Assignment& a) {
+    if (a.capability_key().empty()) return;
+    if (absl::Status st = router_->verifier().AddKey(a.capability_key());
+        !st.ok()) {
+      LOG(ERROR) << "the coordinator's capability key: " << st;
+    }
+    router_->verifier().SetRevoked(std::set<std::string>(
+        a.revoked_members().begin(), a.revoked_members().end()));
+  });
 }
 
 absl::Status StageMember::RunPart(

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <vector>
 
+#include "common/audit.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -84,6 +85,12 @@ StageRouter::Held::~Held() {
 
 namespace {
 
+grpc::Status Refused(const grpc::ServerContext* ctx, const absl::Status& st) {
+  AuditRefusal(kRefusedCapability, ctx->peer(), st.message());
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      std::string(st.message()));
+}
+
 grpc::Status NotHere(int replica, int stage) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                       absl::StrCat("this daemon does not serve pipeline stage ",
@@ -93,7 +100,22 @@ grpc::Status NotHere(int replica, int stage) {
 
 }  // namespace
 
-grpc::Status StageRouter::Send(grpc::ServerContext*,
+absl::Status StageRouter::Admit(const grpc::ServerContext* ctx,
+                                const Target& target, int replica,
+                                int from_stage) const {
+  if (!verifier_.has_keys()) return absl::OkStatus();  // no coordinator key
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(kCapabilityMetadata);
+  const absl::string_view wire =
+      it == md.end() ? absl::string_view()
+                     : absl::string_view(it->second.data(), it->second.size());
+  absl::StatusOr<std::shared_ptr<const Capability>> cap =
+      verifier_.Verify(wire, absl::Now());
+  if (!cap.ok()) return cap.status();
+  return target.CheckPeer(**cap, replica, from_stage);
+}
+
+grpc::Status StageRouter::Send(grpc::ServerContext* ctx,
                                grpc::ServerReader<StageChunk>* r,
                                StageSendResponse*) {
   StageChunk msg;
@@ -116,10 +138,13 @@ grpc::Status StageRouter::Send(grpc::ServerContext*,
       h.kind() == ACTIVATION ? h.from_stage() + 1 : h.from_stage() - 1;
   Held t = Find(h.replica(), to);
   if (!t) return NotHere(h.replica(), to);
+  if (absl::Status st = Admit(ctx, *t, h.replica(), h.from_stage()); !st.ok()) {
+    return Refused(ctx, st);
+  }
   return t->Accept(h, r);
 }
 
-grpc::Status StageRouter::Ping(grpc::ServerContext*,
+grpc::Status StageRouter::Ping(grpc::ServerContext* ctx,
                                const StagePingRequest* request,
                                StagePingResponse* response) {
   if (!request->has_replica() || !request->has_stage()) {
@@ -127,10 +152,13 @@ grpc::Status StageRouter::Ping(grpc::ServerContext*,
   }
   Held t = Find(request->replica(), request->stage());
   if (!t) return NotHere(request->replica(), request->stage());
+  if (absl::Status st = Admit(ctx, *t, request->replica(), -1); !st.ok()) {
+    return Refused(ctx, st);
+  }
   return t->Answer(response);
 }
 
-grpc::Status StageRouter::Abort(grpc::ServerContext*,
+grpc::Status StageRouter::Abort(grpc::ServerContext* ctx,
                                 const StageAbortRequest* request,
                                 StageAbortResponse*) {
   std::vector<int> stages;
@@ -146,7 +174,13 @@ grpc::Status StageRouter::Abort(grpc::ServerContext*,
   }
   for (int stage : stages) {
     Held t = Find(request->replica(), stage);
-    if (t) t->TakeAbort(*request);
+    if (!t) continue;
+    if (absl::Status st =
+            Admit(ctx, *t, request->replica(), request->from_stage());
+        !st.ok()) {
+      return Refused(ctx, st);
+    }
+    t->TakeAbort(*request);
   }
   return grpc::Status::OK;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "common/capability.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -34,6 +35,11 @@ class StageRouter final : public StageService::Service {
                                 grpc::ServerReader<StageChunk>* reader) = 0;
     virtual grpc::Status Answer(StagePingResponse* response) = 0;
     virtual grpc::Status TakeAbort(const StageAbortRequest& request) = 0;
+    // Whether `cap` (verified by the router) is of a member of this
+    // stage's job and start that holds the slot of stage `from_stage` of
+    // `replica` (from_stage < 0: any slot of the job).
+    virtual absl::Status CheckPeer(const Capability& cap, int replica,
+                                   int from_stage) const = 0;
   };
 
   // Listens on `listen` (host:port; port 0: a free one).
@@ -42,6 +48,11 @@ class StageRouter final : public StageService::Service {
   ~StageRouter() override;
 
   int port() const { return port_; }
+  // The coordinator's key and the revoked members (StageMember sets them
+  // from its assignments): once it has a key, every Send, Ping and Abort
+  // needs a capability of a member of the target stage's job, and Send and
+  // Abort the one that holds the sending stage's slot.
+  CapabilityVerifier& verifier() { return verifier_; }
   // Answers SERVING for the grpc.health.v1 service `service` from now on
   // (a member's proof that this address is its own: MemberClient).
   void ServeHealthService(const std::string& service);
@@ -60,6 +71,10 @@ class StageRouter final : public StageService::Service {
                      StageAbortResponse*) override;
 
  private:
+  // The call's capability, verified and judged by `target` (OK when the
+  // router has no key).
+  absl::Status Admit(const grpc::ServerContext* ctx, const Target& target,
+                     int replica, int from_stage) const;
   // A target held by a call: counted in flight until it ends.
   class Held {
    public:
@@ -69,6 +84,7 @@ class StageRouter final : public StageService::Service {
     Held& operator=(const Held&) = delete;
     ~Held();
     Target* operator->() const { return target_.get(); }
+    Target& operator*() const { return *target_; }
     explicit operator bool() const { return target_ != nullptr; }
 
    private:
@@ -84,6 +100,7 @@ class StageRouter final : public StageService::Service {
   std::map<const Target*, int> in_flight_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  CapabilityVerifier verifier_;
 };
 
 }  // namespace bertps

@@ -530,16 +530,20 @@ void Coordinator::AddCapabilityLocked(const Job& job, const Member& m,
     cap.set_primary(!m.backup && m.index >= 0 &&
                     m.index < static_cast<int>(job.shards.size()) &&
                     job.shards[m.index] == m.id);
+  } else {
+    cap.set_kind(Capability::TRAINER);
+    for (int k : HeldSlots(m)) cap.add_slots(k);
+  }
+  if (m.role == STAGE_ROLE || m.role == PS) {
+    // Both serve the job's members: they check capabilities.
     a->set_capability_key(signer_->public_key());
+    a->clear_revoked_members();
     for (const std::string& id : job.revoked) {
       auto it = members_.find(id);
       if (it == members_.end() || it->second.job != job.status.id()) {
         a->add_revoked_members(id);
       }
     }
-  } else {
-    cap.set_kind(Capability::TRAINER);
-    for (int k : HeldSlots(m)) cap.add_slots(k);
   }
   a->set_capability(signer_->Sign(std::move(cap)));
 }
