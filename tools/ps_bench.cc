@@ -56,6 +56,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/capability.h"
 #include "common/init.h"
 #include "common/model/bert_config.h"
 #include "common/model/params.h"
@@ -74,6 +75,10 @@ ABSL_FLAG(std::string, ps, "",
           "Comma-separated running shard addresses (BSP, 1 worker); empty: "
           "start --shards in-process servers.");
 ABSL_FLAG(int, shards, 1, "In-process shards when --ps is empty.");
+ABSL_FLAG(bool, capabilities, false,
+          "In-process shards of a coordinator's job that check a signed "
+          "capability on every call (docs/security.md), as a job's shards "
+          "do; false: shards on their own, which check none.");
 ABSL_FLAG(int, reps, 7, "Timed repetitions.");
 ABSL_FLAG(int, warmup, 1, "Untimed repetitions first.");
 ABSL_FLAG(std::string, only, "",
@@ -204,6 +209,8 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("--reps >= 1, --warmup >= 0"));
   }
 
+  // --capabilities: the coordinator's key and the client's capability.
+  auto signer = *bertps::CapabilitySigner::Generate();
   std::vector<std::unique_ptr<bertps::ps::ShardServer>> servers;
   std::vector<std::string> addresses =
       absl::StrSplit(absl::GetFlag(FLAGS_ps), ',', absl::SkipEmpty());
@@ -219,8 +226,18 @@ int main(int argc, char** argv) {
       o.optimizer.learning_rate = 0;
       o.optimizer.weight_decay = 0;
       o.job_plan = bertps::PlanFor(bertps::BSP, 1, o.optimizer);
+      if (absl::GetFlag(FLAGS_capabilities)) {
+        o.job_id = "bench";
+        o.incarnation = 1;
+        o.job_key = "bench-key";
+      }
       auto s = bertps::ps::ShardServer::Start(o, "127.0.0.1:0", {});
       if (!s.ok()) return Fail(s.status());
+      if (absl::GetFlag(FLAGS_capabilities)) {
+        absl::Status st =
+            (*s)->capability_verifier().AddKey(signer->public_key());
+        if (!st.ok()) return Fail(st);
+      }
       addresses.push_back((*s)->address());
       servers.push_back(std::move(*s));
     }
@@ -229,6 +246,23 @@ int main(int argc, char** argv) {
 
   bertps::PsClientOptions po;
   po.addresses = addresses;
+  if (absl::GetFlag(FLAGS_capabilities) && in_process) {
+    po.job_id = "bench";
+    po.incarnation = 1;
+    po.job_key = "bench-key";
+    bertps::Capability cap;
+    cap.set_member_id("bench-worker");
+    cap.set_job_id("bench");
+    cap.set_incarnation(1);
+    cap.set_kind(bertps::Capability::TRAINER);
+    cap.add_slots(0);
+    cap.set_issued_ms(absl::ToUnixMillis(absl::Now()));
+    cap.set_expires_ms(
+        absl::ToUnixMillis(absl::Now() + bertps::kCapabilityLifetime));
+    auto holder = std::make_shared<bertps::CapabilityHolder>();
+    holder->Set(signer->Sign(cap));
+    po.capability = holder;
+  }
   const std::string copy_thread = absl::GetFlag(FLAGS_pull_copy_thread);
   if (copy_thread == "true" || copy_thread == "false") {
     po.pull_copy_thread = copy_thread == "true";
