@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A member holding a valid worker credential (the worker token every daemon
-# has, a client certificate, a member id and credential of its own) tries
-# each attack an outside review showed working, against real processes over
+# has, a client certificate, a member id and credential of its own), and
+# another team's admin, try each attack an outside review showed working, against real processes over
 # mutual TLS with tokens and confined paths (docs/security.md "What a worker
 # token may do"). tools/hostile_member speaks the services directly. Each
 # attack is refused (PERMISSION_DENIED) and changes nothing: the victim train
@@ -20,6 +20,11 @@ in="$work/in" out="$work/out"
 mkdir -p "$in/data" "$out"
 s="$work/secrets"
 "$GEN_CERTS" "$s" > /dev/null
+# Another team's admin (docs/security.md "Teams"): a real admin identity,
+# of the team "intruders", which owns none of the jobs below.
+intruder_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+echo "admin $intruder_token intruders" >> "$s/auth_tokens"
+echo "$intruder_token" > "$s/intruder.token"; chmod 600 "$s/intruder.token"
 
 cat > "$in/model.json" <<'JSON'
 {"vocab_size": 1200, "hidden_size": 32, "num_hidden_layers": 2,
@@ -147,6 +152,28 @@ own=$(hm --coordinator "$coord" get --job "$pa" --member "$me" --secret "$secret
 [ "$own" = "OK RUNNING" ] || fail "the attacker cannot read its own job: $own"
 listed=$(hm --coordinator "$coord" list --member "$me" --secret "$secret")
 [ "$listed" = "OK 1 jobs" ] || fail "the attacker's list: $listed"
+
+# 6. Another team's admin: the victim is, for it, a job that does not
+#    exist; it cannot cancel it, drain or revoke its worker, and lists none.
+intruder() { "$CTL" --coordinator "$coord" "${client[@]}" --token_file "$s/intruder.token" "$@" 2>&1; }
+expect_not_found() {
+  case "$2" in
+    *NOT_FOUND*|*"no job"*) refusals=$((refusals + 1)); echo "refused: $1";;
+    *) fail "not refused: $1: $2";;
+  esac
+}
+expect_not_found "another team's admin reads the victim" "$(intruder status "$victim" || true)"
+expect_not_found "another team's admin cancels the victim" "$(intruder cancel "$victim" || true)"
+case "$(intruder drain "$holder" || true)" in
+  *PERMISSION_DENIED*|*"cluster admin"*) refusals=$((refusals + 1)); echo "refused: another team's admin drains the victim's worker";;
+  *) fail "not refused: another team's admin drains the victim's worker";;
+esac
+case "$(intruder revoke "$holder" || true)" in
+  *PERMISSION_DENIED*|*"cluster admin"*) refusals=$((refusals + 1)); echo "refused: another team's admin revokes the victim's worker";;
+  *) fail "not refused: another team's admin revokes the victim's worker";;
+esac
+listed=$(intruder list) || fail "another team's admin cannot list its own (none): $listed"
+case "$listed" in *"$victim"*|*"$pa"*) fail "another team's admin lists others' jobs: $listed";; esac
 
 # Nothing changed.
 [ "$(sfield "$pb" 's["state"]')" = RUNNING ] || fail "job B: $(sfield "$pb" 's["state"]')"
