@@ -713,6 +713,7 @@ int CmdDrain(JobService::StubInterface* stub, const CtlOptions& o,
   SetDeadline(&ctx, o);
   DrainMemberRequest req;
   req.set_member_id(member);
+  req.set_force(o.force);
   DrainMemberResponse resp;
   const grpc::Status st = stub->DrainMember(&ctx, req, &resp);
   if (!st.ok()) return Fail(err, RpcError(o, "DrainMember", st, ""));

@@ -66,6 +66,7 @@ struct CtlOptions {
   bool json = false;
   bool yaml = false;
   bool from_checkpoint = false;  // resubmit: restore the newest checkpoint
+  bool force = false;  // drain: even when the job is left short of members
   std::optional<int64_t> step;   // export: the checkpoint of this step
   std::string vocab;             // export: the vocabulary to copy beside it
   bool tty = false;              // watch: redraw one progress line in place

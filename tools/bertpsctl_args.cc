@@ -39,8 +39,8 @@ std::string Usage() {
       "  watch JOB              follow the job until it ends; exit 0 "
       "SUCCEEDED, 3 FAILED, 4 CANCELLED\n"
       "  cancel JOB             cancel a job\n"
-      "  drain MEMBER           a member hands its work back and leaves "
-      "(maintenance; admin)\n"
+      "  drain MEMBER [--force] a member hands its work back and leaves "
+      "(maintenance; admin; --force: even when that leaves its job short)\n"
       "  revoke MEMBER          drop a member and refuse its credential at "
       "once (cluster admin)\n"
       "  metrics JOB [-o FMT]   progress and loss history\n"
@@ -119,7 +119,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(
       return args[++i];
     };
     if (name == "json" || name == "help" || name == "h" ||
-        name == "from_checkpoint") {
+        name == "from_checkpoint" || name == "force") {
       bool b = true;
       if (value && !absl::SimpleAtob(*value, &b)) {
         return absl::InvalidArgumentError(
@@ -127,6 +127,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(
       }
       (name == "json"              ? cmd.options.json
        : name == "from_checkpoint" ? cmd.options.from_checkpoint
+       : name == "force"           ? cmd.options.force
                                    : cmd.help) = b;
     } else if (name == "coordinator") {
       ASSIGN_OR_RETURN(cmd.options.coordinator, take_value());

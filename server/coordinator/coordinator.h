@@ -220,8 +220,12 @@ class Coordinator {
   absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id);
   // Drain as `caller` may: a cluster admin only (a member may run any
   // team's job), PERMISSION_DENIED for a team's admin.
+  // Without `force`, a drain that would leave the member's job short (a
+  // train job below min_workers, a shard primary with no backup) is
+  // refused (FAILED_PRECONDITION) saying what would happen.
   absl::StatusOr<DrainMemberResponse> Drain(const std::string& member_id,
-                                            const Caller& caller);
+                                            const Caller& caller,
+                                            bool force = true);
   // JobService.RevokeMember (cluster admins only): the member is dropped
   // as if lost, its credential forgotten (its calls are refused from now
   // on, PERMISSION_DENIED naming the revocation), and the job's shards are
@@ -698,6 +702,10 @@ class Coordinator {
                     double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drained members that left (the newest kDrainedKept), so that asking to
   // drain one again is answered as before.
+  // FAILED_PRECONDITION when draining `member_id` leaves its running job
+  // short (Drain without force).
+  absl::Status CheckDrainLeavesEnough(const std::string& member_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   void RememberDrainedLocked(const Member& m, const std::string& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr size_t kDrainedKept = 1024;

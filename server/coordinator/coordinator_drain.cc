@@ -5,13 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/audit.h"
+#include "common/status.h"
 #include "glog/logging.h"
 #include "server/coordinator/coordinator.h"
+#include "server/coordinator/coordinator_internal.h"
 
 namespace bertps {
 
 absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
-    const std::string& member_id, const Caller& caller) {
+    const std::string& member_id, const Caller& caller, bool force) {
   if (!caller.admin || !caller.team.empty()) {
     AuditRefusal(kRefusedTeam,
                  absl::StrCat("team ", caller.team, ", token ", caller.token),
@@ -20,6 +22,7 @@ absl::StatusOr<DrainMemberResponse> Coordinator::Drain(
         "draining a member needs a cluster admin token (one without a team): "
         "a member may be running any team's job");
   }
+  if (!force) RETURN_IF_ERROR(CheckDrainLeavesEnough(member_id));
   return Drain(member_id);
 }
 
@@ -93,6 +96,49 @@ absl::StatusOr<RevokeMemberResponse> Coordinator::Revoke(
   }
   resp.set_already(false);
   return resp;
+}
+
+absl::Status Coordinator::CheckDrainLeavesEnough(
+    const std::string& member_id) const {
+  absl::MutexLock l(&mu_);
+  auto it = members_.find(member_id);
+  if (it == members_.end() || it->second.job.empty() ||
+      it->second.drain_requested) {
+    return absl::OkStatus();  // answered by Drain (unknown, idle, again)
+  }
+  const Member& m = it->second;
+  const Job& job = jobs_.at(m.job);
+  if (job.status.state() != RUNNING) return absl::OkStatus();
+  const std::string force =
+      "; drain it anyway with --force (DrainMemberRequest.force)";
+  if (m.role == TRAIN) {
+    int others = 0;
+    for (const auto& [id, o] : members_) {
+      if (id != m.id && o.role == TRAIN && o.job == m.job && o.alive &&
+          !o.drain_requested) {
+        ++others;
+      }
+    }
+    const int min = coordinator_internal::MinWorkersOf(job.status.spec());
+    if (others < min) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "draining member ", m.id, " leaves job ", m.job, " with ", others,
+          " train daemon(s), below its min_workers ", min,
+          ": its slots have no member until another train daemon joins (or "
+          "the job restarts from its checkpoint when none does in time)",
+          force));
+    }
+  }
+  if (m.role == PS && !m.backup && m.index >= 0 &&
+      m.index < static_cast<int>(job.backups.size()) &&
+      job.backups[m.index].empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "member ", m.id, " is the primary of shard ", m.index, " of job ",
+        m.job, " and has no backup: draining it restarts the job from its "
+        "checkpoint",
+        force));
+  }
+  return absl::OkStatus();
 }
 
 void Coordinator::RememberDrainedLocked(const Member& m,

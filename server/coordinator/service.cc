@@ -95,7 +95,7 @@ grpc::Status JobServiceImpl::DrainMember(grpc::ServerContext* ctx,
                                          const DrainMemberRequest* req,
                                          DrainMemberResponse* resp) {
   absl::StatusOr<DrainMemberResponse> r =
-      c_->Drain(req->member_id(), CallerOf(*ctx));
+      c_->Drain(req->member_id(), CallerOf(*ctx), req->force());
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = std::move(*r);
   return grpc::Status::OK;
