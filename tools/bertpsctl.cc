@@ -545,6 +545,18 @@ int CmdStatus(JobService::StubInterface* stub, const CtlOptions& o,
                           : ""));
   }
   for (const auto& [key, value] : internal::HolderRows(s)) row(key, value);
+  if (s.membership_size() > 1) {
+    // Members over time: the count now, the changes, the latest's cost.
+    const MembershipChange& last = s.membership(s.membership_size() - 1);
+    row("members",
+        absl::StrCat(s.members(), " now; ", s.membership_size() - 1,
+                     " change(s) since the start, the latest (", last.cause(),
+                     " at step ", last.step(), ") ",
+                     last.first_step_after_ms() > 0
+                         ? absl::StrCat("took ", last.first_step_after_ms(),
+                                        " ms to its first step")
+                         : std::string("has no step yet")));
+  }
   if (s.restarts() > 0) {
     row("restarts", absl::StrCat(s.restarts(), " (from checkpoints, after lost "
                                                "shards or stages)"));

@@ -420,6 +420,9 @@ class Coordinator {
     // (Assignment.revoked_members; one that holds a place in the job again
     // is not sent).
     std::set<std::string> revoked;
+    // A membership change whose first step with the new members is not
+    // applied yet (index into status.membership; -1: none).
+    int membership_pending = -1;
     // After a restart of the coordinator: until when the members that run
     // the job may re-announce it (MemberRun) and be adopted, with no
     // restart (InfinitePast: not adopting).
@@ -490,6 +493,9 @@ class Coordinator {
   bool HolderAliveLocked(const Job& job, int k) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // JobStatus.slots from job.slots and the members (after a change).
+  // Records a change of the members holding `job`'s slots
+  // (JobStatus.members, .membership; a TensorBoard point).
+  void NoteMembershipLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateSlotHoldersLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Replicas (coordinator_replicas.cc). JobStatus.shards from the members.
   void UpdateShardReplicasLocked(Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

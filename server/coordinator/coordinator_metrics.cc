@@ -81,6 +81,7 @@ void CoordinatorMetrics::Update(const std::vector<JobStatus>& jobs) {
     set("bertps_job_learning_rate", id, p.learning_rate());
     set("bertps_job_examples_per_second", id, p.examples_per_sec());
     set("bertps_job_restarts", id, j.restarts());
+    if (j.slots_size() > 0) set("bertps_job_members", id, j.members());
     if (j.shards_size() > 0) {
       set("bertps_job_failovers", id, j.failovers());
       set("bertps_job_backups_added", id, j.backups_added());

@@ -10,6 +10,7 @@
 //   bertps_job_examples_per_second{job_id}
 //   bertps_job_restarts{job_id}
 //   bertps_job_worker_slots{job_id,holder}          own, taken_over, free
+//   bertps_job_members{job_id}                      members holding slots
 //   bertps_job_waiting_seconds{job_id}              0: waits for nothing
 //   bertps_job_work_items{job_id}, bertps_job_work_items_done{job_id}
 //   bertps_job_eval_step{job_id}, bertps_job_eval_examples{job_id}

@@ -248,6 +248,23 @@ void Coordinator::AdvanceLocked(Job& job, int64_t applied) {
   applied = std::min(applied, p->total_steps());
   if (applied <= p->step()) return;
   p->set_step(applied);
+  // The first step applied with a new membership: what the change cost.
+  if (job.membership_pending >= 0 &&
+      job.membership_pending < job.status.membership_size()) {
+    MembershipChange* c =
+        job.status.mutable_membership(job.membership_pending);
+    if (applied > c->step()) {
+      c->set_first_step_after_ms(std::max<int64_t>(1, NowMs() - c->time_ms()));
+      if (c->cause() != "start") {
+        EventLocked(job, absl::StrCat(
+                             "membership: ", c->members(), " member(s) (",
+                             c->cause(), " at step ", c->step(),
+                             "); the first step with them was applied ",
+                             c->first_step_after_ms(), " ms later"));
+      }
+      job.membership_pending = -1;
+    }
+  }
   // The epoch the plan is in; the counts come from shard 0's ledger.
   const int64_t e = job.examples_per_epoch;
   const JobPlan plan = PlanOf(job.status.spec());

@@ -432,7 +432,36 @@ void Coordinator::FillSlotsLocked(Job& job) {
   if (changed) UpdateSlotHoldersLocked(job);
 }
 
+void Coordinator::NoteMembershipLocked(Job& job) {
+  std::set<std::string> held;
+  for (const std::string& id : job.slots) {
+    if (!id.empty()) held.insert(id);
+  }
+  const int n = static_cast<int>(held.size());
+  const int before = job.status.members();
+  if (n == before || job.status.state() != RUNNING) {
+    job.status.set_members(n);
+    return;
+  }
+  job.status.set_members(n);
+  MembershipChange* c = job.status.add_membership();
+  c->set_time_ms(NowMs());
+  c->set_step(job.status.progress().step());
+  c->set_members(n);
+  c->set_cause(job.status.membership_size() == 1 ? "start"
+               : n > before                       ? "joined"
+                                                  : "left");
+  constexpr int kKept = 256;
+  if (job.status.membership_size() > kKept) {
+    job.status.mutable_membership()->DeleteSubrange(
+        0, job.status.membership_size() - kKept);
+  }
+  job.membership_pending = job.status.membership_size() - 1;
+  ScalarLocked(job, job.status.progress().step(), "cluster/members", n);
+}
+
 void Coordinator::UpdateSlotHoldersLocked(Job& job) {
+  NoteMembershipLocked(job);
   auto* holders = job.status.mutable_slots();
   holders->Clear();
   for (size_t k = 0; k < job.slots.size(); ++k) {
