@@ -8,6 +8,8 @@
 
 #include <atomic>
 
+#include "absl/time/time.h"
+
 namespace bertps {
 
 void BlockShutdownSignals();
@@ -15,6 +17,15 @@ int WaitForShutdownSignal();
 // Starts a detached thread that sets *flag when a shutdown signal arrives
 // (for one-shot commands that stop at their next step).
 void CancelOnShutdownSignal(std::atomic<bool>* flag);
+
+// After the first shutdown signal, while a daemon hands its work off: a
+// second signal, or `grace` passing, ends the process at once (exit status
+// 1, with a line saying which). Starts a detached thread; call once, from
+// the thread that took the first signal.
+void ExitOnSecondSignalOr(absl::Duration grace);
+// --drain_grace_s: how long a daemon may take to hand its work off after
+// SIGTERM (keep it below Kubernetes' terminationGracePeriodSeconds).
+absl::Duration DrainGraceFromFlags();
 
 }  // namespace bertps
 

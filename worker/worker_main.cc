@@ -310,7 +310,9 @@ int main(int argc, char** argv) {
     }
     std::thread waiter([&] {
       int sig = bertps::WaitForShutdownSignal();
-      LOG(INFO) << "signal " << sig << ": leaving";
+      LOG(INFO) << "signal " << sig << ": handing work off and leaving "
+                   "(a second signal exits at once)";
+      bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
       (*member)->Stop();
     });
     absl::Status st = (*member)->Run(give_up);
@@ -343,7 +345,9 @@ int main(int argc, char** argv) {
         *security);
     std::thread waiter([&] {
       int sig = bertps::WaitForShutdownSignal();
-      LOG(INFO) << "signal " << sig << ": leaving";
+      LOG(INFO) << "signal " << sig << ": handing work off and leaving "
+                   "(a second signal exits at once)";
+      bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
       member.Stop();
     });
     absl::Status st = member.Run(give_up);
@@ -368,7 +372,9 @@ int main(int argc, char** argv) {
     }
     std::thread waiter([&] {
       int sig = bertps::WaitForShutdownSignal();
-      LOG(INFO) << "signal " << sig << ": leaving";
+      LOG(INFO) << "signal " << sig << ": handing work off and leaving "
+                   "(a second signal exits at once)";
+      bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
       member.Stop();
     });
     absl::Status st = member.Run(give_up);

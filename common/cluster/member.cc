@@ -9,6 +9,7 @@
 #include "common/retry.h"
 #include "common/status.h"
 #include "common/timeouts.h"
+#include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 
 namespace bertps {
@@ -57,6 +58,9 @@ absl::Status MemberClient::Register() {
   absl::Status st = FromGrpcStatus(stub_->Register(&ctx, req, &resp));
   if (!st.ok()) return Annotate(st, absl::StrCat("coordinator ", coordinator_));
   member_id_ = resp.member_id();
+  // The id operators name (bertpsctl drain, revoke).
+  LOG(INFO) << "registered as member " << member_id_ << " with coordinator "
+            << coordinator_;
   member_secret_ = resp.member_secret();
   member_timeout_ = absl::Milliseconds(resp.member_timeout_ms());
   adopted_ = resp.adopted();

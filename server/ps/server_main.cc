@@ -286,7 +286,9 @@ int ServeSlices(const std::string& coordinator, int slices,
   }
   std::thread waiter([&] {
     int sig = bertps::WaitForShutdownSignal();
-    LOG(INFO) << "signal " << sig << ": shutting down";
+    LOG(INFO) << "signal " << sig << ": shutting down "
+                 "(a second signal exits at once)";
+    bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
     for (auto& m : members) m->Stop();
   });
   for (auto& s : servers) s->Wait();
@@ -421,7 +423,9 @@ int main(int argc, char** argv) {
   metrics_thread = StartMetrics({server->get()}, &metrics_done, &metrics);
   std::thread waiter([&] {
     int sig = bertps::WaitForShutdownSignal();
-    LOG(INFO) << "signal " << sig << ": shutting down";
+    LOG(INFO) << "signal " << sig << ": shutting down "
+                 "(a second signal exits at once)";
+    bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
     (*server)->Shutdown();
   });
   (*server)->Wait();
