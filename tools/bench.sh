@@ -58,6 +58,10 @@
 #                                              daemon's RSS over time; no
 #                                              deadlock, RSS flat, throughput
 #                                              steady (default: 10 16 bsp)
+#   tools/bench.sh elastic [runs]              an 8-slot elastic job on 1 -> 2 -> 4
+#                                              train daemons and a SIGTERM drain:
+#                                              join and drain latencies
+#                                              (tools/bench_elastic.sh)
 #   tools/bench.sh failover [runs]             how fast a loss is handled, with
 #                                              real processes over loopback: a
 #                                              shard's kill -9 to the job's
@@ -233,6 +237,7 @@ build_service_bins() {
 }
 # failover: tools/bench_failover.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_failover.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_elastic.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_fidelity.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_spam_precision.sh"
 
@@ -565,6 +570,7 @@ PY
 case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
   failover) bench_failover "${2:-}" ;;
+  elastic) bench_elastic "${2:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
   pipeline) bench_pipeline "${2:-}" ;;
   soak) if [ "${2:-}" = scale ]; then
@@ -579,5 +585,5 @@ case "$what" in
   slices) bench_slices "${2:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
   spam-precision) bench_spam_precision ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One run of tools/bench.sh elastic (real processes over 127.0.0.1, real
+# tiny compute): an elastic BSP job of SLOTS slots (min_workers 1) starts on
+# one train daemon; daemons are added until each count of DAEMONS is reached.
+# For each count: the join's cost (the coordinator's membership history:
+# from the slots' move to the first step applied with the new members, and
+# from the new daemons' start to that step) and the steps per second over
+# WINDOW seconds. Then SIGTERM to one daemon: the time to its exit and the
+# time to the first step without it. Prints one JSON line.
+#
+#   tools/elastic_run.sh BERT_LOCAL COORD SERVER WORKER CTL [SLOTS] [DAEMONS] [WINDOW]
+set -euo pipefail
+BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
+slots="${6:-8}"; counts="${7:-1 2 4}"; window="${8:-8}"
+source "$(dirname "$0")/../tests/process_lib.sh"
+init_work elastic_run
+tiny_model_data "$BERT_LOCAL" > /dev/null
+start_coordinator "$COORD" 0 "$work/coordinator.log"
+start_ps_daemons a
+tiny_spec elastic 1000000 "num_workers: $slots" "min_workers: 1" > "$work/elastic.pbtxt"
+per_slot=8  # tiny_spec's batch_size (per slot)
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+status_json() { "$CTL" status "$job" --json; }
+step_now() { field "$job" 's.get("progress", {}).get("step", 0)'; }
+daemons=0
+results=()
+for want in $counts; do
+  started=$(now_ms)
+  while [ "$daemons" -lt "$want" ]; do
+    daemons=$((daemons + 1)); start_train_daemons "d$daemons"
+    daemon_pid[$daemons]=${pids[-1]}
+  done
+  if [ -z "${job:-}" ]; then job=$("$CTL" submit "$work/elastic.pbtxt"); fi
+  # The membership change to `want` members with its first step applied.
+  join_ms="" ; first_step_ms=""
+  for _ in $(seq 1 600); do
+    read -r join_ms first_step_ms < <(status_json | /usr/bin/python3 -c "
+import json, sys
+s = json.load(sys.stdin); m = s.get('membership', [])
+hit = [c for c in m if int(c.get('members', 0)) == $want and int(c.get('first_step_after_ms', 0)) > 0]
+print(hit[-1]['first_step_after_ms'], int(hit[-1]['time_ms']) + int(hit[-1]['first_step_after_ms'])) if hit else print('', '')
+") || true
+    [ -n "$join_ms" ] && break
+    sleep 0.1
+  done
+  [ -n "$join_ms" ] || fail "no step with $want members: $(status_json | head -c 600)"
+  from_start=$(( first_step_ms - started ))
+  s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)
+  rate=$(/usr/bin/python3 -c "print(round(($s1 - $s0) * 1000.0 / ($t1 - $t0), 3))")
+  results+=("{\"daemons\": $want, \"slots_move_to_first_step_ms\": $join_ms, \"daemon_start_to_first_step_ms\": $from_start, \"steps_per_s\": $rate, \"examples_per_s\": $(/usr/bin/python3 -c "print(round($rate * $per_slot * $slots, 1))")}")
+  echo "daemons $want: first step $join_ms ms after the slots moved ($from_start ms after the daemons started), $rate steps/s" >&2
+done
+# A drain: SIGTERM to the last daemon.
+victim=${daemon_pid[$daemons]}
+s_before=$(step_now); t_term=$(now_ms)
+kill -TERM "$victim"
+while kill -0 "$victim" 2>/dev/null && [ "$(ps -o stat= -p "$victim" | cut -c1)" != Z ]; do sleep 0.02; done
+t_exit=$(now_ms)
+rc=0; wait "$victim" || rc=$?
+[ "$rc" = 0 ] || fail "the drained daemon exited $rc"
+left_ms=""
+for _ in $(seq 1 300); do
+  left_ms=$(status_json | /usr/bin/python3 -c "
+import json, sys
+s = json.load(sys.stdin); m = s.get('membership', [])
+c = m[-1] if m else {}
+print(c['first_step_after_ms'] if c.get('cause') == 'left' and int(c.get('first_step_after_ms', 0)) > 0 else '')") || true
+  [ -n "$left_ms" ] && break
+  sleep 0.1
+done
+restarts=$(field "$job" 's.get("restarts", 0)')
+"$CTL" cancel "$job" > /dev/null
+echo "{\"bench\": \"elastic\", \"slots\": $slots, \"joins\": [$(IFS=,; echo "${results[*]}")], \"drain_sigterm_to_exit_ms\": $((t_exit - t_term)), \"drain_to_first_step_ms\": ${left_ms:-null}, \"restarts\": $restarts}"
