@@ -214,7 +214,7 @@ YAML::Node PodTemplate(const YAML::Node& d) {
 // Every --FLAG=PATH or --FLAG PATH of the flags that name secret files.
 std::vector<FlagPath> FileFlags(const std::string& line) {
   static const std::regex re(
-      R"re(--(tls_ca|tls_cert|tls_key|token_file|auth_tokens_file)(?:=|\s+)["']?([^\s"';&|)]+))re");
+      R"re(--(tls_ca|tls_cert|tls_key|token_file|auth_tokens_file|capability_key)(?:=|\s+)["']?([^\s"';&|)]+))re");
   std::vector<FlagPath> out;
   for (std::sregex_iterator it(line.begin(), line.end(), re), end; it != end;
        ++it) {
@@ -1159,6 +1159,8 @@ std::string FakeCertDir() {
   }
   std::ofstream(dir + "/worker.token") << "WORKER-TOKEN-0123456789\n";
   std::ofstream(dir + "/admin.token") << "ADMIN-TOKEN-0123456789\n";
+  std::ofstream(dir + "/capability.key")
+      << "-----BEGIN PRIVATE KEY-----\ncapability\n-----END PRIVATE KEY-----\n";
   std::ofstream(dir + "/auth_tokens")
       << "# ROLE TOKEN\nworker WORKER-TOKEN-0123456789\n"
       << "admin ADMIN-TOKEN-0123456789\n";
@@ -1194,7 +1196,7 @@ TEST(K8sSecretsScript, MakesTheExampleSecretsFromTheRightFiles) {
       {"server.key", "server.key"},  {"worker.crt", "worker.crt"},
       {"worker.key", "worker.key"},  {"client.crt", "client.crt"},
       {"client.key", "client.key"},  {"worker.token", "worker.token"},
-      {"admin.token", "admin.token"}};
+      {"admin.token", "admin.token"}, {"capability.key", "capability.key"}};
   for (const auto& [name, keys] : made) {
     for (const auto& [key, value] : keys) {
       if (key == "auth_tokens") {
@@ -1223,6 +1225,12 @@ TEST(K8sSecretsScript, MakesTheExampleSecretsFromTheRightFiles) {
     }
   }
   EXPECT_EQ(admin, 2);
+  // The capability signing key reaches the coordinator's Secret only.
+  for (const auto& [name, keys] : made) {
+    EXPECT_EQ(keys.count("capability.key") > 0,
+              name == "bertps-coordinator-secrets")
+        << name;
+  }
 }
 
 TEST(K8sSecretsScript, RefusesAMissingFile) {

@@ -34,8 +34,13 @@ serve=(--tls_ca "$s/ca.crt" --tls_cert "$s/server.crt" --tls_key "$s/server.key"
        --tls_require_client_cert --auth_tokens_file "$s/auth_tokens")
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 coord="127.0.0.1:$port"
+# A capability key that is not an Ed25519 key is refused at start.
+if "$COORD" --port 0 "${serve[@]}" --capability_key "$s/server.key" > "$work/badkey.out" 2>&1; then
+  fail "coordinator started with a capability key that is not Ed25519"
+fi
+grep -q "capability_key" "$work/badkey.out" || fail "bad capability key: $(cat "$work/badkey.out")"
 "$COORD" --port "$port" --metrics_port 0 --member_timeout_s 5 "${serve[@]}" \
-  > "$work/coordinator.log" 2>&1 &
+  --capability_key "$s/capability.key" > "$work/coordinator.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 200); do grep -q listening "$work/coordinator.log" 2>/dev/null && break; sleep 0.05; done
 "$SERVER" --coordinator "$coord" --port 0 "${serve[@]}" --token_file "$s/worker.token" \

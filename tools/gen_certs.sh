@@ -17,6 +17,8 @@
 #   client.crt client.key  a client-only certificate (CN bertps-client)
 #   auth_tokens            "worker TOKEN" and "admin TOKEN" lines (--auth_tokens_file)
 #   worker.token admin.token  the same tokens, one per file (--token_file)
+#   capability.key         the coordinator's Ed25519 key that signs the members'
+#                          capabilities (bertps_coordinator --capability_key)
 # Idempotent: existing files are kept; the server certificate is made again
 # only when the requested names change (the CA and tokens stay).
 set -euo pipefail
@@ -93,8 +95,12 @@ if [[ ! -s worker.token || ! -s admin.token || ! -s auth_tokens ]]; then
     echo "admin $(cat admin.token)"; } > auth_tokens
   made+=(tokens)
 fi
+if [[ ! -s capability.key ]]; then
+  openssl genpkey -algorithm ed25519 -out capability.key 2>/dev/null
+  made+=(capability.key)
+fi
 rm -f ca.srl
-chmod 0600 ca.crt ca.key server.crt server.key server.san worker.crt worker.key \
+chmod 0600 capability.key ca.crt ca.key server.crt server.key server.san worker.crt worker.key \
   client.crt client.key \
   auth_tokens worker.token admin.token
 if [[ ${#made[@]} -gt 0 ]]; then

@@ -6,6 +6,7 @@
 #
 # Prints four Secret manifests (YAML, values base64 in `data:`):
 #   bertps-coordinator-secrets  ca.crt server.crt server.key auth_tokens
+#                               capability.key
 #   bertps-ps-secrets           ca.crt server.crt server.key auth_tokens
 #                               (its worker lines only) worker.token
 #   bertps-worker-secrets       ca.crt worker.crt worker.key worker.token
@@ -25,7 +26,7 @@ if [[ $# -ne 1 || "$1" == -* ]]; then
 fi
 dir="$1"
 for f in ca.crt server.crt server.key worker.crt worker.key client.crt \
-         client.key auth_tokens worker.token admin.token; do
+         client.key auth_tokens worker.token admin.token capability.key; do
   [[ -s "$dir/$f" ]] || {
     echo "k8s_secrets.sh: $dir/$f is missing or empty (run tools/gen_certs.sh $dir first)" >&2
     exit 1
@@ -66,7 +67,7 @@ secret() {
 
 secret bertps-coordinator-secrets coordinator \
   ca.crt=ca.crt server.crt=server.crt server.key=server.key \
-  auth_tokens=auth_tokens
+  auth_tokens=auth_tokens capability.key=capability.key
 secret bertps-ps-secrets parameter-server \
   ca.crt=ca.crt server.crt=server.crt server.key=server.key \
   auth_tokens=-worker-tokens worker.token=worker.token
