@@ -21,6 +21,7 @@ constexpr Spec kJobGauges[] = {
     {"bertps_job_learning_rate", "Learning rate the shards last applied"},
     {"bertps_job_examples_per_second", "Training throughput"},
     {"bertps_job_restarts", "Times the job was started again"},
+    {"bertps_job_members", "Members holding the job's worker slots"},
     {"bertps_job_failovers",
      "Primaries of the job's shards replaced by a backup (no restart)"},
     {"bertps_job_shard_backups", "Live backups of each shard index"},
