@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "proto/job.pb.h"
 
@@ -77,8 +78,16 @@ struct JobPlan {
   // ---- Steps and updates. `worker`: a train worker, or a pipeline's
   // replica (every stage of a replica runs its replica's steps).
   // The update ticket of worker w's step j.
+  // A step so large that the ticket would overflow (a malformed push's)
+  // gets INT64_MAX: past every plan's updates, refused as such.
   int64_t Ticket(int worker, int64_t step) const {
-    return mode == BSP ? step : step * replicas + worker;
+    if (mode == BSP) return step;
+    int64_t t = 0;
+    if (__builtin_mul_overflow(step, static_cast<int64_t>(replicas), &t) ||
+        __builtin_add_overflow(t, static_cast<int64_t>(worker), &t)) {
+      return std::numeric_limits<int64_t>::max();
+    }
+    return t;
   }
   // The steps of worker w whose tickets are below `version` (the steps it
   // has pushed once the shards applied `version` updates).
