@@ -26,44 +26,45 @@ exits_within() {
   rc=0; wait "$pid" || rc=$?
 }
 
+# start_worker NAME GRACE: a train daemon, registered; its pid in $w.
+start_worker() {
+  "$WORKER" --role=train --coordinator "$BERTPS_COORDINATOR" --drain_grace_s "$2" \
+    > "$work/$1.log" 2>&1 &
+  w=$!; pids+=($w)
+  wait_registered "$work/$1.log"
+}
+# sigterm_stopped_coordinator PID [SECOND]: stops the coordinator, sends
+# SIGTERM (and with SECOND, another 0.3 s later), waits for the exit; $rc,
+# and $ms from the last signal to the exit.
+sigterm_stopped_coordinator() {
+  kill -STOP "$coord_pid"
+  sleep 0.3
+  kill -TERM "$1"
+  if [ -n "${2:-}" ]; then sleep 0.3; kill -TERM "$1"; fi
+  local start; start=$(date +%s%N)
+  exits_within "$1" 5
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  kill -CONT "$coord_pid"
+}
+
 # 1. The grace ends.
-"$WORKER" --role=train --coordinator "$BERTPS_COORDINATOR" --drain_grace_s 1 > "$work/w1.log" 2>&1 &
-w1=$!; pids+=($w1)
-wait_registered "$work/w1.log"
-kill -STOP "$coord_pid"
-sleep 0.3
-start=$(date +%s%N)
-kill -TERM "$w1"
-exits_within "$w1" 5
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
+start_worker w1 1; w1=$w
+sigterm_stopped_coordinator "$w1"
 [ "$rc" = 1 ] || fail "grace: exit status $rc, want 1: $(tail -3 "$work/w1.log")"
 grep -q "drain grace (1s) ended" "$work/w1.log" || fail "grace: no reason given: $(tail -3 "$work/w1.log")"
 [ "$ms" -lt 2500 ] || fail "grace: exited after $ms ms with a 1 s grace"
 echo "grace 1 s: exited 1 after $ms ms"
 
 # 2. A second SIGTERM.
-kill -CONT "$coord_pid"
-"$WORKER" --role=train --coordinator "$BERTPS_COORDINATOR" --drain_grace_s 60 > "$work/w2.log" 2>&1 &
-w2=$!; pids+=($w2)
-wait_registered "$work/w2.log"
-kill -STOP "$coord_pid"
-sleep 0.3
-kill -TERM "$w2"
-sleep 0.3
-start=$(date +%s%N)
-kill -TERM "$w2"
-exits_within "$w2" 5
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
+start_worker w2 60; w2=$w
+sigterm_stopped_coordinator "$w2" second
 [ "$rc" = 1 ] || fail "second signal: exit status $rc, want 1"
 grep -q "again while handing work off" "$work/w2.log" || fail "second signal: no reason given: $(tail -3 "$work/w2.log")"
 [ "$ms" -lt 1500 ] || fail "second signal: exited after $ms ms"
 echo "second SIGTERM: exited 1 after $ms ms"
 
 # 3. The coordinator there: it leaves and exits 0.
-kill -CONT "$coord_pid"
-"$WORKER" --role=train --coordinator "$BERTPS_COORDINATOR" --drain_grace_s 60 > "$work/w3.log" 2>&1 &
-w3=$!; pids+=($w3)
-wait_registered "$work/w3.log"
+start_worker w3 60; w3=$w
 kill -TERM "$w3"
 exits_within "$w3" 10
 [ "$rc" = 0 ] || fail "a normal leave exited $rc: $(tail -3 "$work/w3.log")"
