@@ -16,6 +16,14 @@
 //    replicated, its norms not yet exchanged), "commit" (the step applied,
 //    its commit not yet sent), "publish" (every backup has the step, the
 //    version not yet published: pulls of it waiting);
+//  - a shard writing a checkpoint in the background (index: the shard;
+//    server/ps/checkpoint_writer.h, `version` the checkpoint's):
+//    "ckpt_copy" (its state copied at the cut, the write not begun),
+//    "ckpt_written" (the file's data in its temporary file, not fsynced),
+//    "ckpt_synced" (fsynced, not renamed), "ckpt_renamed" (durable, no
+//    manifest names it yet);
+//  - worker 0 completing a checkpoint (index 0; worker/checkpoint_finisher.h):
+//    "ckpt_manifest" (every shard's file durable, the manifest not written);
 //  - a shard backup that joins a running job (index: the shard): "snapshot"
 //    (its primary's snapshot of that version received whole, not yet
 //    installed);

@@ -62,6 +62,14 @@
 #                                              train daemons and a SIGTERM drain:
 #                                              join and drain latencies
 #                                              (tools/bench_elastic.sh)
+#   tools/bench.sh checkpoint [runs] [models] [MB/s]
+#                                              the step's blocking time at a
+#                                              checkpoint, synchronous vs in
+#                                              the background, on the local
+#                                              disk and a throttled one; write
+#                                              GB/s vs dd (tools/
+#                                              bench_checkpoint.sh; default:
+#                                              3 "mini base" 200)
 #   tools/bench.sh failover [runs]             how fast a loss is handled, with
 #                                              real processes over loopback: a
 #                                              shard's kill -9 to the job's
@@ -238,6 +246,7 @@ build_service_bins() {
 # failover: tools/bench_failover.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_failover.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_elastic.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_checkpoint.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_fidelity.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_spam_precision.sh"
 
@@ -571,6 +580,7 @@ case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
   failover) bench_failover "${2:-}" ;;
   elastic) bench_elastic "${2:-}" ;;
+  checkpoint) bench_checkpoint "${2:-}" "${3:-}" "${4:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
   pipeline) bench_pipeline "${2:-}" ;;
   soak) if [ "${2:-}" = scale ]; then
@@ -585,5 +595,5 @@ case "$what" in
   slices) bench_slices "${2:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
   spam-precision) bench_spam_precision ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, checkpoint, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
 esac

@@ -29,6 +29,7 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.dropout = !spec.no_dropout();
   o.shuffle = !spec.no_shuffle();
   o.checkpoint_dir = spec.checkpoint().dir();
+  o.synchronous_checkpoints = spec.checkpoint().synchronous();
   o.export_path = spec.export_path();
   o.export_hf.label_names.assign(spec.label_names().begin(),
                                  spec.label_names().end());

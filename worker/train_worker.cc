@@ -18,6 +18,7 @@
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 #include "worker/batch_reader.h"
+#include "worker/checkpoint_finisher.h"
 
 namespace bertps {
 namespace {
@@ -267,8 +268,31 @@ absl::Status TrainWorker::Run() {
   // `unless_past`: nothing if the shards are past `version` already;
   // `unless_pushed` also nothing if a shard holds this worker's push of
   // that step (PsClient::CheckpointUnlessPast).
+  // Asynchronous checkpoints (the default): the step waits only while the
+  // shards copy their state; `finisher` completes each one.
+  std::unique_ptr<CheckpointFinisher> finisher;
+  if (checkpoints && !options_.synchronous_checkpoints) {
+    finisher = std::make_unique<CheckpointFinisher>(client_.get(),
+                                                    options_.log);
+  }
+  // What the finisher completed, for the next report.
+  auto take_finished = [&](bool drain) -> absl::Status {
+    if (finisher == nullptr) return absl::OkStatus();
+    ASSIGN_OR_RETURN(std::optional<CheckpointFinisher::Done> d,
+                     drain ? finisher->Drain() : finisher->Take());
+    if (d.has_value()) {
+      pending_checkpoint = std::move(d->manifest);
+      pending_version = d->version;
+    }
+    return absl::OkStatus();
+  };
+  // A checkpoint the step waits for whole (the final one; one written
+  // again by a part started again; every one when synchronous). Those in
+  // the background are complete first, so LATEST moves forward only.
   auto write_checkpoint = [&](int64_t version, bool unless_past = false,
                               bool unless_pushed = false) -> absl::Status {
+    RETURN_IF_ERROR(take_finished(/*drain=*/true));
+    const auto t0 = Clock::now();
     if (unless_past) {
       ASSIGN_OR_RETURN(std::optional<std::string> m,
                        client_->CheckpointUnlessPast(
@@ -293,8 +317,42 @@ absl::Status TrainWorker::Run() {
       nlohmann::ordered_json j;
       j["checkpoint"] = pending_checkpoint;
       j["version"] = version;
+      // What the step waited for: the whole write.
+      j["blocked_ms"] = std::chrono::duration<double, std::milli>(
+                            Clock::now() - t0)
+                            .count();
       *options_.log << j.dump() << std::endl;
     }
+    return absl::OkStatus();
+  };
+  // A checkpoint before the last update: in the background, or whole when
+  // synchronous. `unless_past` as in write_checkpoint.
+  auto cut_checkpoint = [&](int64_t version,
+                            bool unless_past = false) -> absl::Status {
+    if (finisher == nullptr) return write_checkpoint(version, unless_past);
+    std::optional<PsClient::PendingCheckpoint> p;
+    const auto t0 = Clock::now();
+    if (unless_past) {
+      ASSIGN_OR_RETURN(p, client_->StartCheckpointUnlessPast(
+                              options_.checkpoint_dir, version));
+    } else {
+      ASSIGN_OR_RETURN(p,
+                       client_->StartCheckpoint(options_.checkpoint_dir,
+                                                version));
+    }
+    if (!p.has_value()) return absl::OkStatus();
+    if (options_.log) {
+      // What the step waited for: the shards' copy (and a write of the
+      // previous checkpoint still in flight).
+      nlohmann::ordered_json j;
+      j["checkpoint_started"] = version;
+      j["blocked_ms"] = std::chrono::duration<double, std::milli>(
+                            Clock::now() - t0)
+                            .count();
+      j["copy_ms"] = p->copy_ms;
+      *options_.log << j.dump() << std::endl;
+    }
+    finisher->Add(*std::move(p));
     return absl::OkStatus();
   };
   // ASP/SSP: the checkpoints due before update `ticket` (the cuts below
@@ -303,7 +361,7 @@ absl::Status TrainWorker::Run() {
     for (; next_checkpoint > 0 && next_checkpoint <= ticket &&
            next_checkpoint < plan.updates;
          next_checkpoint = plan.NextCheckpoint(next_checkpoint)) {
-      RETURN_IF_ERROR(write_checkpoint(next_checkpoint));
+      RETURN_IF_ERROR(cut_checkpoint(next_checkpoint));
     }
     return absl::OkStatus();
   };
@@ -348,7 +406,11 @@ absl::Status TrainWorker::Run() {
     // (Unless the shards are past it: a slot being taken back runs on two
     // members for a moment, and the other one wrote it.)
     if (checkpoints && bsp && plan.CheckpointDue(step + 1)) {
-      RETURN_IF_ERROR(write_checkpoint(step + 1, /*unless_past=*/true));
+      if (step + 1 < plan.updates) {
+        RETURN_IF_ERROR(cut_checkpoint(step + 1, /*unless_past=*/true));
+      } else {
+        RETURN_IF_ERROR(write_checkpoint(step + 1, /*unless_past=*/true));
+      }
     }
     const bool last = step + 1 >= steps;
     if (checkpoints && !bsp && last) {
@@ -358,7 +420,9 @@ absl::Status TrainWorker::Run() {
       RETURN_IF_ERROR(write_checkpoint(plan.updates));
       final_written = true;
     }
-    // ASP/SSP: the checkpoint of a cut reached while this step was done.
+    // The checkpoint completed (in the background) or written while this
+    // step was done.
+    RETURN_IF_ERROR(take_finished(/*drain=*/false));
     if (!pending_checkpoint.empty()) {
       rep.checkpoint = std::move(pending_checkpoint);
       rep.checkpoint_version = pending_version;
@@ -401,6 +465,9 @@ absl::Status TrainWorker::Run() {
       options_.on_step(rep);
     }
   }
+  // Every checkpoint complete (the last one was waited for; this only
+  // surfaces an error of one before it).
+  RETURN_IF_ERROR(take_finished(/*drain=*/true));
   if (options_.worker == 0 && !options_.export_path.empty()) {
     // Wait for the last update to be applied everywhere (every mode). The
     // pull names the version, not a step of this worker's: step 0 (SSP

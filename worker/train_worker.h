@@ -96,6 +96,11 @@ struct TrainWorkerOptions {
   // checks, decoding; common/io/batch_prefetcher.h).
   int prefetch_batches = 4;
   std::string checkpoint_dir;     // worker 0 checkpoints here (the plan's)
+  // CheckpointSpec.synchronous: the step waits for every checkpoint's
+  // whole write. Otherwise only for the shards' copy of their state; a
+  // CheckpointFinisher completes each one (manifest, LATEST) in the
+  // background, and the step report after that names it.
+  bool synchronous_checkpoints = false;
   // The data as the job was submitted with (empty: not checked).
   std::vector<io::ExpectedFile> expected_files;
   // Where record indices go when the data's directory is read-only

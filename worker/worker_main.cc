@@ -108,6 +108,10 @@ ABSL_FLAG(std::string, precision, "fp32",
           "as bf16; a job's spec says it for a coordinated worker).");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Worker 0 checkpoints here.");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Steps between checkpoints.");
+ABSL_FLAG(bool, checkpoint_sync, false,
+          "Each step that checkpoints waits for the whole write "
+          "(CheckpointSpec.synchronous); default: only for the shards' copy "
+          "of their state.");
 ABSL_FLAG(std::string, export_path, "", "Worker 0 exports the final model.");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
 ABSL_FLAG(int, rpc_timeout_s, bertps::FlagSeconds(bertps::kPsRpcTimeout),
@@ -179,6 +183,7 @@ absl::StatusOr<bertps::JobSpec> JobSpecFromFlags(
   s.mutable_checkpoint()->set_dir(absl::GetFlag(FLAGS_checkpoint_dir));
   s.mutable_checkpoint()->set_every_steps(
       absl::GetFlag(FLAGS_checkpoint_every));
+  s.mutable_checkpoint()->set_synchronous(absl::GetFlag(FLAGS_checkpoint_sync));
   s.set_export_path(absl::GetFlag(FLAGS_export_path));
   return s;
 }

@@ -32,12 +32,16 @@ absl::StatusOr<MemoryNeed> ShardMemoryNeed(const BertConfig& config,
   const int64_t slots = optim::StateSlots(opt);
   const int64_t f = static_cast<int64_t>(sizeof(float));
   MemoryNeed need;
+  // The checkpoint buffer (server/ps/checkpoint_writer.h): the slice's
+  // parameters and optimizer state, one file, kept for the next write.
   need.bytes = layout.total_size() * f +
-               n * f * (4 + slots + std::max(num_workers, 1));
+               n * f * (4 + slots + std::max(num_workers, 1)) +
+               n * f * (1 + slots);
   need.detail = absl::StrCat(
       n, " of the model's ", layout.total_size(), " parameters on ",
       num_shards, " shard(s), ", slots, " optimizer slot(s), ", num_workers,
-      " worker staging buffer(s); use more shards or a smaller model");
+      " worker staging buffer(s), a checkpoint buffer; use more shards or a "
+      "smaller model");
   return need;
 }
 

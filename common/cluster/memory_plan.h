@@ -5,7 +5,8 @@
 // refused or waits with the figures instead of being killed later.
 //   shard   the whole model while initialising, its slice's parameters, the
 //           snapshot being made, the aggregate, optimizer state, one staging
-//           buffer per worker (BSP) and a spare
+//           buffer per worker (BSP), a spare and the checkpoint buffer (the
+//           slice's parameters and state, serialized at a cut)
 //   worker  the model's parameters and gradients, the activation arena for
 //           its batch and example shape, and a parameter-sized client buffer
 // Thread-safety: pure functions.

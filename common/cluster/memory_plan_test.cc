@@ -17,9 +17,10 @@ TEST(MemoryPlanTest, ShardNeedCountsTheModelItsSliceStateAndStaging) {
   const int64_t total = ParamLayout::ForBert(c, BertTask::kPretrain).total_size();
   auto one = ShardMemoryNeed(c, BertTask::kPretrain, adam, 1, 2, 0);
   ASSERT_TRUE(one.ok()) << one.status();
-  // The whole model while initialising, and (4 + 2 slots + 2 workers)
-  // shard-sized buffers: the shard holds all of it.
-  EXPECT_EQ(one->bytes, total * 4 + total * 4 * (4 + 2 + 2));
+  // The whole model while initialising, (4 + 2 slots + 2 workers)
+  // shard-sized buffers and the checkpoint buffer (parameters + 2 slots):
+  // the shard holds all of it.
+  EXPECT_EQ(one->bytes, total * 4 + total * 4 * (4 + 2 + 2) + total * 4 * 3);
   EXPECT_NE(one->detail.find("2 optimizer slot(s)"), std::string::npos);
   // Two shards: each holds about half; the largest is what placement uses.
   auto s0 = ShardMemoryNeed(c, BertTask::kPretrain, adam, 2, 2, 0);

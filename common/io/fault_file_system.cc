@@ -24,7 +24,8 @@ bool FaultFileSystem::hit() const {
 }
 
 absl::Status FaultFileSystem::WriteFileAtomically(const std::string& path,
-                                                  absl::string_view data) {
+                                                  absl::string_view data,
+                                                  const WriteStages& stages) {
   Fault fault = kNone;
   {
     absl::MutexLock l(&mu_);
@@ -38,7 +39,7 @@ absl::Status FaultFileSystem::WriteFileAtomically(const std::string& path,
   const absl::string_view half = data.substr(0, data.size() / 2);
   switch (fault) {
     case kNone:
-      return FileSystem::WriteFileAtomically(path, data);
+      return FileSystem::WriteFileAtomically(path, data, stages);
     case kNoSpace:
       (void)io::WriteFileAtomically(tmp, half);
       unlink(tmp.c_str());

@@ -33,8 +33,10 @@ class FaultFileSystem : public FileSystem {
   // Whether the armed fault has hit.
   bool hit() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  using FileSystem::WriteFileAtomically;
   absl::Status WriteFileAtomically(const std::string& path,
-                                   absl::string_view data) override
+                                   absl::string_view data,
+                                   const WriteStages& stages) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

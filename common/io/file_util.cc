@@ -150,19 +150,24 @@ absl::Status CommitTempFile(const std::string& tmp_path,
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view data) {
+                                 absl::string_view data,
+                                 const WriteStages& stages) {
   const std::string tmp = path + ".tmp";
   const int fd =
       open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "create", tmp);
   absl::Status status = WriteAll(fd, data, tmp);
+  if (status.ok() && stages) stages("written");
   if (status.ok() && fsync(fd) != 0) status = ErrnoStatus(errno, "fsync", tmp);
   if (close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "close", tmp);
   if (!status.ok()) {
     unlink(tmp.c_str());
     return status;
   }
-  return CommitTempFile(tmp, path);
+  if (stages) stages("synced");
+  RETURN_IF_ERROR(CommitTempFile(tmp, path));
+  if (stages) stages("renamed");
+  return absl::OkStatus();
 }
 
 absl::Status MakeDirs(const std::string& dir) {
@@ -205,8 +210,9 @@ absl::Status FileSystem::MakeDirs(const std::string& dir) {
 }
 
 absl::Status FileSystem::WriteFileAtomically(const std::string& path,
-                                             absl::string_view data) {
-  return io::WriteFileAtomically(path, data);
+                                             absl::string_view data,
+                                             const WriteStages& stages) {
+  return io::WriteFileAtomically(path, data, stages);
 }
 
 absl::StatusOr<int64_t> FileSystem::FileSize(const std::string& path) {

@@ -10,6 +10,7 @@
 #define BERTPS_COMMON_IO_FILE_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -58,9 +59,16 @@ absl::Status SyncParentDir(const std::string& path);
 absl::Status CommitTempFile(const std::string& tmp_path,
                             const std::string& path);
 
+// Called at each stage of an atomic write: "written" (all the data is in
+// path.tmp, not fsynced), "synced" (fsynced and closed, not renamed),
+// "renamed" (renamed over path, the directory fsynced: durable). For crash
+// points and progress; may be empty.
+using WriteStages = std::function<void(const char* stage)>;
+
 // Writes `data` to path atomically (see above).
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view data);
+                                 absl::string_view data,
+                                 const WriteStages& stages = nullptr);
 
 // mkdir -p, fsyncing the parent of every directory it creates.
 absl::Status MakeDirs(const std::string& dir);
@@ -78,8 +86,14 @@ class FileSystem {
  public:
   virtual ~FileSystem() = default;
   virtual absl::Status MakeDirs(const std::string& dir);
+  absl::Status WriteFileAtomically(const std::string& path,
+                                   absl::string_view data) {
+    return WriteFileAtomically(path, data, nullptr);
+  }
+  // The same, calling `stages` (may be empty) at each stage reached.
   virtual absl::Status WriteFileAtomically(const std::string& path,
-                                           absl::string_view data);
+                                           absl::string_view data,
+                                           const WriteStages& stages);
   // The size of a file (NotFound naming it if there is none).
   virtual absl::StatusOr<int64_t> FileSize(const std::string& path);
 };

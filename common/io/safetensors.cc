@@ -372,6 +372,17 @@ void SafetensorsWriter::AddF32(std::string name, std::vector<int64_t> shape,
   AddRaw(std::move(name), DType::kF32, std::move(shape), data);
 }
 
+void SafetensorsWriter::AddF32Ref(std::string name,
+                                  std::vector<int64_t> shape,
+                                  const float* data) {
+  const int64_t n = CheckShape(name, shape);
+  if (n < 0) return;
+  Entry e{std::move(name), DType::kF32, std::move(shape), std::string()};
+  e.ref = reinterpret_cast<const char*>(data);
+  e.ref_size = static_cast<size_t>(n) * sizeof(float);
+  entries_.push_back(std::move(e));
+}
+
 void SafetensorsWriter::AddI32(std::string name, std::vector<int64_t> shape,
                                const int32_t* data) {
   AddRaw(std::move(name), DType::kI32, std::move(shape), data);
@@ -402,6 +413,12 @@ void SafetensorsWriter::SetMetadata(std::string key, std::string value) {
 }
 
 absl::StatusOr<std::string> SafetensorsWriter::Serialize() const {
+  std::string out;
+  RETURN_IF_ERROR(SerializeTo(&out));
+  return out;
+}
+
+absl::Status SafetensorsWriter::SerializeTo(std::string* out) const {
   RETURN_IF_ERROR(error_);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) {
@@ -424,9 +441,9 @@ absl::StatusOr<std::string> SafetensorsWriter::Serialize() const {
     nlohmann::ordered_json t = nlohmann::ordered_json::object();
     t["dtype"] = std::string(DTypeName(e.dtype));
     t["shape"] = e.shape;
-    t["data_offsets"] = {offset, offset + e.bytes.size()};
+    t["data_offsets"] = {offset, offset + e.size()};
     header[e.name] = std::move(t);
-    offset += e.bytes.size();
+    offset += e.size();
   }
   std::string json;
   try {
@@ -438,13 +455,19 @@ absl::StatusOr<std::string> SafetensorsWriter::Serialize() const {
   }
   // Pad with spaces so that the data starts 8-byte aligned.
   json.append((8 - json.size() % 8) % 8, ' ');
-  std::string out;
-  out.reserve(8 + json.size() + offset);
+  out->clear();
+  out->reserve(8 + json.size() + offset);
   const uint64_t n = json.size();
-  out.append(reinterpret_cast<const char*>(&n), 8);  // Little-endian host.
-  out += json;
-  for (const Entry& e : entries_) out += e.bytes;
-  return out;
+  out->append(reinterpret_cast<const char*>(&n), 8);  // Little-endian host.
+  *out += json;
+  for (const Entry& e : entries_) {
+    if (e.ref != nullptr) {
+      out->append(e.ref, e.ref_size);
+    } else {
+      *out += e.bytes;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SafetensorsWriter::Write(const std::string& path) const {

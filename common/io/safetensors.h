@@ -119,10 +119,18 @@ class SafetensorsWriter {
   // must already be little-endian elements of that dtype.
   void AddRaw(std::string name, DType dtype, std::vector<int64_t> shape,
               const void* data);
+  // F32 data by reference: nothing is copied now; `data` must stay valid
+  // and unchanged until the last Serialize/SerializeTo/Write.
+  void AddF32Ref(std::string name, std::vector<int64_t> shape,
+                 const float* data);
   void SetMetadata(std::string key, std::string value);
 
   // The complete file content.
   absl::StatusOr<std::string> Serialize() const;
+  // The same into *out, replacing its content but keeping its capacity: a
+  // buffer reused across files of one size allocates (and faults in) its
+  // pages once. On error *out is unspecified.
+  absl::Status SerializeTo(std::string* out) const;
   // Writes atomically: path.tmp, fsync, rename, fsync of the directory.
   absl::Status Write(const std::string& path) const;
 
@@ -132,6 +140,9 @@ class SafetensorsWriter {
     DType dtype;
     std::vector<int64_t> shape;
     std::string bytes;
+    const char* ref = nullptr;  // AddF32Ref: the data, ref_size bytes
+    size_t ref_size = 0;
+    size_t size() const { return ref != nullptr ? ref_size : bytes.size(); }
   };
   // Checks the shape and returns the element count, or -1 (recording the
   // error) if invalid.

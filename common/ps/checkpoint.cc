@@ -524,10 +524,8 @@ absl::Status Gather(const std::string& manifest_path, const Manifest& m,
 
 // ----------------------------------------------------------------- API -----
 
-absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
-                                               const ShardSnapshot& snap,
-                                               io::FileSystem* fs) {
-  if (fs == nullptr) fs = io::DefaultFileSystem();
+absl::Status SerializeShardCheckpoint(const ShardSnapshot& snap,
+                                      std::string* bytes) {
   if (snap.plan == nullptr) {
     return absl::InvalidArgumentError("shard snapshot without a plan");
   }
@@ -552,33 +550,58 @@ absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
     return absl::InvalidArgumentError("shard snapshot: null buffer");
   }
   const int64_t n = plan.shard_size(snap.shard);
-  std::string bytes;
-  {
-    io::SafetensorsWriter writer;
-    for (int part = 0; part <= snap.state_slots; ++part) {
-      const float* base = part == 0 ? snap.params : snap.state + (part - 1) * n;
-      for (int i : plan.shard_slices(snap.shard)) {
-        const SliceSpec& s = plan.slices()[i];
-        writer.AddF32(SliceTensorName(part, s.name, s.begin), {s.size()},
-                      base + s.shard_offset);
-      }
+  io::SafetensorsWriter writer;
+  for (int part = 0; part <= snap.state_slots; ++part) {
+    for (int i : plan.shard_slices(snap.shard)) {
+      const SliceSpec& s = plan.slices()[i];
+      const float* data =
+          part == 0 ? snap.params + s.shard_offset
+          : snap.state_per_slice
+              ? snap.state + snap.state_slots * s.shard_offset +
+                    (part - 1) * s.size()
+              : snap.state + (part - 1) * n + s.shard_offset;
+      writer.AddF32Ref(SliceTensorName(part, s.name, s.begin), {s.size()},
+                       data);
     }
-    writer.SetMetadata("format", kShardFormat);
-    writer.SetMetadata("version", absl::StrCat(snap.version));
-    writer.SetMetadata("shard", absl::StrCat(snap.shard));
-    writer.SetMetadata("num_shards", absl::StrCat(snap.num_shards));
-    writer.SetMetadata("state_slots", absl::StrCat(snap.state_slots));
-    ASSIGN_OR_RETURN(bytes, writer.Serialize());
   }
-  const std::string ckpt_dir = JoinPath(dir, CheckpointDirName(snap.version));
+  writer.SetMetadata("format", kShardFormat);
+  writer.SetMetadata("version", absl::StrCat(snap.version));
+  writer.SetMetadata("shard", absl::StrCat(snap.shard));
+  writer.SetMetadata("num_shards", absl::StrCat(snap.num_shards));
+  writer.SetMetadata("state_slots", absl::StrCat(snap.state_slots));
+  return writer.SerializeTo(bytes);
+}
+
+std::string ShardFilePath(const std::string& dir, int shard, int num_shards,
+                          int64_t version) {
+  return JoinPath(JoinPath(dir, CheckpointDirName(version)),
+                  ShardFileName(shard, num_shards));
+}
+
+absl::StatusOr<ShardFile> WriteShardFile(const std::string& dir, int shard,
+                                         int num_shards, int64_t version,
+                                         absl::string_view bytes,
+                                         io::FileSystem* fs,
+                                         const io::WriteStages& stages) {
+  if (fs == nullptr) fs = io::DefaultFileSystem();
+  const std::string ckpt_dir = JoinPath(dir, CheckpointDirName(version));
   RETURN_IF_ERROR(fs->MakeDirs(ckpt_dir));
   ShardFile out;
-  out.shard = snap.shard;
-  out.file = JoinPath(ckpt_dir, ShardFileName(snap.shard, snap.num_shards));
+  out.shard = shard;
+  out.file = JoinPath(ckpt_dir, ShardFileName(shard, num_shards));
   out.crc32c = io::Crc32c(bytes.data(), bytes.size());
   out.bytes = static_cast<int64_t>(bytes.size());
-  RETURN_IF_ERROR(fs->WriteFileAtomically(out.file, bytes));
+  RETURN_IF_ERROR(fs->WriteFileAtomically(out.file, bytes, stages));
   return out;
+}
+
+absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
+                                               const ShardSnapshot& snap,
+                                               io::FileSystem* fs) {
+  std::string bytes;
+  RETURN_IF_ERROR(SerializeShardCheckpoint(snap, &bytes));
+  return WriteShardFile(dir, snap.shard, snap.num_shards, snap.version, bytes,
+                        fs);
 }
 
 absl::StatusOr<std::string> WriteManifest(const std::string& dir,

@@ -25,7 +25,7 @@
 // Thread-safety: the functions are stateless and thread-safe; a snapshot's
 // buffers must not change during WriteShardCheckpoint, and two writers of the
 // same file at once race on its temporary file.
-// Memory: WriteShardCheckpoint holds two copies of the shard's file;
+// Memory: WriteShardCheckpoint holds one copy of the shard's file (its bytes);
 // RestoreShard holds one staging copy of the restored shard plus one old
 // shard file at a time; ExportCheckpoint holds the parameters plus one file.
 #ifndef BERTPS_COMMON_PS_CHECKPOINT_H_
@@ -53,6 +53,10 @@ struct ShardSnapshot {
   const float* params = nullptr;        // (N)
   const float* state = nullptr;         // (state_slots, N), slot-major
   int state_slots = 0;                  // 0, 1 or 2 (optim::StateSlots)
+  // The state laid out as the shard keeps it instead: per slice, the
+  // slice's slot 0, then its slot 1 (slice s of the plan at
+  // state + state_slots * s.shard_offset). The file is the same.
+  bool state_per_slice = false;
 };
 
 struct ShardFile {
@@ -69,6 +73,22 @@ struct ShardFile {
 absl::StatusOr<ShardFile> WriteShardCheckpoint(const std::string& dir,
                                                const ShardSnapshot& snapshot,
                                                io::FileSystem* fs = nullptr);
+
+// WriteShardCheckpoint in two halves, for a write in the background: the
+// snapshot's buffers are read only by SerializeShardCheckpoint (one copy
+// into *bytes, whose capacity is reused), and WriteShardFile writes those
+// bytes as the shard's file of `version` (`stages` as in
+// io::FileSystem::WriteFileAtomically). The file is byte for byte
+// WriteShardCheckpoint's.
+absl::Status SerializeShardCheckpoint(const ShardSnapshot& snapshot,
+                                      std::string* bytes);
+absl::StatusOr<ShardFile> WriteShardFile(
+    const std::string& dir, int shard, int num_shards, int64_t version,
+    absl::string_view bytes, io::FileSystem* fs = nullptr,
+    const io::WriteStages& stages = nullptr);
+// dir/ckpt-<version>/shard-<shard>-of-<num_shards>.safetensors.
+std::string ShardFilePath(const std::string& dir, int shard, int num_shards,
+                          int64_t version);
 
 struct Manifest {
   int64_t version = 0;

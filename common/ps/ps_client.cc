@@ -199,15 +199,8 @@ absl::StatusOr<AnnounceResponse> PsClient::Announce(
   return resp;
 }
 
-absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
-                                                 int64_t version) {
-  ps::Manifest m;
-  m.version = version;
-  m.num_shards = num_shards();
-  m.config_json = config_.ToJson();
-  m.task = std::string(BertTaskName(task_));
-  m.optimizer = described_[0].optimizer();
-  m.plan_text = plan_.ToText();
+absl::StatusOr<std::vector<CheckpointResponse>> PsClient::CheckpointCall(
+    const std::string& dir, int64_t version, CheckpointRequest::Mode mode) {
   std::vector<absl::Status> st(num_shards());
   std::vector<CheckpointResponse> resp(num_shards());
   std::vector<std::shared_ptr<absl::Notification>> done;
@@ -219,6 +212,7 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
       CheckpointRequest req;
       req.set_dir(dir);
       req.set_version(version);
+      req.set_mode(mode);
       st[i] = FromGrpcStatus(stubs_[i]->Checkpoint(&ctx, req, &resp[i]));
     }));
   }
@@ -228,17 +222,94 @@ absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
       return Annotate(st[i], absl::StrCat("checkpoint of shard ", i));
     }
   }
+  return resp;
+}
+
+absl::StatusOr<std::string> PsClient::WriteCheckpointManifest(
+    const std::string& dir, int64_t version, const std::string& ledger,
+    const std::vector<CheckpointResponse>& files) {
+  ps::Manifest m;
+  m.version = version;
+  m.num_shards = num_shards();
+  m.config_json = config_.ToJson();
+  m.task = std::string(BertTaskName(task_));
+  m.optimizer = described_[0].optimizer();
+  m.plan_text = plan_.ToText();
   for (int i = 0; i < num_shards(); ++i) {
     ps::ShardFile f;
     f.shard = i;
-    f.file = resp[i].file();  // WriteManifest stores it relative to itself
-    f.crc32c = resp[i].crc32c();
-    f.bytes = resp[i].bytes();
+    f.file = files[i].file();  // WriteManifest stores it relative to itself
+    f.crc32c = files[i].crc32c();
+    f.bytes = files[i].bytes();
     m.files.push_back(f);
   }
   m.state_slots = described_[0].state_slots();
-  m.example_ledger = resp[0].example_ledger();
+  m.example_ledger = ledger;
   return ps::WriteManifest(dir, m);
+}
+
+absl::StatusOr<std::string> PsClient::Checkpoint(const std::string& dir,
+                                                 int64_t version) {
+  ASSIGN_OR_RETURN(std::vector<CheckpointResponse> resp,
+                   CheckpointCall(dir, version, CheckpointRequest::WAIT));
+  return WriteCheckpointManifest(dir, version, resp[0].example_ledger(),
+                                 resp);
+}
+
+absl::StatusOr<PsClient::PendingCheckpoint> PsClient::StartCheckpoint(
+    const std::string& dir, int64_t version) {
+  ASSIGN_OR_RETURN(std::vector<CheckpointResponse> resp,
+                   CheckpointCall(dir, version, CheckpointRequest::START));
+  PendingCheckpoint p;
+  p.dir = dir;
+  p.version = version;
+  p.example_ledger = resp[0].example_ledger();
+  for (const CheckpointResponse& r : resp) {
+    p.copy_ms = std::max(p.copy_ms, r.copy_ms());
+  }
+  return p;
+}
+
+absl::StatusOr<std::string> PsClient::FinishCheckpoint(
+    const PendingCheckpoint& p, double* write_ms,
+    const std::function<void()>& before_manifest) {
+  std::vector<CheckpointResponse> files(num_shards());
+  double slowest = 0;
+  // One shard after the other on the calling thread (not the step's lanes):
+  // the writes run in parallel on the shards, so this waits for the slowest.
+  for (int i = 0; i < num_shards(); ++i) {
+    while (true) {
+      if (options_.cancel != nullptr && options_.cancel->load()) {
+        return absl::CancelledError("the job was stopped");
+      }
+      grpc::ClientContext ctx;
+      NewContext(&ctx);
+      ps::CallCanceller::Scope tracked(canceller_.get(), &ctx);
+      CheckpointRequest req;
+      req.set_dir(p.dir);
+      req.set_version(p.version);
+      req.set_mode(CheckpointRequest::COLLECT);
+      absl::Status st =
+          FromGrpcStatus(stubs_[i]->Checkpoint(&ctx, req, &files[i]));
+      if (!st.ok()) {
+        return Annotate(st, absl::StrCat("checkpoint ", p.version,
+                                         " of shard ", i));
+      }
+      if (!files[i].pending()) break;
+    }
+    slowest = std::max(slowest, files[i].write_ms());
+  }
+  if (write_ms != nullptr) *write_ms = slowest;
+  if (before_manifest) before_manifest();
+  return WriteCheckpointManifest(p.dir, p.version, p.example_ledger, files);
+}
+
+absl::StatusOr<bool> PsClient::ShardsPast(int64_t version) {
+  ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, Stats());
+  for (const StatsResponse& s : stats) {
+    if (s.version() > version) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<std::optional<std::string>> PsClient::CheckpointUnlessPast(
@@ -255,11 +326,19 @@ absl::StatusOr<std::optional<std::string>> PsClient::CheckpointUnlessPast(
   absl::StatusOr<std::string> m = Checkpoint(dir, version);
   if (m.ok()) return std::optional<std::string>(*std::move(m));
   if (!absl::IsFailedPrecondition(m.status())) return m.status();
-  ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, Stats());
-  for (const StatsResponse& s : stats) {
-    if (s.version() > version) return std::optional<std::string>();
-  }
+  ASSIGN_OR_RETURN(bool past, ShardsPast(version));
+  if (past) return std::optional<std::string>();
   return m.status();
+}
+
+absl::StatusOr<std::optional<PsClient::PendingCheckpoint>>
+PsClient::StartCheckpointUnlessPast(const std::string& dir, int64_t version) {
+  absl::StatusOr<PendingCheckpoint> p = StartCheckpoint(dir, version);
+  if (p.ok()) return std::optional<PendingCheckpoint>(*std::move(p));
+  if (!absl::IsFailedPrecondition(p.status())) return p.status();
+  ASSIGN_OR_RETURN(bool past, ShardsPast(version));
+  if (past) return std::optional<PendingCheckpoint>();
+  return p.status();
 }
 
 absl::Status PsClient::Restore(const std::string& manifest) {

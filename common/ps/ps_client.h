@@ -184,6 +184,29 @@ class PsClient {
   // manifest path.
   absl::StatusOr<std::string> Checkpoint(const std::string& dir,
                                          int64_t version);
+  // A checkpoint in two halves, so that the step goes on while the files
+  // are written (CheckpointRequest.START / COLLECT): StartCheckpoint has
+  // every shard copy its state of `version` (what the step waits for);
+  // FinishCheckpoint waits until every shard's file is durable, then writes
+  // the manifest and moves LATEST (the checkpoint is complete only then),
+  // and returns the manifest's path. FinishCheckpoint may run on another
+  // thread than the step's, while steps go on (it uses none of the step's
+  // lanes). An error of a shard's write is its error; NotFound when a shard
+  // was replaced meanwhile (the checkpoint is lost: the previous one stays
+  // the newest).
+  struct PendingCheckpoint {
+    std::string dir;
+    int64_t version = 0;
+    std::string example_ledger;  // of the version (shard 0's)
+    double copy_ms = 0;          // the slowest shard's copy
+  };
+  absl::StatusOr<PendingCheckpoint> StartCheckpoint(const std::string& dir,
+                                                    int64_t version);
+  // `write_ms` (may be null): the slowest shard's write. `before_manifest`
+  // (may be empty) runs once every file is durable (crash points).
+  absl::StatusOr<std::string> FinishCheckpoint(
+      const PendingCheckpoint& p, double* write_ms = nullptr,
+      const std::function<void()>& before_manifest = nullptr);
   // Checkpoint(dir, version) written again by a part started at `version`
   // (BSP), unless the shards are already past it (nullopt): then another
   // member of its slot pushed that step, and wrote the checkpoint first.
@@ -196,6 +219,9 @@ class PsClient {
   // wait for that shard, and the part would never push.
   absl::StatusOr<std::optional<std::string>> CheckpointUnlessPast(
       const std::string& dir, int64_t version, int pusher = -1);
+  // StartCheckpoint, unless the shards are already past `version`.
+  absl::StatusOr<std::optional<PendingCheckpoint>> StartCheckpointUnlessPast(
+      const std::string& dir, int64_t version);
   absl::Status Restore(const std::string& manifest);
   absl::StatusOr<std::vector<StatsResponse>> Stats();
   // Pulls the latest parameters and writes them as Hugging Face safetensors,
@@ -226,6 +252,15 @@ class PsClient {
   absl::Status PushShard(int shard, const PushHeader& header,
                          const float* grads);
   grpc::ClientContext* NewContext(grpc::ClientContext* ctx) const;
+  // Whether a shard's version is past `version`.
+  absl::StatusOr<bool> ShardsPast(int64_t version);
+  // Checkpoint of `version` in `mode` on every shard at once (the lanes).
+  absl::StatusOr<std::vector<CheckpointResponse>> CheckpointCall(
+      const std::string& dir, int64_t version, CheckpointRequest::Mode mode);
+  // The manifest of `version` naming files[i] for shard i; then LATEST.
+  absl::StatusOr<std::string> WriteCheckpointManifest(
+      const std::string& dir, int64_t version, const std::string& ledger,
+      const std::vector<CheckpointResponse>& files);
   // Tells options_.on_unavailable of `st` when it is UNAVAILABLE.
   void NoteUnavailable(const absl::Status& st) const {
     if (st.code() == absl::StatusCode::kUnavailable && options_.on_unavailable) {

@@ -26,6 +26,7 @@
 #include "common/tcp_tuning.h"
 #include "common/timeouts.h"
 #include "glog/logging.h"
+#include "common/io/rate_limited_file_system.h"
 #include "common/ps/checkpoint.h"
 #include "server/ps/server.h"
 #include "server/ps/shard_metrics.h"
@@ -78,6 +79,10 @@ ABSL_FLAG(int, stages, 1,
           "Pipeline stages per replica: workers x stages push as workers.");
 ABSL_FLAG(int, update_threads, 2,
           "Threads of an optimizer step (the result is the same for any).");
+ABSL_FLAG(double, checkpoint_write_mbps, 0,
+          "Checkpoint files are written no faster than this many MB/s (a "
+          "network volume's stand-in for benchmarks; 0: as fast as the "
+          "disk).");
 ABSL_FLAG(int, update_nice, 10,
           "BSP: nice levels the step's update drops by once the rows the next "
           "pulls ask first are done (0: unchanged).");
@@ -179,6 +184,15 @@ absl::StatusOr<bertps::JobSpec> SpecFromFlags() {
 
 namespace {
 
+// The file system checkpoints are written through: the real one, or one
+// paced to --checkpoint_write_mbps (common/io/rate_limited_file_system.h).
+bertps::io::FileSystem* CheckpointFileSystem() {
+  const double mbps = absl::GetFlag(FLAGS_checkpoint_write_mbps);
+  if (mbps <= 0) return nullptr;
+  static auto* fs = new bertps::io::RateLimitedFileSystem(mbps * 1e6);
+  return fs;
+}
+
 // Exports the installed shards' counters every second until `done` (a
 // `slice` label on each when the daemon has several).
 std::thread StartMetrics(const std::vector<bertps::ps::ShardServer*>& servers,
@@ -269,6 +283,7 @@ int ServeSlices(const std::string& coordinator, int slices,
     bertps::ps::ShardMember& member = *members.back();
     member.set_update_threads(absl::GetFlag(FLAGS_update_threads));
     member.set_update_nice(absl::GetFlag(FLAGS_update_nice));
+    member.set_file_system(CheckpointFileSystem());
     // The daemon is named by its first slice's address (unique while it
     // runs: no other process listens there).
     if (slices > 1) member.set_daemon(addresses[0], slices);
@@ -316,6 +331,8 @@ int main(int argc, char** argv) {
       .Range("coordinator_give_up_s", absl::GetFlag(FLAGS_coordinator_give_up_s),
              0, 30 * 86400)
       .Range("slices", absl::GetFlag(FLAGS_slices), 1, 64)
+      .RealRange("checkpoint_write_mbps",
+                 absl::GetFlag(FLAGS_checkpoint_write_mbps), 0, 1e6)
       .Range("num_shards", num_shards, 1, 1024)
       .Range("shard", absl::GetFlag(FLAGS_shard), 0,
              std::max(num_shards - 1, 0))
@@ -391,6 +408,7 @@ int main(int argc, char** argv) {
   bertps::ps::ShardOptions o = *std::move(options);
   o.update_threads = absl::GetFlag(FLAGS_update_threads);
   o.update_nice = absl::GetFlag(FLAGS_update_nice);
+  o.fs = CheckpointFileSystem();
   std::vector<std::string> peers =
       absl::StrSplit(absl::GetFlag(FLAGS_peers), ',', absl::SkipEmpty());
   if (o.num_shards > 1 && static_cast<int>(peers.size()) != o.num_shards) {

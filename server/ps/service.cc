@@ -307,7 +307,8 @@ grpc::Status ShardService::Checkpoint(grpc::ServerContext* ctx,
     return ToGrpcStatus(st);
   }
   absl::StatusOr<CheckpointResponse> r =
-      shard->Checkpoint(req->dir(), req->version(), DeadlineOf(ctx));
+      shard->Checkpoint(req->dir(), req->version(), DeadlineOf(ctx),
+                        req->mode());
   if (!r.ok()) return ToGrpcStatus(r.status());
   *resp = *r;
   return grpc::Status::OK;

@@ -73,7 +73,9 @@ ShardCore::ShardCore(const ShardOptions& options, PeerLink* peers,
       plan_(std::move(plan)),
       state_slots_(optim::StateSlots(options.optimizer)),
       waits_(std::make_unique<Waitlist>("shard-waits")),
-      finish_thread_(std::make_unique<SerialThread>("push-finish")) {}
+      finish_thread_(std::make_unique<SerialThread>("push-finish")),
+      writer_(std::make_unique<CheckpointWriter>(
+          options.fs, options.shard, options.num_shards)) {}
 
 ShardCore::~ShardCore() {
   // Calls still waiting get their answer (the core is whole until they
@@ -83,6 +85,7 @@ ShardCore::~ShardCore() {
   finish_thread_.reset();
   update_thread_.reset();
   background_thread_.reset();
+  writer_.reset();  // the checkpoint being written is written whole
 }
 
 void ShardCore::Abort(const absl::Status& why) {

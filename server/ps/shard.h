@@ -59,6 +59,7 @@
 #include "common/model/params.h"
 #include "common/optim/optimizer.h"
 #include "proto/ps.pb.h"
+#include "server/ps/checkpoint_writer.h"
 #include "common/ps/chunk_ref.h"
 #include "common/ps/example_ledger.h"
 #include "common/ps/partition.h"
@@ -330,10 +331,15 @@ class ShardCore {
                                ExchangeResponse* reply = nullptr);
 
   // Writes this shard's slices and optimizer state after exactly `version`
-  // steps (waits for it; FailedPrecondition when already past).
-  absl::StatusOr<CheckpointResponse> Checkpoint(const std::string& dir,
-                                                int64_t version,
-                                                absl::Time deadline);
+  // steps (waits for it; FailedPrecondition when already past). Updates
+  // wait only while the state is copied at the boundary; the file is
+  // written by writer_ (server/ps/checkpoint_writer.h), and `mode`
+  // (CheckpointRequest.Mode) says whether the call waits for it.
+  absl::StatusOr<CheckpointResponse> Checkpoint(
+      const std::string& dir, int64_t version, absl::Time deadline,
+      CheckpointRequest::Mode mode = CheckpointRequest::WAIT);
+  // Cuts that waited for the previous checkpoint's write.
+  int64_t checkpoint_waits() const { return writer_->waited(); }
   // Restores from a checkpoint manifest (any number of shards).
   // `new_phase` (checkpoint.restore_as NEW_PHASE): the parameters and,
   // unless `reset_optimizer`, the optimizer state are the checkpoint's; the
@@ -523,6 +529,8 @@ class ShardCore {
   // (poked where the state changes), and the thread that finishes pushes.
   std::unique_ptr<Waitlist> waits_;
   std::unique_ptr<SerialThread> finish_thread_;
+  // Long-lived (made in the constructor): the background checkpoint write.
+  std::unique_ptr<CheckpointWriter> writer_;
   // Tensors split across several slices: index into the LAMB exchange.
   std::vector<int> split_tensors_;  // tensor indices
   std::vector<int> update_order_;   // see update_order()

@@ -191,6 +191,7 @@ bool ShardMember::Apply(const Assignment& assignment) {
         o.restore_manifest = a->spec().checkpoint().restore();
         o.update_threads = update_threads_;
         o.update_nice = update_nice_;
+        o.fs = fs_;
         std::vector<std::string> peers(a->ps_addresses().begin(),
                                        a->ps_addresses().end());
         o.backup = a->backup();

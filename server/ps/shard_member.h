@@ -39,6 +39,9 @@ class ShardMember : private MemberRole {
   void set_update_threads(int n) { update_threads_ = n; }
   // ShardOptions.update_nice of the jobs it installs.
   void set_update_nice(int n) { update_nice_ = n; }
+  // ShardOptions.fs of the jobs it installs (null: the real file system;
+  // must outlive the member).
+  void set_file_system(io::FileSystem* fs) { fs_ = fs; }
   // One of `slices` shard members this process serves (bertps_server
   // --slices): registers as part of `daemon` with its share of the memory.
   void set_daemon(const std::string& daemon, int slices) {
@@ -71,6 +74,7 @@ class ShardMember : private MemberRole {
   int64_t incarnation_ = 0;  // of the installed job
   int update_threads_ = 2;
   int update_nice_ = 10;
+  io::FileSystem* fs_ = nullptr;
   std::string error_;        // for the next heartbeat (fails the job)
   bool urgent_ = false;      // installed: say so at once
   // Of the installed job: its shards' addresses and this primary's backups,

@@ -97,6 +97,14 @@ TEST(ShardMemory, TheHeapOfAShardIsWithinItsPlan) {
         for (std::thread& t : pushes) t.join();
         for (const absl::Status& s : st) ASSERT_TRUE(s.ok()) << s;
       }
+      // A checkpoint: its buffer (one shard file) stays for the next one.
+      for (auto& core : cores) {
+        auto c = core->Checkpoint(
+            absl::StrCat(::testing::TempDir(), "/memory-ckpt-", k.shards, "-",
+                         k.workers),
+            2, absl::Now() + absl::Seconds(30));
+        ASSERT_TRUE(c.ok()) << c.status();
+      }
       const int64_t held = HeapInUse() - before;
       std::printf("shards %d workers %d: heap held %.1f MiB, plan %.1f MiB "
                   "(steady part %.1f MiB)\n",
