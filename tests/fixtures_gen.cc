@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/digest.h"
 #include "common/io/file_util.h"
 #include "common/io/tfevents.h"
 #include "common/model/hf_export.h"
@@ -358,6 +359,19 @@ float FixtureGrad(int64_t step, int64_t i) {
   return static_cast<float>((i * 7 + step * 5) % 23 - 11) / 256.0f;
 }
 
+std::string FixtureSpecText() {
+  return R"(name: "fixture"
+task: PRETRAIN
+data: "/data/fixture/*.tfrecord"
+batch_size: 4
+steps: 3
+optimizer { kind: "adam_weight_decay" learning_rate: 0.01 clip_norm: 1 }
+checkpoint { dir: "/jobs/fixture/checkpoints" }
+num_ps_shards: 2
+num_workers: 1
+)";
+}
+
 std::string FixtureVocab() {
   std::string v = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
   for (char c = 'a'; c <= 'z'; ++c) absl::StrAppend(&v, std::string(1, c), "\n");
@@ -438,6 +452,8 @@ absl::Status WriteCheckpointFixture(const std::string& dir,
     if (shard == 0) m.example_ledger = r.example_ledger();
   }
   cores.clear();
+  m.release = kFixtureRelease;
+  m.spec_sha256 = Sha256Hex(FixtureSpecText());
   RETURN_IF_ERROR(ps::WriteManifest(dir, m).status());
   std::error_code ec;
   fs::remove(init_path, ec);

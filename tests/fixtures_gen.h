@@ -33,7 +33,10 @@ namespace bertps {
 namespace fixtures {
 
 // The fixture directories under tests/fixtures/, one per format and version.
-inline constexpr char kCheckpointDir[] = "checkpoint-v1";
+inline constexpr char kCheckpointDir[] = "checkpoint-v2";
+// Read by the tests still (its reader stays): the manifest without
+// provenance.
+inline constexpr char kCheckpointV1Dir[] = "checkpoint-v1";
 inline constexpr char kExportDir[] = "export-v1";
 inline constexpr char kJobStoreDir[] = "jobstore-v1";
 inline constexpr char kEventsDir[] = "tfevents-v1";
@@ -63,6 +66,12 @@ float FixtureInit(int64_t i);
 // ((i * 7 + s * 5) mod 23 - 11) / 256. Its global norm is above 1, so
 // clipping scales it.
 float FixtureGrad(int64_t step, int64_t i);
+
+// The provenance the checkpoint's manifest records: a fixed release (the
+// real one would change the fixture's bytes with every release) and the
+// SHA-256 of FixtureSpecText(), the fixture job's spec in text form.
+inline constexpr char kFixtureRelease[] = "0.9.0";
+std::string FixtureSpecText();
 
 // The vocabulary of the export: [PAD] [UNK] [CLS] [SEP] [MASK], a..z,
 // ##a..##z, then word57..word99 (100 lines).

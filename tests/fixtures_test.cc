@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/digest.h"
 #include "common/io/crc32c.h"
 #include "common/io/file_util.h"
 #include "common/io/record_index.h"
@@ -261,8 +262,10 @@ uint32_t Bits(float f) {
 
 // ----------------------------------------------------------- checkpoint ----
 
-const std::string kCkpt = Fixture(std::string(kCheckpointDir));
+const std::string kCkpt = Fixture(std::string(fixtures::kCheckpointV1Dir));
 const std::string kManifest = kCkpt + "/ckpt-3/manifest.json";
+const std::string kCkptV2 = Fixture(std::string(kCheckpointDir));
+const std::string kManifestV2 = kCkptV2 + "/ckpt-3/manifest.json";
 
 TEST(CheckpointV1, TheManifestReadsWithEveryField) {
   // The file itself: its keys in this order, format and format_version.
@@ -416,7 +419,55 @@ TEST(CheckpointV1, RestoresOntoOneShardAndExports) {
       << "ExportCheckpoint and the export directory's weights differ";
 }
 
-TEST(CheckpointV1, IsWrittenAgainByteForByte) {
+// Version 2 adds the manifest's provenance and changes nothing else: the
+// shard files and LATEST are version 1's bytes, the manifest version 1's
+// fields and values.
+TEST(CheckpointV2, TheManifestRecordsItsProvenanceAndNothingElseChanged) {
+  const nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(ReadOrDie(kManifestV2));
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "format", "format_version", "version", "num_shards",
+                      "task", "optimizer", "state_slots", "config", "plan",
+                      "files", "example_ledger", "provenance"}));
+  EXPECT_EQ(j.at("format_version"), 2);
+  absl::StatusOr<ps::Manifest> m2 = ps::ReadManifest(kManifestV2);
+  ASSERT_TRUE(m2.ok()) << m2.status();
+  EXPECT_EQ(m2->release, "0.9.0");
+  // The fixture spec's SHA-256, as sha256sum prints it.
+  EXPECT_EQ(m2->spec_sha256, Sha256Hex(fixtures::FixtureSpecText()));
+  EXPECT_EQ(m2->spec_sha256.size(), 64u);
+  absl::StatusOr<ps::Manifest> m1 = ps::ReadManifest(kManifest);
+  ASSERT_TRUE(m1.ok()) << m1.status();
+  EXPECT_EQ(m1->release, "");
+  EXPECT_EQ(m1->spec_sha256, "");
+  EXPECT_EQ(m2->version, m1->version);
+  EXPECT_EQ(m2->config_json, m1->config_json);
+  EXPECT_EQ(m2->plan_text, m1->plan_text);
+  EXPECT_EQ(m2->example_ledger, m1->example_ledger);
+  ASSERT_EQ(m2->files.size(), m1->files.size());
+  for (size_t i = 0; i < m1->files.size(); ++i) {
+    EXPECT_EQ(m2->files[i].file, m1->files[i].file);
+    EXPECT_EQ(m2->files[i].crc32c, m1->files[i].crc32c);
+    const std::string f = "/ckpt-3/" + m1->files[i].file;
+    EXPECT_TRUE(ReadOrDie(kCkptV2 + f) == ReadOrDie(kCkpt + f)) << f;
+  }
+  EXPECT_EQ(ReadOrDie(kCkptV2 + "/LATEST"), ReadOrDie(kCkpt + "/LATEST"));
+  // A manifest of a later version is refused, naming both.
+  nlohmann::ordered_json later = j;
+  later["format_version"] = 3;
+  const std::string dir = FreshDir("checkpoint-v3");
+  std::ofstream(dir + "/manifest.json") << later.dump();
+  absl::StatusOr<ps::Manifest> m3 = ps::ReadManifest(dir + "/manifest.json");
+  ASSERT_FALSE(m3.ok());
+  EXPECT_NE(m3.status().message().find(
+                "format_version 3 is not supported (this release reads 1 to 2)"),
+            std::string::npos)
+      << m3.status();
+}
+
+TEST(CheckpointV2, IsWrittenAgainByteForByte) {
   const std::string dir = FreshDir("checkpoint-again");
   absl::Status st =
       fixtures::WriteCheckpointFixture(dir, FreshDir("checkpoint-scratch"));

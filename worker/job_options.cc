@@ -1,8 +1,10 @@
 #include "worker/job_options.h"
 
+#include "common/digest.h"
 #include "common/status.h"
 #include "common/cluster/job_plan.h"
 #include "common/cluster/job_spec.h"
+#include "google/protobuf/text_format.h"
 
 namespace bertps {
 namespace {
@@ -30,6 +32,10 @@ absl::StatusOr<TrainWorkerOptions> TrainWorkerOptionsFromSpec(
   o.shuffle = !spec.no_shuffle();
   o.checkpoint_dir = spec.checkpoint().dir();
   o.synchronous_checkpoints = spec.checkpoint().synchronous();
+  // Provenance of its checkpoints: the spec as this job runs it.
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(spec, &text);
+  o.ps.spec_sha256 = Sha256Hex(text);
   o.export_path = spec.export_path();
   o.export_hf.label_names.assign(spec.label_names().begin(),
                                  spec.label_names().end());

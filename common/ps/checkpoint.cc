@@ -38,7 +38,9 @@ using Json = nlohmann::json;
 
 constexpr char kShardFormat[] = "bertps-shard";
 constexpr char kManifestFormat[] = "bertps-checkpoint";
-constexpr int kManifestFormatVersion = 1;
+// 2: a "provenance" object (release, spec_sha256). 1 is still read.
+constexpr int kManifestFormatVersion = 2;
+constexpr int kOldestManifestFormatVersion = 1;
 constexpr char kManifestName[] = "manifest.json";
 constexpr char kLatestName[] = "LATEST";
 constexpr int kMaxShards = 1024;  // as PartitionPlan::Make
@@ -287,6 +289,8 @@ nlohmann::ordered_json ManifestToJson(const Manifest& m) {
   }
   j["files"] = std::move(files);
   if (!m.example_ledger.empty()) j["example_ledger"] = m.example_ledger;
+  j["provenance"] =
+      OJson{{"release", m.release}, {"spec_sha256", m.spec_sha256}};
   return j;
 }
 
@@ -345,10 +349,22 @@ absl::StatusOr<Manifest> ManifestFromJson(const Json& j) {
   }
   int format_version = 0;
   RETURN_IF_ERROR(GetInt(j, "format_version", &format_version));
-  if (format_version != kManifestFormatVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("format_version ", format_version, " is not supported (",
-                     kManifestFormatVersion, ")"));
+  if (format_version < kOldestManifestFormatVersion ||
+      format_version > kManifestFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "format_version ", format_version, " is not supported (this release "
+        "reads ", kOldestManifestFormatVersion, " to ", kManifestFormatVersion,
+        ")"));
+  }
+  if (format_version >= 2) {
+    auto p = j.find("provenance");
+    if (p == j.end() || !p->is_object()) {
+      return absl::InvalidArgumentError("'provenance' must be a JSON object");
+    }
+    RETURN_IF_ERROR(Annotate(GetString(*p, "release", &m.release),
+                             "provenance"));
+    RETURN_IF_ERROR(Annotate(GetString(*p, "spec_sha256", &m.spec_sha256),
+                             "provenance"));
   }
   RETURN_IF_ERROR(GetInt(j, "version", &m.version));
   RETURN_IF_ERROR(GetInt(j, "num_shards", &m.num_shards));

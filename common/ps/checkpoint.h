@@ -106,6 +106,11 @@ struct Manifest {
   // The examples the updates up to `version` consumed (ExampleLedger text;
   // empty in checkpoints written before it was recorded).
   std::string example_ledger;
+  // Provenance (format_version 2; empty when read from a version 1
+  // manifest): the release that wrote it (common/version.h) and the
+  // SHA-256 of the text form of the job spec it ran (JobSpecSha256).
+  std::string release;
+  std::string spec_sha256;
 };
 
 // Validates `manifest` (every field, the plan against num_shards, and that

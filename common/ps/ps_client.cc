@@ -1,3 +1,4 @@
+#include "common/version.h"
 #include "common/ps/ps_client.h"
 
 #include <algorithm>
@@ -245,6 +246,8 @@ absl::StatusOr<std::string> PsClient::WriteCheckpointManifest(
   }
   m.state_slots = described_[0].state_slots();
   m.example_ledger = ledger;
+  m.release = Release();
+  m.spec_sha256 = options_.spec_sha256;
   return ps::WriteManifest(dir, m);
 }
 

@@ -67,6 +67,9 @@ struct PsClientOptions {
   // heartbeat), named on every call (kCapabilityMetadata). Null or empty:
   // none.
   std::shared_ptr<const CapabilityHolder> capability;
+  // Provenance the checkpoint manifests record: the SHA-256 of the job
+  // spec's text form (empty: none).
+  std::string spec_sha256;
   // Set: Connect stops waiting for the shards (CANCELLED), and every call
   // in flight or made after is cancelled within ~100 ms (a part told to
   // stop does not wait out a call to a shard that stopped answering).
