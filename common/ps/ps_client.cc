@@ -137,8 +137,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
               std::min(until, absl::Now() + absl::Seconds(1))));
           ctx.set_wait_for_ready(true);
           SetIncarnation(options, &ctx);
-          return FromGrpcStatus(
-              c->stubs_.back()->Describe(&ctx, DescribeRequest(), &d));
+          DescribeRequest hello;
+          hello.set_protocol_version(ps::kPsProtocolVersion);
+          return FromGrpcStatus(c->stubs_.back()->Describe(&ctx, hello, &d));
         },
         [&](const absl::Status& s) {
           return (s.code() == absl::StatusCode::kUnavailable ||
@@ -149,6 +150,14 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(
     if (!st.ok()) {
       return Annotate(st, absl::StrCat("parameter-server shard ", i, " at ",
                                        options.addresses[i]));
+    }
+    if (const int theirs =
+            d.protocol_version() == 0 ? 1 : d.protocol_version();
+        theirs != ps::kPsProtocolVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "parameter-server shard ", i, " at ", options.addresses[i],
+          " speaks protocol ", theirs, ", this client ", ps::kPsProtocolVersion,
+          ": run members of one release"));
     }
     if (d.shard_index() != static_cast<int>(i) ||
         d.num_shards() != static_cast<int>(options.addresses.size())) {

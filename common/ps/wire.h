@@ -30,6 +30,10 @@ constexpr char kShardKeyMetadata[] = "bertps-shard-key";
 // a backup). A shard that knows a later layout refuses the call (ABORTED):
 // its caller still counts on a replaced primary (optional; replicas > 1).
 constexpr char kLayoutMetadata[] = "bertps-layout";
+// The parameter-server protocol (proto/ps.proto) this release speaks,
+// exchanged in the first call (Describe). Bump it with a change an older
+// peer would misread; 0 on the wire means a peer of before versions (1).
+constexpr int kPsProtocolVersion = 1;
 // Elements per TensorChunk on the wire (2 MB of F32).
 constexpr int64_t kChunkElements = 512 * 1024;
 // Chunks of small tensors ready together travel as one message (ChunkBatch)

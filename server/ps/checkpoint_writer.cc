@@ -32,6 +32,19 @@ CheckpointWriter::CheckpointWriter(io::FileSystem* fs, int shard,
 
 CheckpointWriter::~CheckpointWriter() = default;
 
+void CheckpointWriter::Prefault(int64_t bytes) {
+  {
+    absl::MutexLock l(&mu_);
+    reserved_ = true;
+  }
+  thread_.Post([this, bytes] {
+    buffer_.resize(static_cast<size_t>(bytes));  // zero-filled: touched
+    buffer_.clear();                             // the capacity stays
+    absl::MutexLock l(&mu_);
+    reserved_ = false;
+  });
+}
+
 absl::Status CheckpointWriter::Reserve(absl::Time deadline) {
   absl::MutexLock l(&mu_);
   if (reserved_) {

@@ -267,10 +267,20 @@ void ShardService::Install(std::shared_ptr<ShardCore> core) {
   BERTPS_CORE_OR_RETURN_SCOPED(var, CallScope::kMember)
 
 grpc::Status ShardService::Describe(grpc::ServerContext* ctx,
-                                    const DescribeRequest*,
+                                    const DescribeRequest* req,
                                     DescribeResponse* resp) {
+  const int theirs =
+      req->protocol_version() == 0 ? 1 : req->protocol_version();
+  if (theirs != kPsProtocolVersion) {
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat("this shard speaks parameter-server protocol ",
+                     kPsProtocolVersion, ", the client ", theirs,
+                     ": run members of one release"));
+  }
   BERTPS_CORE_OR_RETURN(shard);
   *resp = shard->Describe();
+  resp->set_protocol_version(kPsProtocolVersion);
   return grpc::Status::OK;
 }
 

@@ -253,6 +253,29 @@ TEST_F(ServiceTest, DescribeListsTheSlices) {
   EXPECT_EQ(d.slices_size(), static_cast<int>(server_->core()->local_slices().size()));
   EXPECT_EQ(d.task(), "pretrain");
   EXPECT_EQ(d.state_slots(), 2);
+  EXPECT_EQ(d.protocol_version(), kPsProtocolVersion);
+}
+
+// The first exchange carries the protocol: a client of another version is
+// refused with both named; one of before versions (0) speaks version 1.
+TEST_F(ServiceTest, AClientOfAnotherProtocolIsRefusedNamingBoth) {
+  for (int v : {0, kPsProtocolVersion, kPsProtocolVersion + 1}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    DescribeRequest hello;
+    hello.set_protocol_version(v);
+    DescribeResponse d;
+    grpc::Status st = stub_->Describe(&ctx, hello, &d);
+    if (v <= kPsProtocolVersion) {
+      EXPECT_TRUE(st.ok()) << v << ": " << st.error_message();
+      continue;
+    }
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_EQ(st.error_message(),
+              absl::StrCat("this shard speaks parameter-server protocol ",
+                           kPsProtocolVersion, ", the client ", v,
+                           ": run members of one release"));
+  }
 }
 
 // Stats carries the serving process's CPU (here this test's process): at

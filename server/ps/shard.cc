@@ -252,6 +252,13 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Make(
   c.clock_.assign(jp.pushers, 0);
   c.next_cut_ = jp.NextCut(0);
   c.PublishLocked();
+  if (jp.checkpoints) {
+    // The checkpoint buffer: the file's tensors and a generous header.
+    const int64_t slices =
+        static_cast<int64_t>(c.plan_.shard_slices(o.shard).size());
+    c.writer_->Prefault(int64_t{4} * (1 + c.state_slots_) * c.shard_size() +
+                        (int64_t{1} << 20) + 512 * (1 + c.state_slots_) * slices);
+  }
   return core;
 }
 
