@@ -70,6 +70,11 @@
 #                                              GB/s vs dd (tools/
 #                                              bench_checkpoint.sh; default:
 #                                              3 "mini base" 200)
+#   tools/bench.sh checkpoint-throughput [minutes] [model] [every]
+#                                              examples/s over a run with a
+#                                              checkpoint every N steps, sync
+#                                              vs background (default: 10
+#                                              mini 10)
 #   tools/bench.sh failover [runs]             how fast a loss is handled, with
 #                                              real processes over loopback: a
 #                                              shard's kill -9 to the job's
@@ -581,6 +586,7 @@ case "$what" in
   failover) bench_failover "${2:-}" ;;
   elastic) bench_elastic "${2:-}" ;;
   checkpoint) bench_checkpoint "${2:-}" "${3:-}" "${4:-}" ;;
+  checkpoint-throughput) bench_checkpoint_throughput "${2:-}" "${3:-}" "${4:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
   pipeline) bench_pipeline "${2:-}" ;;
   soak) if [ "${2:-}" = scale ]; then
@@ -595,5 +601,5 @@ case "$what" in
   slices) bench_slices "${2:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
   spam-precision) bench_spam_precision ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, checkpoint, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, checkpoint, checkpoint-throughput, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
 esac

@@ -168,3 +168,72 @@ for (model, disk) in sorted({(r["model"], r["disk"]) for r in rows}):
                           "goal_under_5pct": (a.get("cut_extra_pct_of_step") or 100) < 5}))
 PY
 }
+
+# tools/bench.sh checkpoint-throughput [minutes] [model] [every]
+# Training throughput with a checkpoint every `every` steps over `minutes`
+# per mode, synchronous vs in the background, with the same processes as
+# above on the local disk (default: 10 mini 10): examples/s over the run
+# (the worker's cumulative rate at its last progress line) and the ratio.
+bench_checkpoint_throughput() {
+  local minutes="${1:-10}" model="${2:-mini}" every="${3:-10}"
+  bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
+      //tools:bert_local >/dev/null 2>&1
+  ps_bin="$out_dir/checkpoint_bin"
+  rm -rf "$ps_bin"; mkdir -p "$ps_bin"
+  cp bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker \
+     bazel-bin/tools/bert_local "$ps_bin/"
+  local scratch="$out_dir/checkpoint-scratch"
+  rm -rf "$scratch"; mkdir -p "$scratch"
+  local compute_ms
+  case "$model" in
+    tiny) compute_ms=60 ;;
+    mini) compute_ms=400 ;;
+    *) compute_ms=3000 ;;
+  esac
+  # More steps than the minutes hold: the run is stopped at the time.
+  local steps=$((minutes * 60 * 1000 / compute_ms * 2 + 100))
+  preset_json "$model" > "$scratch/$model.json"
+  mkdir -p "$scratch/data"
+  "$ps_bin"/bert_local synthetic-data --config "$scratch/$model.json" \
+      --out "$scratch/data" --steps 64 >/dev/null
+  local mode
+  for mode in sync async; do
+    local wextra=()
+    [ "$mode" = sync ] && wextra=(--checkpoint_sync)
+    rm -rf "$scratch/ckpt"
+    start_shards 2 "$scratch/tp-$mode-ps" --config "$scratch/$model.json" \
+        --total_steps "$steps" --lr 1e-4 --update_threads 1 \
+        --checkpoint_dir "$scratch/ckpt" --checkpoint_every "$every"
+    timeout --signal=KILL "$((minutes * 60))" "$ps_bin"/bertps_worker \
+        --role=train --ps "$ps_addrs" --config "$scratch/$model.json" \
+        --data "$scratch/data/*.tfrecord" --batch 8 --steps "$steps" \
+        --simulate_compute_ms "$compute_ms" --log_every 10 \
+        --checkpoint_dir "$scratch/ckpt" --checkpoint_every "$every" \
+        "${wextra[@]+"${wextra[@]}"}" \
+        > "$out_dir/checkpoint-tp-$mode.log" 2> "$out_dir/checkpoint-tp-$mode.err" || true
+    stop_shards
+  done
+  rm -rf "$scratch"
+  /usr/bin/python3 - "$out_dir" "$minutes" "$model" "$every" "$compute_ms" "$cpu_model" <<'PY' | tee "$out_dir/checkpoint-throughput.jsonl"
+import json, sys
+out, minutes, model, every, compute_ms, cpu = sys.argv[1:7]
+rate, steps = {}, {}
+for mode in ("sync", "async"):
+    last = None
+    for line in open("%s/checkpoint-tp-%s.log" % (out, mode)):
+        try:
+            j = json.loads(line)
+        except ValueError:
+            continue
+        if "examples_per_sec" in j:
+            last = j
+    rate[mode], steps[mode] = last["examples_per_sec"], last["step"]
+print(json.dumps({"bench": "checkpoint_throughput", "cpu": cpu, "model": model,
+                  "minutes": int(minutes), "checkpoint_every": int(every),
+                  "simulated_compute_ms": int(compute_ms),
+                  "sync_examples_per_s": round(rate["sync"], 2),
+                  "async_examples_per_s": round(rate["async"], 2),
+                  "sync_steps": steps["sync"], "async_steps": steps["async"],
+                  "async_over_sync": round(rate["async"] / rate["sync"], 3)}))
+PY
+}

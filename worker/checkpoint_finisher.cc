@@ -8,6 +8,17 @@
 
 namespace bertps {
 
+bool CheckpointFinisher::Lost(const absl::Status& st) {
+  return absl::IsUnavailable(st) || absl::IsNotFound(st) ||
+         absl::IsAborted(st) || absl::IsCancelled(st) ||
+         absl::IsDeadlineExceeded(st);
+}
+
+int64_t CheckpointFinisher::lost() {
+  absl::MutexLock l(&mu_);
+  return lost_;
+}
+
 CheckpointFinisher::CheckpointFinisher(PsClient* client, std::ostream* log)
     : client_(client),
       log_(log),
@@ -49,6 +60,9 @@ void CheckpointFinisher::Add(PsClient::PendingCheckpoint p) {
     absl::MutexLock l(&mu_);
     if (m.ok()) {
       newest_ = Done{*std::move(m), p.version};
+    } else if (Lost(m.status())) {
+      ++lost_;  // the previous checkpoint stays the newest; the next cut
+                // writes the next one
     } else if (error_.ok()) {
       error_ = m.status();
     }

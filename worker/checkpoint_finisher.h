@@ -49,10 +49,19 @@ class CheckpointFinisher {
   void Add(PsClient::PendingCheckpoint p) ABSL_LOCKS_EXCLUDED(mu_);
   // The newest checkpoint completed since the last call (nullopt: none),
   // or the first completion that failed (the part fails with it, as it
-  // would have at a synchronous write).
+  // would have at a synchronous write). A checkpoint whose shard was lost
+  // or replaced meanwhile (Lost: UNAVAILABLE, NOT_FOUND, ABORTED, a stopped
+  // part's CANCELLED, DEADLINE_EXCEEDED) is not an error: it is absent, the
+  // previous one stays the newest, and the part goes on (the failover
+  // handles the shard); a write that failed (a full disk: the shard's
+  // error) is.
   absl::StatusOr<std::optional<Done>> Take() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until every checkpoint added is complete (or failed); then Take.
   absl::StatusOr<std::optional<Done>> Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  // Checkpoints lost so far.
+  int64_t lost() ABSL_LOCKS_EXCLUDED(mu_);
+
+  static bool Lost(const absl::Status& st);
 
  private:
   PsClient* const client_;
@@ -62,6 +71,7 @@ class CheckpointFinisher {
   int64_t ended_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<Done> newest_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<SerialThread> thread_;  // last: joined first
 };
 

@@ -135,6 +135,11 @@ PsClient::PushStream* TrainWorker::OpenPush(StepState& s) {
   // The stream opens at the first gradient: the shards refuse a push of a
   // step they have not reached, and this step's parameters (so its
   // version) arrived only during forward.
+  if (!s.stream && s.stream_error.ok() && before_push_) {
+    std::function<absl::Status()> before = std::move(before_push_);
+    before_push_ = nullptr;
+    s.stream_error = before();
+  }
   if (!s.stream && s.stream_error.ok()) {
     absl::StatusOr<std::unique_ptr<PsClient::PushStream>> st =
         client_->BeginPush(s.header);
@@ -409,6 +414,11 @@ absl::Status TrainWorker::PushWhole(StepState& s, const StepResult& r) {
         "); nothing of this step was applied"));
   }
   s.header.set_grad_sq_sum(sq);
+  if (before_push_) {
+    std::function<absl::Status()> before = std::move(before_push_);
+    before_push_ = nullptr;
+    RETURN_IF_ERROR(before());
+  }
   ASSIGN_OR_RETURN(s.rep.version, client_->Push(s.header, grads()));
   return absl::OkStatus();
 }

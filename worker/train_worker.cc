@@ -7,6 +7,7 @@
 #include <future>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster/memory_plan.h"
@@ -286,11 +287,53 @@ absl::Status TrainWorker::Run() {
     }
     return absl::OkStatus();
   };
+  // A started checkpoint: to the finisher (logged with what the step
+  // waited for it).
+  auto started = [&](int64_t version,
+                     std::optional<PsClient::PendingCheckpoint> p,
+                     double blocked_ms) {
+    if (!p.has_value()) return;
+    if (options_.log) {
+      // What the step waited for: the shards' copy (and a write of the
+      // previous checkpoint still in flight), or, overlapped, what of it
+      // the next step's pull and compute did not cover.
+      nlohmann::ordered_json j;
+      j["checkpoint_started"] = version;
+      j["blocked_ms"] = blocked_ms;
+      j["copy_ms"] = p->copy_ms;
+      *options_.log << j.dump() << std::endl;
+    }
+    finisher->Add(*std::move(p));
+  };
+  // BSP: a cut's START runs beside the next step's pull and compute, and
+  // that step's push waits for its answer (before_push_): the shards copy
+  // the cut's state before the next update can begin (it needs this
+  // worker's push), and the step does not wait for the update of the cut
+  // to end nor for the copy, unless they take longer than a pull and a
+  // forward and backward.
+  std::future<absl::StatusOr<std::optional<PsClient::PendingCheckpoint>>>
+      starting;
+  int64_t starting_version = -1;
+  // However Run() ends, no later step calls into this Run's locals.
+  auto clear_hook = absl::MakeCleanup([this] { before_push_ = nullptr; });
+  auto resolve_start = [&]() -> absl::Status {
+    before_push_ = nullptr;
+    if (!starting.valid()) return absl::OkStatus();
+    const auto t0 = Clock::now();
+    absl::StatusOr<std::optional<PsClient::PendingCheckpoint>> p =
+        starting.get();
+    RETURN_IF_ERROR(p.status());
+    started(starting_version, *std::move(p),
+            std::chrono::duration<double, std::milli>(Clock::now() - t0)
+                .count());
+    return absl::OkStatus();
+  };
   // A checkpoint the step waits for whole (the final one; one written
   // again by a part started again; every one when synchronous). Those in
   // the background are complete first, so LATEST moves forward only.
   auto write_checkpoint = [&](int64_t version, bool unless_past = false,
                               bool unless_pushed = false) -> absl::Status {
+    RETURN_IF_ERROR(resolve_start());
     RETURN_IF_ERROR(take_finished(/*drain=*/true));
     const auto t0 = Clock::now();
     if (unless_past) {
@@ -326,33 +369,34 @@ absl::Status TrainWorker::Run() {
     return absl::OkStatus();
   };
   // A checkpoint before the last update: in the background, or whole when
-  // synchronous. `unless_past` as in write_checkpoint.
-  auto cut_checkpoint = [&](int64_t version,
-                            bool unless_past = false) -> absl::Status {
+  // synchronous. `unless_past` as in write_checkpoint; `overlapped` (BSP)
+  // as resolve_start says.
+  auto cut_checkpoint = [&](int64_t version, bool unless_past = false,
+                            bool overlapped = false) -> absl::Status {
     if (finisher == nullptr) return write_checkpoint(version, unless_past);
-    std::optional<PsClient::PendingCheckpoint> p;
-    const auto t0 = Clock::now();
-    if (unless_past) {
-      ASSIGN_OR_RETURN(p, client_->StartCheckpointUnlessPast(
-                              options_.checkpoint_dir, version));
-    } else {
-      ASSIGN_OR_RETURN(p,
+    RETURN_IF_ERROR(resolve_start());
+    auto start = [this, version, unless_past]()
+        -> absl::StatusOr<std::optional<PsClient::PendingCheckpoint>> {
+      if (unless_past) {
+        return client_->StartCheckpointUnlessPast(options_.checkpoint_dir,
+                                                  version);
+      }
+      ASSIGN_OR_RETURN(PsClient::PendingCheckpoint p,
                        client_->StartCheckpoint(options_.checkpoint_dir,
                                                 version));
+      return std::optional<PsClient::PendingCheckpoint>(std::move(p));
+    };
+    if (overlapped) {
+      starting = std::async(std::launch::async, start);
+      starting_version = version;
+      before_push_ = resolve_start;
+      return absl::OkStatus();
     }
-    if (!p.has_value()) return absl::OkStatus();
-    if (options_.log) {
-      // What the step waited for: the shards' copy (and a write of the
-      // previous checkpoint still in flight).
-      nlohmann::ordered_json j;
-      j["checkpoint_started"] = version;
-      j["blocked_ms"] = std::chrono::duration<double, std::milli>(
-                            Clock::now() - t0)
-                            .count();
-      j["copy_ms"] = p->copy_ms;
-      *options_.log << j.dump() << std::endl;
-    }
-    finisher->Add(*std::move(p));
+    const auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(std::optional<PsClient::PendingCheckpoint> p, start());
+    started(version, std::move(p),
+            std::chrono::duration<double, std::milli>(Clock::now() - t0)
+                .count());
     return absl::OkStatus();
   };
   // ASP/SSP: the checkpoints due before update `ticket` (the cuts below
@@ -407,7 +451,8 @@ absl::Status TrainWorker::Run() {
     // members for a moment, and the other one wrote it.)
     if (checkpoints && bsp && plan.CheckpointDue(step + 1)) {
       if (step + 1 < plan.updates) {
-        RETURN_IF_ERROR(cut_checkpoint(step + 1, /*unless_past=*/true));
+        RETURN_IF_ERROR(cut_checkpoint(step + 1, /*unless_past=*/true,
+                                       /*overlapped=*/true));
       } else {
         RETURN_IF_ERROR(write_checkpoint(step + 1, /*unless_past=*/true));
       }
@@ -467,6 +512,7 @@ absl::Status TrainWorker::Run() {
   }
   // Every checkpoint complete (the last one was waited for; this only
   // surfaces an error of one before it).
+  RETURN_IF_ERROR(resolve_start());
   RETURN_IF_ERROR(take_finished(/*drain=*/true));
   if (options_.worker == 0 && !options_.export_path.empty()) {
     // Wait for the last update to be applied everywhere (every mode). The

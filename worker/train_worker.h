@@ -232,6 +232,9 @@ class TrainWorker {
   // Run()'s read-ahead (null outside Run: Step reads the batch itself).
   // After source_: stopped before the source goes.
   std::unique_ptr<io::BatchPrefetcher> prefetcher_;
+  // Run() (BSP, background checkpoints): waits for the START of the cut
+  // before the step's push opens (OpenPush / PushWhole call it once).
+  std::function<absl::Status()> before_push_;
 };
 
 }  // namespace bertps

@@ -71,6 +71,10 @@ void CheckpointWriter::Launch(const std::string& dir, int64_t version,
                               std::string example_ledger, double copy_ms) {
   {
     absl::MutexLock l(&mu_);
+    if (has_last_) {
+      ended_.push_back(Ended{dir_, version_, FindLocked(dir_, version_)});
+      if (ended_.size() > kRemembered) ended_.pop_front();
+    }
     in_flight_ = true;
     has_last_ = true;
     dir_ = dir;
@@ -108,7 +112,12 @@ void CheckpointWriter::Launch(const std::string& dir, int64_t version,
 CheckpointWriter::Known CheckpointWriter::FindLocked(
     const std::string& dir, int64_t version) const {
   Known k;
-  if (!has_last_ || version != version_ || dir != dir_) return k;
+  if (!has_last_ || version != version_ || dir != dir_) {
+    for (const Ended& e : ended_) {
+      if (e.version == version && e.dir == dir) return e.known;
+    }
+    return k;
+  }
   k.known = true;
   k.pending = in_flight_;
   k.example_ledger = ledger_;
@@ -148,6 +157,7 @@ void CheckpointWriter::Forget() {
   };
   mu_.Await(absl::Condition(&ended));
   has_last_ = false;
+  ended_.clear();
 }
 
 int64_t CheckpointWriter::waited() const {

@@ -8,9 +8,9 @@
 // in once; the memory a checkpoint costs is one shard file, held for the
 // shard's life), so a cut that comes while the previous write is still
 // going waits for it (Reserve) -- no checkpoint is skipped, and the wait
-// is logged. The writer remembers the last write (its key, the example
-// ledger of its version, its file or error), so that worker 0, or a worker
-// 0 started again, collects it.
+// is logged. The writer remembers the last writes (their keys, the example
+// ledger of their version, their file or error), so that worker 0, or a
+// worker 0 started again, collects them.
 //
 // Crash points (common/crash_point.h; index: the shard): "ckpt_written"
 // (the data is in the temporary file, not fsynced), "ckpt_synced" (fsynced,
@@ -23,6 +23,7 @@
 #define BERTPS_SERVER_PS_CHECKPOINT_WRITER_H_
 
 #include <cstdint>
+#include <deque>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -79,7 +80,9 @@ class CheckpointWriter {
   // What is known of (dir, version) now.
   Known Find(const std::string& dir, int64_t version) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The same, once its write ended or at `deadline` (then pending).
+  // The same, once its write ended or at `deadline` (then pending). A
+  // write that ended before the last one is found too (among the last
+  // kRemembered).
   Known Collect(const std::string& dir, int64_t version,
                 absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -93,6 +96,16 @@ class CheckpointWriter {
  private:
   Known FindLocked(const std::string& dir, int64_t version) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // Writes that ended before the last one, newest last (at most
+  // kRemembered): worker 0 may collect a checkpoint after the next cut
+  // began the next write.
+  static constexpr size_t kRemembered = 8;
+  struct Ended {
+    std::string dir;
+    int64_t version;
+    Known known;
+  };
 
   io::FileSystem* const fs_;
   const int shard_;
@@ -108,6 +121,7 @@ class CheckpointWriter {
   double copy_ms_ ABSL_GUARDED_BY(mu_) = 0;
   double write_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t waited_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Ended> ended_ ABSL_GUARDED_BY(mu_);
   // Written by the caller between Reserve and Launch, then read by the
   // write on thread_ until it ended: `reserved_` hands it over.
   std::string buffer_;
