@@ -59,7 +59,7 @@ void CheckpointFinisher::Add(PsClient::PendingCheckpoint p) {
     }
     absl::MutexLock l(&mu_);
     if (m.ok()) {
-      newest_ = Done{*std::move(m), p.version};
+      done_.push_back(Done{*std::move(m), p.version});
     } else if (Lost(m.status())) {
       ++lost_;  // the previous checkpoint stays the newest; the next cut
                 // writes the next one
@@ -70,16 +70,16 @@ void CheckpointFinisher::Add(PsClient::PendingCheckpoint p) {
   });
 }
 
-absl::StatusOr<std::optional<CheckpointFinisher::Done>>
+absl::StatusOr<std::vector<CheckpointFinisher::Done>>
 CheckpointFinisher::Take() {
   absl::MutexLock l(&mu_);
   if (!error_.ok()) return error_;
-  std::optional<Done> d = std::move(newest_);
-  newest_.reset();
+  std::vector<Done> d = std::move(done_);
+  done_.clear();
   return d;
 }
 
-absl::StatusOr<std::optional<CheckpointFinisher::Done>>
+absl::StatusOr<std::vector<CheckpointFinisher::Done>>
 CheckpointFinisher::Drain() {
   {
     absl::MutexLock l(&mu_);

@@ -21,6 +21,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -47,17 +48,18 @@ class CheckpointFinisher {
 
   // Completes `p` after those added before.
   void Add(PsClient::PendingCheckpoint p) ABSL_LOCKS_EXCLUDED(mu_);
-  // The newest checkpoint completed since the last call (nullopt: none),
-  // or the first completion that failed (the part fails with it, as it
+  // The checkpoints completed since the last call, oldest first (each must
+  // be reported: the coordinator starts an eval round at each one due), or
+  // the first completion that failed (the part fails with it, as it
   // would have at a synchronous write). A checkpoint whose shard was lost
   // or replaced meanwhile (Lost: UNAVAILABLE, NOT_FOUND, ABORTED, a stopped
   // part's CANCELLED, DEADLINE_EXCEEDED) is not an error: it is absent, the
   // previous one stays the newest, and the part goes on (the failover
   // handles the shard); a write that failed (a full disk: the shard's
   // error) is.
-  absl::StatusOr<std::optional<Done>> Take() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::vector<Done>> Take() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until every checkpoint added is complete (or failed); then Take.
-  absl::StatusOr<std::optional<Done>> Drain() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::vector<Done>> Drain() ABSL_LOCKS_EXCLUDED(mu_);
   // Checkpoints lost so far.
   int64_t lost() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -69,7 +71,7 @@ class CheckpointFinisher {
   absl::Mutex mu_;
   int64_t added_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ended_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<Done> newest_ ABSL_GUARDED_BY(mu_);
+  std::vector<Done> done_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<SerialThread> thread_;  // last: joined first

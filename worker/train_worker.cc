@@ -263,8 +263,8 @@ absl::Status TrainWorker::Run() {
   prefetcher_ = std::make_unique<io::BatchPrefetcher>(
       [this](int64_t step, io::BertBatch* out) { return ReadBatch(step, out); },
       options_.prefetch_batches, start, std::max(start, steps));
-  std::string pending_checkpoint;
-  int64_t pending_version = 0;
+  // Complete checkpoints not reported yet, oldest first.
+  std::vector<CheckpointFinisher::Done> reportable;
   bool final_written = false;
   // `unless_past`: nothing if the shards are past `version` already;
   // `unless_pushed` also nothing if a shard holds this worker's push of
@@ -279,13 +279,24 @@ absl::Status TrainWorker::Run() {
   // What the finisher completed, for the next report.
   auto take_finished = [&](bool drain) -> absl::Status {
     if (finisher == nullptr) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::optional<CheckpointFinisher::Done> d,
+    ASSIGN_OR_RETURN(std::vector<CheckpointFinisher::Done> d,
                      drain ? finisher->Drain() : finisher->Take());
-    if (d.has_value()) {
-      pending_checkpoint = std::move(d->manifest);
-      pending_version = d->version;
+    for (CheckpointFinisher::Done& done : d) {
+      reportable.push_back(std::move(done));
     }
     return absl::OkStatus();
+  };
+  // A step's report, naming the newest checkpoint not reported yet; each
+  // older one goes first in a repeat of the same report (the coordinator
+  // counts a step once and every checkpoint reported, in order).
+  auto report = [&](TrainStepReport& rep) {
+    for (size_t i = 0; i < reportable.size(); ++i) {
+      rep.checkpoint = std::move(reportable[i].manifest);
+      rep.checkpoint_version = reportable[i].version;
+      if (i + 1 < reportable.size() && options_.on_step) options_.on_step(rep);
+    }
+    reportable.clear();
+    if (options_.on_step) options_.on_step(rep);
   };
   // A started checkpoint: to the finisher (logged with what the step
   // waited for it).
@@ -350,15 +361,15 @@ absl::Status TrainWorker::Run() {
         }
         return absl::OkStatus();
       }
-      pending_checkpoint = *std::move(m);
+      reportable.push_back({*std::move(m), version});
     } else {
-      ASSIGN_OR_RETURN(pending_checkpoint,
+      ASSIGN_OR_RETURN(std::string m,
                        client_->Checkpoint(options_.checkpoint_dir, version));
+      reportable.push_back({std::move(m), version});
     }
-    pending_version = version;
     if (options_.log) {
       nlohmann::ordered_json j;
-      j["checkpoint"] = pending_checkpoint;
+      j["checkpoint"] = reportable.back().manifest;
       j["version"] = version;
       // What the step waited for: the whole write.
       j["blocked_ms"] = std::chrono::duration<double, std::milli>(
@@ -468,12 +479,7 @@ absl::Status TrainWorker::Run() {
     // The checkpoint completed (in the background) or written while this
     // step was done.
     RETURN_IF_ERROR(take_finished(/*drain=*/false));
-    if (!pending_checkpoint.empty()) {
-      rep.checkpoint = std::move(pending_checkpoint);
-      rep.checkpoint_version = pending_version;
-      pending_checkpoint.clear();
-    }
-    if (options_.on_step) options_.on_step(rep);
+    report(rep);
     if (options_.log && ((step + 1) % options_.log_every == 0 || last)) {
       const double secs =
           std::chrono::duration<double>(Clock::now() - begin).count();
@@ -501,13 +507,11 @@ absl::Status TrainWorker::Run() {
     // reported with a repeat of that step (counted once).
     RETURN_IF_ERROR(write_cuts_before(plan.updates));
     RETURN_IF_ERROR(write_checkpoint(plan.updates));
-    if (options_.on_step && start > 0) {
+    if (start > 0) {
       TrainStepReport rep;
       rep.step = start - 1;
-      rep.checkpoint = std::move(pending_checkpoint);
-      rep.checkpoint_version = pending_version;
       rep.version = plan.updates;
-      options_.on_step(rep);
+      report(rep);
     }
   }
   // Every checkpoint complete (the last one was waited for; this only
