@@ -69,6 +69,14 @@ absl::Status TrainMember::RunPart(
     s.set_wait_ms(r.wait_ms);
     s.set_input_ms(r.input_ms);
     s.set_precision(r.precision == kernels::Precision::kBf16 ? BF16 : F32);
+    // Each earlier checkpoint in a repeat of the same report first: the
+    // coordinator counts the step once and every checkpoint, in order.
+    for (const TrainStepReport::Completed& c : r.earlier_checkpoints) {
+      StepReport earlier = s;
+      earlier.set_checkpoint(c.manifest);
+      earlier.set_checkpoint_version(c.version);
+      report(earlier);
+    }
     s.set_checkpoint(r.checkpoint);
     s.set_checkpoint_version(r.checkpoint_version);
     report(s);

@@ -286,14 +286,17 @@ absl::Status TrainWorker::Run() {
     }
     return absl::OkStatus();
   };
-  // A step's report, naming the newest checkpoint not reported yet; each
-  // older one goes first in a repeat of the same report (the coordinator
-  // counts a step once and every checkpoint reported, in order).
+  // A step's report, naming the newest checkpoint not reported yet and,
+  // in earlier_checkpoints, the older ones.
   auto report = [&](TrainStepReport& rep) {
     for (size_t i = 0; i < reportable.size(); ++i) {
-      rep.checkpoint = std::move(reportable[i].manifest);
-      rep.checkpoint_version = reportable[i].version;
-      if (i + 1 < reportable.size() && options_.on_step) options_.on_step(rep);
+      if (i + 1 < reportable.size()) {
+        rep.earlier_checkpoints.push_back(
+            {std::move(reportable[i].manifest), reportable[i].version});
+      } else {
+        rep.checkpoint = std::move(reportable[i].manifest);
+        rep.checkpoint_version = reportable[i].version;
+      }
     }
     reportable.clear();
     if (options_.on_step) options_.on_step(rep);

@@ -146,6 +146,14 @@ struct TrainStepReport {
   double input_ms = 0;
   std::string checkpoint;  // manifest written after this step, if any
   int64_t checkpoint_version = 0;  // its version
+  // Checkpoints completed (in the background) since the last report but
+  // before `checkpoint`, oldest first: each is reported too (the
+  // coordinator starts an eval round at each one due).
+  struct Completed {
+    std::string manifest;
+    int64_t version = 0;
+  };
+  std::vector<Completed> earlier_checkpoints;
   kernels::Precision precision = kernels::Precision::kFp32;  // what ran
 };
 
