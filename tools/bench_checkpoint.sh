@@ -19,6 +19,17 @@
 #
 #   tools/bench.sh checkpoint [runs] [models] [throttle MB/s]
 #                                              (default: 3 "mini base" 200)
+# checkpoint_bins: the shard, worker and bert_local binaries (opt), copied
+# to $ps_bin so that a rebuild meanwhile does not change them.
+checkpoint_bins() {
+  bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
+      //tools:bert_local >/dev/null 2>&1
+  ps_bin="$out_dir/checkpoint_bin"
+  rm -rf "$ps_bin"; mkdir -p "$ps_bin"
+  cp bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker \
+     bazel-bin/tools/bert_local "$ps_bin/"
+}
+
 bench_checkpoint() {
   local runs="${1:-3}" models="${2:-mini base}" throttle="${3:-200}"
   if [ "${CHECKPOINT_SUMMARY_ONLY:-0}" = 1 ]; then
@@ -26,12 +37,7 @@ bench_checkpoint() {
     checkpoint_summary "$(cat "$out_dir/checkpoint-dd.txt")" "$throttle"
     return
   fi
-  bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
-      //tools:bert_local >/dev/null 2>&1
-  ps_bin="$out_dir/checkpoint_bin"
-  rm -rf "$ps_bin"; mkdir -p "$ps_bin"
-  cp bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker \
-     bazel-bin/tools/bert_local "$ps_bin/"
+  checkpoint_bins
   local scratch="$out_dir/checkpoint-scratch"
   rm -rf "$scratch"; mkdir -p "$scratch"
   rm -f "$out_dir/checkpoint-runs.jsonl"
@@ -202,12 +208,7 @@ PY
 # (the worker's cumulative rate at its last progress line) and the ratio.
 bench_checkpoint_throughput() {
   local minutes="${1:-10}" model="${2:-mini}" every="${3:-10}"
-  bazel build -c opt //server/ps:bertps_server //worker:bertps_worker \
-      //tools:bert_local >/dev/null 2>&1
-  ps_bin="$out_dir/checkpoint_bin"
-  rm -rf "$ps_bin"; mkdir -p "$ps_bin"
-  cp bazel-bin/server/ps/bertps_server bazel-bin/worker/bertps_worker \
-     bazel-bin/tools/bert_local "$ps_bin/"
+  checkpoint_bins
   local scratch="$out_dir/checkpoint-scratch"
   rm -rf "$scratch"; mkdir -p "$scratch"
   local compute_ms

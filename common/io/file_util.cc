@@ -156,7 +156,12 @@ absl::Status WriteFileAtomically(const std::string& path,
   const int fd =
       open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "create", tmp);
-  absl::Status status = WriteAll(fd, data, tmp);
+  return FinishTempFile(fd, tmp, path, WriteAll(fd, data, tmp), stages);
+}
+
+absl::Status FinishTempFile(int fd, const std::string& tmp,
+                            const std::string& path, absl::Status status,
+                            const WriteStages& stages) {
   if (status.ok() && stages) stages("written");
   if (status.ok() && fsync(fd) != 0) status = ErrnoStatus(errno, "fsync", tmp);
   if (close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "close", tmp);

@@ -65,6 +65,14 @@ absl::Status CommitTempFile(const std::string& tmp_path,
 // points and progress; may be empty.
 using WriteStages = std::function<void(const char* stage)>;
 
+// Ends an atomic write whose data went to `tmp` through `fd` (`written`:
+// how that went): says "written", fsyncs, closes, says "synced", renames over
+// `path` (CommitTempFile), says "renamed". On any error the temporary file
+// is removed. For writers that put the data in themselves.
+absl::Status FinishTempFile(int fd, const std::string& tmp,
+                            const std::string& path, absl::Status written,
+                            const WriteStages& stages);
+
 // Writes `data` to path atomically (see above).
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data,

@@ -43,17 +43,7 @@ absl::Status RateLimitedFileSystem::WriteFileAtomically(
     Pace(static_cast<int64_t>(piece.size()));
     status = WriteAll(fd, piece, tmp);
   }
-  if (status.ok() && stages) stages("written");
-  if (status.ok() && fsync(fd) != 0) status = ErrnoStatus(errno, "fsync", tmp);
-  if (close(fd) != 0 && status.ok()) status = ErrnoStatus(errno, "close", tmp);
-  if (!status.ok()) {
-    unlink(tmp.c_str());
-    return status;
-  }
-  if (stages) stages("synced");
-  RETURN_IF_ERROR(CommitTempFile(tmp, path));
-  if (stages) stages("renamed");
-  return absl::OkStatus();
+  return FinishTempFile(fd, tmp, path, status, stages);
 }
 
 }  // namespace io
