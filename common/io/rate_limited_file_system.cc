@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
 
 namespace bertps {
 namespace io {

@@ -396,6 +396,10 @@ class ShardCore {
   void Abort(const absl::Status& why);
 
  private:
+  // The checkpoint of (dir, version) once its file is durable (WAIT).
+  absl::StatusOr<CheckpointResponse> Durable(const std::string& dir,
+                                             int64_t version,
+                                             absl::Time deadline);
   explicit ShardCore(const ShardOptions& options, PeerLink* peers,
                      ReplicaLink* replicas, ParamLayout layout,
                      PartitionPlan plan);

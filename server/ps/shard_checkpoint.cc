@@ -67,13 +67,7 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   // that failed is written again).
   if (CheckpointWriter::Known k = writer_->Find(dir, version);
       k.known && (k.pending || k.error.ok())) {
-    if (mode == CheckpointRequest::WAIT) {
-      k = writer_->Collect(dir, version, deadline);
-      if (k.pending) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "checkpoint of version ", version, " still being written"));
-      }
-    }
+    if (mode == CheckpointRequest::WAIT) return Durable(dir, version, deadline);
     if (!k.pending && !k.error.ok()) return k.error;
     return ResponseOf(k, version);
   }
@@ -143,6 +137,12 @@ absl::StatusOr<CheckpointResponse> ShardCore::Checkpoint(
   if (mode == CheckpointRequest::START) {
     return ResponseOf(writer_->Find(dir, version), version);
   }
+  return Durable(dir, version, deadline);
+}
+
+absl::StatusOr<CheckpointResponse> ShardCore::Durable(const std::string& dir,
+                                                      int64_t version,
+                                                      absl::Time deadline) {
   CheckpointWriter::Known k = writer_->Collect(dir, version, deadline);
   if (k.pending) {
     return absl::DeadlineExceededError(absl::StrCat(
