@@ -591,6 +591,107 @@ TEST_F(Distributed, ExportsAHuggingFaceDirectory) {
   EXPECT_TRUE(std::ifstream(o.export_path + "/tokenizer_config.json").good());
 }
 
+// Runs a 4-slot BSP job (batch 2, accumulation 2, dropout and shuffling
+// on) on one worker per group of `groups`, each computing its group's
+// slots; returns the final parameters. `reports`: the reports of the group
+// holding slot 0.
+std::vector<float> TrainSlots(const std::vector<std::vector<int>>& groups,
+                              const std::string& data,
+                              std::vector<TrainStepReport>* reports) {
+  JobSpec job = TestJob(4, BSP, 2);
+  job.set_accumulation_steps(2);
+  Cluster c = StartCluster(2, ShardOpts(job));
+  std::vector<std::thread> threads;
+  for (const std::vector<int>& group : groups) {
+    threads.emplace_back([&, group] {
+      TrainWorkerOptions o = WorkerOpts(c, group[0], job, data);
+      o.also_workers.assign(group.begin() + 1, group.end());
+      o.shuffle = true;
+      o.dropout = true;
+      if (group[0] == 0) {
+        o.on_step = [reports](const TrainStepReport& r) {
+          reports->push_back(r);
+        };
+      }
+      auto tw = TrainWorker::Create(o);
+      ASSERT_TRUE(tw.ok()) << tw.status();
+      absl::Status st = (*tw)->Run();
+      ASSERT_TRUE(st.ok()) << "worker " << group[0] << ": " << st;
+    });
+  }
+  for (auto& t : threads) t.join();
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+  std::vector<float> params(client->layout().total_size());
+  EXPECT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+  return params;
+}
+
+// A worker computing several slots serially on one model (a train member
+// holding more than one slot of an elastic job) pushes exactly what as many
+// workers push: 4 slots on 4 workers, on 2 (slots {0, 2} and {3, 1}) and on
+// 1 end with the same bits. Each slot is reported with its own batch.
+TEST_F(Distributed, SlotsComputedSeriallyOnOneModelGiveTheBitsOfOneWorkerEach) {
+  std::vector<TrainStepReport> four_reports, two_reports, one_reports;
+  const std::vector<float> four =
+      TrainSlots({{0}, {1}, {2}, {3}}, data(), &four_reports);
+  const std::vector<float> two =
+      TrainSlots({{0, 2}, {3, 1}}, data(), &two_reports);
+  const std::vector<float> one = TrainSlots({{0, 1, 2, 3}}, data(),
+                                            &one_reports);
+  EXPECT_TRUE(four == two) << "2 workers of 2 slots differ from 4 workers";
+  EXPECT_TRUE(four == one) << "1 worker of 4 slots differs from 4 workers";
+  // One report per slot and step, in slot order, each of its own examples
+  // and loss, as the separate workers report them.
+  ASSERT_EQ(four_reports.size(), 10u);
+  ASSERT_EQ(one_reports.size(), 40u);
+  ASSERT_EQ(two_reports.size(), 20u);
+  const JobPlan plan = PlanOf([] {
+    JobSpec j = TestJob(4, BSP, 2);
+    j.set_accumulation_steps(2);
+    return j;
+  }());
+  for (size_t i = 0; i < one_reports.size(); ++i) {
+    const TrainStepReport& r = one_reports[i];
+    EXPECT_EQ(r.slot, static_cast<int>(i % 4));
+    EXPECT_EQ(r.step, static_cast<int64_t>(i / 4));
+    EXPECT_EQ(r.first_example, plan.FirstExample(r.slot, r.step));
+    EXPECT_EQ(r.examples, 4);
+    EXPECT_GT(r.tokens, 0);
+    EXPECT_GT(r.compute_ms, 0);
+    if (r.slot == 0) {
+      EXPECT_EQ(r.loss, four_reports[r.step].loss) << i;
+    }
+  }
+  EXPECT_EQ(two_reports[1].slot, 2);
+  EXPECT_EQ(two_reports[1].loss, one_reports[2].loss);
+}
+
+// Several slots only where their pushes add up to one update: refused under
+// ASP/SSP and with a slot outside the job or named twice.
+TEST_F(Distributed, SeveralSlotsAreRefusedWhereTheyCannotBeSerial) {
+  JobSpec asp = TestJob(2, ASP);
+  Cluster c = StartCluster(1, ShardOpts(asp));
+  TrainWorkerOptions o = WorkerOpts(c, 0, asp, data());
+  o.also_workers = {1};
+  absl::Status st = TrainWorker::Create(o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("only under BSP"), std::string::npos) << st;
+  JobSpec bsp = TestJob(2, BSP);
+  Cluster b = StartCluster(1, ShardOpts(bsp));
+  for (std::vector<int> bad : {std::vector<int>{2}, std::vector<int>{0},
+                               std::vector<int>{1, 1}}) {
+    TrainWorkerOptions w = WorkerOpts(b, 0, bsp, data());
+    w.also_workers = bad;
+    st = TrainWorker::Create(w).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find("outside [0, 2) or named twice"),
+              std::string::npos)
+        << st;
+  }
+}
+
 // Simulated compute: no model, a timed wait instead of forward and
 // backward, fixed gradients; the pulls, pushes (overlapped, by tensor group)
 // and the data's accounting are a real worker's, so 2 workers run the job's

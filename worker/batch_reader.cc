@@ -10,11 +10,18 @@ namespace bertps {
 absl::Status ReadExamples(io::IndexedExampleSource* source, int64_t first,
                           int64_t count, const BatchShape& shape,
                           const BertConfig& config, io::BertBatch* out) {
+  return ReadExampleRanges(source, {first}, count, shape, config, out);
+}
+
+absl::Status ReadExampleRanges(io::IndexedExampleSource* source,
+                               const std::vector<int64_t>& firsts,
+                               int64_t count, const BatchShape& shape,
+                               const BertConfig& config, io::BertBatch* out) {
   io::BertBatch& b = *out;
   b = io::BertBatch();
   b.seq = shape.seq;
   b.preds = shape.preds;
-  b.first_position = first;
+  b.first_position = firsts.empty() ? -1 : firsts[0];
   std::string record;
   auto check = [&](size_t s, size_t p) -> absl::Status {
     if (static_cast<int>(s) != shape.seq || static_cast<int>(p) != shape.preds) {
@@ -26,8 +33,8 @@ absl::Status ReadExamples(io::IndexedExampleSource* source, int64_t first,
     return absl::OkStatus();
   };
   const bool classify = shape.task == BertTask::kClassify;
-  for (int64_t i = 0; i < count; ++i) {
-    RETURN_IF_ERROR(source->Read(first + i, &record));
+  for (int64_t k = 0; k < count * static_cast<int64_t>(firsts.size()); ++k) {
+    RETURN_IF_ERROR(source->Read(firsts[k / count] + k % count, &record));
     // Each example checked alone, so that an error names it.
     io::BertBatch one;
     one.seq = shape.seq;

@@ -6,11 +6,15 @@
 // example is named by its file and offset (file@offset), not by a row of a
 // batch. Appends them to a new batch in *out whose first_position is
 // `first` (what the push says it trained on).
+// ReadExampleRanges: the same for several ranges of `count` examples, one
+// after another in one batch (a train member computing several slots reads
+// each slot's share; first_position is that of the first range).
 // Thread-safety: a function; the source needs external synchronisation.
 #ifndef BERTPS_WORKER_BATCH_READER_H_
 #define BERTPS_WORKER_BATCH_READER_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/io/bert_example.h"
@@ -29,6 +33,10 @@ struct BatchShape {
 absl::Status ReadExamples(io::IndexedExampleSource* source, int64_t first,
                           int64_t count, const BatchShape& shape,
                           const BertConfig& config, io::BertBatch* out);
+absl::Status ReadExampleRanges(io::IndexedExampleSource* source,
+                               const std::vector<int64_t>& firsts,
+                               int64_t count, const BatchShape& shape,
+                               const BertConfig& config, io::BertBatch* out);
 
 }  // namespace bertps
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cluster/job_plan.h"
 #include "common/memory_limit.h"
 #include "glog/logging.h"
@@ -58,31 +59,43 @@ std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
   return peers;
 }
 
-void JobMember::Start(const Assignment& assignment, int slot) {
+void JobMember::Start(const Assignment& assignment, int slot,
+                      std::vector<int> slots) {
+  if (slots.empty()) slots = {slot};
   // A new start of a part that kept failing keeps when it began failing
   // (transient_limit counts from there until a step is reported).
   PartState fresh;
+  fresh.slots = slots;
   {
     absl::MutexLock l(&mu_);
     auto it = states_.find(slot);
     if (it != states_.end()) fresh.failing_since = it->second.failing_since;
   }
   StopPart(slot);
-  LOG(INFO) << assignment.job_id() << ": slot " << slot << " starts (member "
+  LOG(INFO) << assignment.job_id() << ": "
+            << (slots.size() == 1
+                    ? absl::StrCat("slot ", slot)
+                    : absl::StrCat("slots ", absl::StrJoin(slots, ","),
+                                   " (serially on one model)"))
+            << " start" << (slots.size() == 1 ? "s" : "") << " (member "
             << member_.member_id() << ", incarnation "
             << assignment.incarnation() << ")";
   {
     absl::MutexLock l(&mu_);
     states_[slot] = fresh;
   }
-  // The part sees an assignment of its slot alone.
+  // The part sees an assignment of its slots alone.
   Assignment a = assignment;
   a.set_index(slot);
   a.clear_also_indices();
+  for (int k : slots) {
+    if (k != slot) a.add_also_indices(k);
+  }
   const std::vector<std::string> peers = PeersOf(assignment, slot);
   a.clear_peers();
   for (const std::string& p : peers) a.add_peers(p);
   Part& part = parts_[slot];
+  part.slots = slots;
   part.ps_addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   part.peers.assign(a.peers().begin(), a.peers().end());
   std::atomic<bool>* cancel = part.cancel.get();
@@ -108,7 +121,7 @@ void JobMember::StartPartThread(Part& part, const Assignment& a, int slot,
   part.thread = std::thread([this, a, slot, cancel] {
     auto report = [this, job = a.job_id(), slot](const StepReport& r) {
       StepReport s = r;
-      s.set_slot(slot);
+      if (!s.has_slot()) s.set_slot(slot);  // (a part of several names it)
       if (on_report_) on_report_(job, s);
       absl::MutexLock l(&mu_);
       pending_.push_back(s);
@@ -164,14 +177,15 @@ void JobMember::Fill(HeartbeatRequest* req) {
   for (const StepReport& r : sent_) *req->add_steps() = r;
   std::string error;
   for (const auto& [slot, st] : states) {
+    const bool own =
+        std::find(st.slots.begin(), st.slots.end(), own_) != st.slots.end();
     if (!st.error.empty() && error.empty()) {
-      error = slot == own_ ? st.error
-                           : absl::StrCat("slot ", slot, " (taken over): ",
-                                          st.error);
+      error = own ? st.error
+                  : absl::StrCat("slot ", slot, " (taken over): ", st.error);
     }
     if (st.finished && !st.transient && !st.cancelled && st.error.empty()) {
-      req->add_done_slots(slot);
-      if (slot == own_) req->set_done(true);
+      for (int k : st.slots) req->add_done_slots(k);
+      if (own) req->set_done(true);
     }
   }
   if (!error.empty()) {
@@ -198,14 +212,18 @@ MemberRun JobMember::Running() {
   run.set_job_id(job_);
   run.set_incarnation(incarnation_);
   run.set_job_key(job_key_);
-  if (parts_.count(own_) > 0) run.add_slots(own_);
+  std::set<int> held;
   for (const auto& [slot, part] : parts_) {
+    held.insert(part.slots.begin(), part.slots.end());
+  }
+  if (held.count(own_) > 0) run.add_slots(own_);
+  for (int slot : held) {
     if (slot != own_) run.add_slots(slot);
   }
   absl::MutexLock l(&mu_);
   for (const auto& [slot, st] : states_) {
     if (st.finished && !st.transient && !st.cancelled && st.error.empty()) {
-      run.add_done_slots(slot);
+      for (int k : st.slots) run.add_done_slots(k);
     }
   }
   return run;
@@ -261,85 +279,122 @@ void JobMember::FollowSlots(const Assignment& a) {
   own_ = a.index();
   std::set<int> want(a.also_indices().begin(), a.also_indices().end());
   want.insert(own_);
+  if (serial_ && serial_(a)) {
+    // One part computes every slot held, serially on one model; a new set
+    // of slots starts it again with them at the shards' step.
+    const std::vector<int> slots(want.begin(), want.end());
+    auto it = parts_.find(slots[0]);
+    if (parts_.size() != 1 || it == parts_.end() ||
+        it->second.slots != slots) {
+      std::set<int> had;
+      for (const auto& [slot, part] : parts_) {
+        had.insert(part.slots.begin(), part.slots.end());
+      }
+      for (int slot : slots) {
+        if (slot != own_ && had.count(slot) == 0) {
+          LOG(INFO) << job_ << ": taking over slot " << slot << " beside slot "
+                    << own_ << " (serially on one model)";
+        }
+      }
+      if (!parts_.empty()) {
+        LOG(INFO) << job_ << ": slots " << absl::StrJoin(had, ",")
+                  << " become " << absl::StrJoin(slots, ",")
+                  << ": the part goes on with them at the shards' step";
+      }
+      StopParts();
+      Start(a, slots[0], slots);
+      return;
+    }
+    FollowPart(a, slots[0], slots);
+    return;
+  }
   // Slots given to other members: their parts stop.
   std::vector<int> gone;
   for (const auto& [slot, part] : parts_) {
-    if (want.count(slot) == 0) gone.push_back(slot);
+    if (want.count(slot) == 0 || part.slots.size() != 1) gone.push_back(slot);
   }
   for (int slot : gone) {
     LOG(INFO) << job_ << ": slot " << slot << " went to another member";
     StopPart(slot);
   }
   for (int slot : want) {
+    if (parts_.count(slot) > 0) {
+      FollowPart(a, slot, {slot});
+      continue;
+    }
     // A stage of the slot's replica without a member (being replaced):
     // its stages wait for the new one.
     const std::vector<std::string> peers = PeersOf(a, slot);
-    const bool peers_complete =
-        std::none_of(peers.begin(), peers.end(),
-                     [](const std::string& p) { return p.empty(); });
-    auto it = parts_.find(slot);
-    if (it == parts_.end()) {
-      if (!peers_complete) continue;
-      if (slot != own_) {
-        LOG(INFO) << job_ << ": taking over slot " << slot << " beside slot "
-                  << own_;
-      }
-      Start(a, slot);
+    if (std::any_of(peers.begin(), peers.end(),
+                    [](const std::string& p) { return p.empty(); })) {
       continue;
     }
-    bool finished, transient, done;
-    {
-      absl::MutexLock l(&mu_);
-      const PartState& st = states_[slot];
-      finished = st.finished;
-      transient = st.transient;
-      // Ran to its end (a stop asked too late changes nothing).
-      done = st.finished && !st.transient && !st.cancelled && st.error.empty();
+    if (slot != own_) {
+      LOG(INFO) << job_ << ": taking over slot " << slot << " beside slot "
+                << own_;
     }
-    Part& part = it->second;
-    // A shard's primary was replaced by its backup: a part still running is
-    // told to stop (it ends at its next check, or when its call to the lost
-    // primary fails), then goes on at the new address. A stage of the
-    // replica replaced: the same, with its new address.
-    const bool shards_moved =
-        !std::equal(part.ps_addresses.begin(), part.ps_addresses.end(),
-                    a.ps_addresses().begin(), a.ps_addresses().end());
-    const bool peers_moved = part.peers != peers;
-    const bool moved = shards_moved || peers_moved;
-    if (moved && !finished) {
-      if (!part.moving) {
-        part.moving = true;
-        *part.cancel = true;
-      }
-      continue;
+    Start(a, slot);
+  }
+}
+
+void JobMember::FollowPart(const Assignment& a, int slot,
+                           const std::vector<int>& slots) {
+  const std::vector<std::string> peers = PeersOf(a, slot);
+  const bool peers_complete =
+      std::none_of(peers.begin(), peers.end(),
+                   [](const std::string& p) { return p.empty(); });
+  bool finished, transient, done;
+  {
+    absl::MutexLock l(&mu_);
+    const PartState& st = states_[slot];
+    finished = st.finished;
+    transient = st.transient;
+    // Ran to its end (a stop asked too late changes nothing).
+    done = st.finished && !st.transient && !st.cancelled && st.error.empty();
+  }
+  Part& part = parts_.at(slot);
+  // A shard's primary was replaced by its backup: a part still running is
+  // told to stop (it ends at its next check, or when its call to the lost
+  // primary fails), then goes on at the new address. A stage of the
+  // replica replaced: the same, with its new address.
+  const bool shards_moved =
+      !std::equal(part.ps_addresses.begin(), part.ps_addresses.end(),
+                  a.ps_addresses().begin(), a.ps_addresses().end());
+  const bool peers_moved = part.peers != peers;
+  const bool moved = shards_moved || peers_moved;
+  if (moved && !finished) {
+    if (!part.moving) {
+      part.moving = true;
+      *part.cancel = true;
     }
-    // A part that ran to its end while the shards or its replica's stages
-    // moved starts again too: its last push may have been lost with a
-    // primary that had only staged it, or the replica's new stage needs it
-    // for a step not yet applied. It starts at the shards' step (at the
-    // last one there is nothing left and it ends at once) and pushes again
-    // what the shards lack (a duplicate is applied once).
-    if (done && moved && peers_complete) {
-      LOG(INFO) << job_ << ": slot " << slot << " had ended; it starts "
-                << "again with the "
-                << (peers_moved ? "replica's new stage addresses"
-                                : "shards' new addresses")
-                << " (its last step may not be applied)";
-      Start(a, slot);
-      continue;
-    }
-    if (!finished || done || !(transient || part.moving)) continue;
-    if (!peers_complete) continue;  // wait for the replica's new stage
-    if (moved || part.moving) {
-      LOG(INFO) << job_ << ": slot " << slot << " goes on with the "
-                << (peers_moved ? "replica's new stage addresses"
-                                : "shards' new addresses");
-      Start(a, slot);
-    } else if (part.retry_at == absl::InfiniteFuture()) {
-      part.retry_at = MonotonicNow() + absl::Seconds(1);
-    } else if (MonotonicNow() >= part.retry_at) {
-      Start(a, slot);  // rejoins at the shards' step
-    }
+    return;
+  }
+  // A part that ran to its end while the shards or its replica's stages
+  // moved starts again too: its last push may have been lost with a
+  // primary that had only staged it, or the replica's new stage needs it
+  // for a step not yet applied. It starts at the shards' step (at the last
+  // one there is nothing left and it ends at once) and pushes again what
+  // the shards lack (a duplicate is applied once).
+  if (done && moved && peers_complete) {
+    LOG(INFO) << job_ << ": slot " << slot << " had ended; it starts "
+              << "again with the "
+              << (peers_moved ? "replica's new stage addresses"
+                              : "shards' new addresses")
+              << " (its last step may not be applied)";
+    Start(a, slot, slots);
+    return;
+  }
+  if (!finished || done || !(transient || part.moving)) return;
+  if (!peers_complete) return;  // wait for the replica's new stage
+  if (moved || part.moving) {
+    LOG(INFO) << job_ << ": slot " << slot << " goes on with the "
+              << (peers_moved ? "replica's new stage addresses"
+                              : "shards' new addresses");
+    Start(a, slot, slots);
+  } else if (part.retry_at == absl::InfiniteFuture()) {
+    part.retry_at = MonotonicNow() + absl::Seconds(1);
+  } else if (MonotonicNow() >= part.retry_at) {
+    Start(a, slot, slots);  // rejoins at the shards' step
   }
 }
 

@@ -13,10 +13,16 @@
 // - Stop() ends the part and tells the coordinator the member leaves, so its
 //   slot is given to another member at once.
 // A train member may hold several worker slots (its index and
-// Assignment.also_indices: slots of lost workers it took over): it runs one
-// part per slot, each on its own thread with the assignment's index set to
-// that slot, started, retried and stopped alone; each step report names its
-// slot, and the heartbeat lists the slots whose part finished (done_slots).
+// Assignment.also_indices: slots of lost workers it took over, or of an
+// elastic job with fewer members than slots). Where the job allows it
+// (set_serial: BSP train jobs without backup workers) it runs them as one
+// part computing the slots serially on one model (the part's assignment has
+// every slot: its index and also_indices); when the slots it holds change
+// the part stops and starts again with the new ones at the shards' step.
+// Otherwise it runs one part per slot, each on its own thread with the
+// assignment's index set to that slot, started, retried and stopped alone.
+// Each step report names its slot, and the heartbeat lists the slots whose
+// part finished (done_slots).
 // A pipeline stage whose replica's stage addresses change (a lost stage's
 // slot given to another daemon) is stopped and started again at the shards'
 // step with the new addresses, as for a shard's new primary; while a stage
@@ -76,6 +82,10 @@ class JobMember : private MemberRole {
   void set_on_assignment(std::function<void(const Assignment&)> f) {
     on_assignment_ = std::move(f);
   }
+  // Whether an assignment's slots run as one part (set before Run()).
+  void set_serial(std::function<bool(const Assignment&)> f) {
+    serial_ = std::move(f);
+  }
   // The member's capability as its latest assignment gave it (the parts'
   // shard calls name it: PsClientOptions::capability).
   std::shared_ptr<const CapabilityHolder> capability() const {
@@ -105,6 +115,7 @@ class JobMember : private MemberRole {
  private:
   // What a part's thread leaves behind.
   struct PartState {
+    std::vector<int> slots;  // the slots the part computes
     bool finished = false;   // the part's thread ended
     bool transient = false;  // ... in a transient failure
     bool cancelled = false;  // ... told to stop before its end
@@ -114,6 +125,7 @@ class JobMember : private MemberRole {
   };
   // A part's thread and its stop flag (of the heartbeat loop only).
   struct Part {
+    std::vector<int> slots;  // the slots it computes (the first its key)
     std::thread thread;
     std::unique_ptr<std::atomic<bool>> cancel =
         std::make_unique<std::atomic<bool>>(false);
@@ -131,8 +143,9 @@ class JobMember : private MemberRole {
   // Pipeline stages: the stage addresses of slot's replica (those of
   // Assignment.stage_addresses, else Assignment.peers).
   static std::vector<std::string> PeersOf(const Assignment& a, int slot);
-  // Starts (or starts again) the part of `slot` of assignment `a`.
-  void Start(const Assignment& a, int slot);
+  // Starts (or starts again) the part of `slot` of assignment `a`, which
+  // computes `slots` (empty: `slot` alone; else `slot` is the first).
+  void Start(const Assignment& a, int slot, std::vector<int> slots = {});
   void StopPart(int slot);
   // Starts part.thread running the slot (std::system_error when no thread
   // can start).
@@ -149,12 +162,17 @@ class JobMember : private MemberRole {
   void End(HeartbeatRequest* last) override;
   // The slots of the current assignment: started, moved, retried.
   void FollowSlots(const Assignment& a);
+  // The part keyed `slot` (computing `slots`) of assignment `a`: moved,
+  // retried or started again as its state says.
+  void FollowPart(const Assignment& a, int slot,
+                  const std::vector<int>& slots);
 
   MemberClient member_;
   MemberLoop loop_{&member_, this};
   const Runner runner_;
   ReportObserver on_report_;  // set before Run(), then only read
   std::function<void(const Assignment&)> on_assignment_;  // likewise
+  std::function<bool(const Assignment&)> serial_;         // likewise
   std::atomic<bool> exit_when_job_ends_{false};
   absl::Duration transient_limit_ = absl::Minutes(10);
   // Of the heartbeat loop (Run's thread) only.

@@ -8,6 +8,7 @@
 
 #include "common/cluster/path_policy.h"
 #include "absl/strings/str_cat.h"
+#include "common/cluster/job_plan.h"
 #include "common/cluster/memory_plan.h"
 #include "common/memory_limit.h"
 #include "worker/job_options.h"
@@ -22,7 +23,10 @@ TrainMember::TrainMember(const std::string& coordinator,
               [this](const Assignment& a, std::atomic<bool>* cancel,
                      const std::function<void(const StepReport&)>& report) {
                 return RunPart(a, cancel, report);
-              }) {}
+              }) {
+  member_.set_serial(
+      [](const Assignment& a) { return PlanOf(a.spec()).SerialSlots(); });
+}
 
 absl::Status TrainMember::RunPart(
     const Assignment& a, std::atomic<bool>* cancel,
@@ -33,6 +37,7 @@ absl::Status TrainMember::RunPart(
   absl::StatusOr<TrainWorkerOptions> o =
       TrainWorkerOptionsFromSpec(a.spec(), a.index(), ps);
   if (!o.ok()) return o.status();
+  o->also_workers.assign(a.also_indices().begin(), a.also_indices().end());
   for (const DataFile& f : a.data_files()) {
     o->expected_files.push_back({f.path(), f.bytes(), f.records()});
   }
@@ -54,6 +59,7 @@ absl::Status TrainMember::RunPart(
   o->cancel = cancel;
   o->on_step = [&report](const TrainStepReport& r) {
     StepReport s;
+    s.set_slot(r.slot);
     s.set_step(r.step);
     s.set_version(r.version);
     s.set_first_example(r.first_example);

@@ -1,8 +1,12 @@
 // TrainMember: a train worker daemon driven by the coordinator. A JobMember
 // (worker/job_member.h) of role TRAIN whose part of a job is a TrainWorker
-// for the slot it is assigned: started when assigned, stopped when told (job
-// cancelled, failed, started again, or the slot given to someone else),
-// started again after a transient failure.
+// for the slots it is assigned: started when assigned, stopped when told
+// (job cancelled, failed, started again, or a slot given to someone else),
+// started again after a transient failure. Several slots of a BSP job
+// without backup workers are one TrainWorker computing them serially on one
+// model (TrainWorkerOptions::also_workers); of other jobs, one TrainWorker
+// per slot (their pushes are updates of their own, or a step may end
+// without one).
 // Thread-safety: Run() from one thread; Stop() from any.
 #ifndef BERTPS_WORKER_TRAIN_MEMBER_H_
 #define BERTPS_WORKER_TRAIN_MEMBER_H_

@@ -1,11 +1,14 @@
 // TrainWorker::Step in named phases:
 //   StartStep    this step's batch, denominators and pull (unless prepared
 //                by the previous step)
-//   Compute      forward and backward; under BSP with overlap, the push
-//                streams out during backward (OnGradsReady), the next
-//                step's batch is prepared on the side and its pull starts
-//                at the first gradient (StartNextPull)
-//   CheckLoss    this worker's loss, refused when not finite
+//   Compute      forward and backward, slot by slot (a worker computing
+//                several slots: each slot's push streams out during its
+//                backward and is written whole before the next slot's
+//                backward); under BSP with overlap, the push streams out
+//                during backward (OnGradsReady), the next step's batch is
+//                prepared on the side and its pull starts at the last
+//                slot's first gradient (StartNextPull)
+//   CheckLoss    each slot's loss, refused when not finite
 //   FinishPush   the overlapped push's end and the hand-over to the next
 //                step, or PushWhole: the whole gradient in one push
 //   Report       the timings
@@ -56,7 +59,22 @@ struct TrainWorker::StepState {
   bool bsp = false;
   bool overlap = false;  // BSP: push during backward
   bool next = false;     // overlap, and a next step to prepare on the side
-  TrainStepReport rep;
+  TrainStepReport rep;   // the step's timings
+  // One push per slot (TrainWorker::slots_ order) and the slot computing.
+  struct SlotPush {
+    PushHeader header;
+    std::unique_ptr<PsClient::PushStream> stream;
+    absl::Status stream_error;
+    // The word embedding's gradient goes out early but for the rows of the
+    // input ids, which backward adds last and which follow then.
+    std::vector<int> pending;  // tensors whose rows are still to come
+    std::shared_ptr<const std::vector<int64_t>> pending_rows;
+    TrainStepReport rep;  // the slot's loss, tokens and compute
+  };
+  std::vector<SlotPush> pushes;
+  size_t current = 0;
+  SlotPush& push() { return pushes[current]; }
+  bool last_slot() const { return current + 1 == pushes.size(); }
   Clock::time_point t0, t1, t2, t3, t4;
   // Waits: for this step's announce when it was not prepared ahead, for the
   // next step's batch and announce, for parameters inside forward and at its
@@ -67,9 +85,6 @@ struct TrainWorker::StepState {
   double start_input_ms = 0, input_ms = 0;
   Clock::time_point next_read_done;  // set by the prepare thread
   double forward_wait_ms = 0, pull_end_ms = 0, early_pull_ms = 0;
-  PushHeader header;
-  std::unique_ptr<PsClient::PushStream> stream;
-  absl::Status stream_error;
   // The next step: its batch's denominators, its preparation, its rows and
   // its pull.
   double next_mlm = 0, next_examples = 0;
@@ -78,28 +93,33 @@ struct TrainWorker::StepState {
   bool next_taken = false;
   TensorRows next_first;
   std::unique_ptr<PsClient::PendingPull> next_pull;
-  // The word embedding's gradient goes out early but for the rows of the
-  // input ids, which backward adds last and which follow then.
-  std::vector<int> pending;  // tensors whose rows are still to come
-  std::shared_ptr<const std::vector<int64_t>> pending_rows;
 };
 
 absl::StatusOr<TrainStepReport> TrainWorker::Step(int64_t step) {
+  ASSIGN_OR_RETURN(std::vector<TrainStepReport> reps, StepSlots(step));
+  return reps[0];
+}
+
+absl::StatusOr<std::vector<TrainStepReport>> TrainWorker::StepSlots(
+    int64_t step) {
   StepState s;
   s.step = step;
   s.rep.step = step;
   s.bsp = options_.plan.mode == BSP;
-  s.overlap = s.bsp && options_.overlap_push;
+  // Several slots always stream their pushes: a whole push waits for the
+  // step's update, which needs the next slot's push too.
+  s.overlap = s.bsp && (options_.overlap_push || slots_.size() > 1);
   s.next = s.overlap && step + 1 < options_.plan.WorkerSteps(options_.worker);
   s.t0 = Clock::now();
   RETURN_IF_ERROR(StartStep(s));
   ASSIGN_OR_RETURN(StepResult r, Compute(s));
-  RETURN_IF_ERROR(CheckLoss(s, r));
   s.t3 = Clock::now();
   RETURN_IF_ERROR(s.overlap ? FinishPush(s) : PushWhole(s, r));
   s.t4 = Clock::now();
   Report(s);
-  return s.rep;
+  std::vector<TrainStepReport> reps;
+  for (StepState::SlotPush& p : s.pushes) reps.push_back(std::move(p.rep));
+  return reps;
 }
 
 absl::Status TrainWorker::StartStep(StepState& s) {
@@ -115,41 +135,47 @@ absl::Status TrainWorker::StartStep(StepState& s) {
                                params(), &first);
     prepared_step_ = s.step;
   }
-  s.header.set_worker(options_.worker);
-  s.header.set_step(s.step);
-  s.header.set_examples(push_examples());
-  // The examples this step's batch was read from (ReadBatch): global batch
-  // step * N + worker's share (BSP: worker i's B of global batch `step`;
-  // ASP/SSP: update ticket step * N + i). Shard 0 counts them.
-  s.header.set_first_example(batch_.first_position);
+  s.pushes.resize(slots_.size());
+  for (size_t j = 0; j < slots_.size(); ++j) {
+    PushHeader& h = s.pushes[j].header;
+    h.set_worker(slots_[j]);
+    h.set_step(s.step);
+    h.set_examples(push_examples());
+    // The examples this slot's batch was read from (ReadBatch): global
+    // batch step * N + the slot's share (BSP: worker i's B of global batch
+    // `step`; ASP/SSP: update ticket step * N + i). Shard 0 counts them.
+    h.set_first_example(j == 0 ? batch_.first_position
+                               : options_.plan.FirstExample(slots_[j], s.step));
+  }
   return absl::OkStatus();
 }
 
 PsClient::PushStream* TrainWorker::OpenPush(StepState& s) {
+  StepState::SlotPush& p = s.push();
   if (mm_.failed()) {
     // The gradients are not what the step computes: none goes out, and the
     // stream (if open) is cancelled with the step.
-    if (s.stream_error.ok()) s.stream_error = MemoryError(mm_.status().message());
+    if (p.stream_error.ok()) p.stream_error = MemoryError(mm_.status().message());
     return nullptr;
   }
   // The stream opens at the first gradient: the shards refuse a push of a
   // step they have not reached, and this step's parameters (so its
   // version) arrived only during forward.
-  if (!s.stream && s.stream_error.ok() && before_push_) {
+  if (!p.stream && p.stream_error.ok() && before_push_) {
     std::function<absl::Status()> before = std::move(before_push_);
     before_push_ = nullptr;
-    s.stream_error = before();
+    p.stream_error = before();
   }
-  if (!s.stream && s.stream_error.ok()) {
+  if (!p.stream && p.stream_error.ok()) {
     absl::StatusOr<std::unique_ptr<PsClient::PushStream>> st =
-        client_->BeginPush(s.header);
+        client_->BeginPush(p.header);
     if (st.ok()) {
-      s.stream = std::move(*st);
+      p.stream = std::move(*st);
     } else {
-      s.stream_error = st.status();
+      p.stream_error = st.status();
     }
   }
-  return s.stream.get();
+  return p.stream.get();
 }
 
 bool TrainWorker::TakeNext(StepState& s, bool wait) {
@@ -173,7 +199,8 @@ void TrainWorker::StartNextPull(StepState& s, PsClient::PushStream* ps) {
   // the push: with backup workers a step may end without this one, and a
   // shard already past this step (this worker restarted after some shards
   // took its push) would send while backward still reads the parameters.
-  if (!s.next || s.next_pull != nullptr ||
+  // (Of several slots, at the last one's: the earlier ones' pushes are in.)
+  if (!s.next || !s.last_slot() || s.next_pull != nullptr ||
       client_->description(0).backup_workers() > 0 || !TakeNext(s, false) ||
       !s.next_status.ok()) {
     return;
@@ -195,10 +222,11 @@ void TrainWorker::OnGradsReady(StepState& s, const std::vector<int>& tensors) {
   PsClient::PushStream* ps = OpenPush(s);
   if (ps == nullptr) return;
   StartNextPull(s, ps);
+  StepState::SlotPush& p = s.push();
   for (int t : tensors) {
     const float* g = grads() + layout().tensors()[t].offset;
-    if (std::find(s.pending.begin(), s.pending.end(), t) != s.pending.end()) {
-      ps->SendRows(t, g, s.pending_rows, /*except=*/false);
+    if (std::find(p.pending.begin(), p.pending.end(), t) != p.pending.end()) {
+      ps->SendRows(t, g, p.pending_rows, /*except=*/false);
     } else {
       ps->Send(t, g);
     }
@@ -210,10 +238,11 @@ void TrainWorker::OnGradsReadyExceptRows(StepState& s, int t,
   PsClient::PushStream* ps = OpenPush(s);
   if (ps == nullptr) return;
   StartNextPull(s, ps);
-  s.pending_rows = std::make_shared<const std::vector<int64_t>>(rows);
+  StepState::SlotPush& p = s.push();
+  p.pending_rows = std::make_shared<const std::vector<int64_t>>(rows);
   ps->SendRows(t, grads() + layout().tensors()[t].offset,
-               s.pending_rows, /*except=*/true);
-  s.pending.push_back(t);
+               p.pending_rows, /*except=*/true);
+  p.pending.push_back(t);
 }
 
 absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
@@ -221,8 +250,8 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   so.train = options_.dropout;
   so.seed = options_.seed;
   so.step = s.step;
-  // Dropout keys: (seed, step, index within the global batch).
-  so.example_offset = options_.plan.ExampleOffset(options_.worker);
+  // Dropout keys: (seed, step, index within the global batch): each slot's
+  // (ComputeMicroBatches).
   so.mlm_denominator = mlm_denominator_;
   so.example_denominator = example_denominator_;
   // Forward reads each group of parameters once it arrived.
@@ -257,11 +286,30 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   }
   s.t1 = Clock::now();
   const double cpu0 = kernels::ComputeCpuSeconds();
-  absl::StatusOr<StepResult> r = ComputeMicroBatches(so);
-  // A product that could not run (out of memory): nothing of this step is
-  // used, and nothing more of it was sent (OpenPush).
-  if (mm_.failed()) return MemoryError(mm_.status().message());
-  RETURN_IF_ERROR(r.status());
+  StepResult r;
+  for (size_t j = 0; j < slots_.size(); ++j) {
+    s.current = j;
+    const auto c0 = Clock::now();
+    const double slot_cpu0 = kernels::ComputeCpuSeconds();
+    const double waited0 = s.forward_wait_ms + s.early_pull_ms;
+    absl::StatusOr<StepResult> rj = ComputeMicroBatches(so, j);
+    // A product that could not run (out of memory): nothing of this step
+    // is used, and nothing more of it was sent (OpenPush).
+    if (mm_.failed()) return MemoryError(mm_.status().message());
+    RETURN_IF_ERROR(rj.status());
+    StepState::SlotPush& p = s.push();
+    p.rep.compute_cpu_ms = 1e3 * (kernels::ComputeCpuSeconds() - slot_cpu0);
+    p.rep.compute_ms = Ms(c0, Clock::now()) -
+                       (s.forward_wait_ms + s.early_pull_ms - waited0);
+    RETURN_IF_ERROR(CheckLoss(s, j, *rj));
+    if (!s.last_slot()) {
+      // Written whole before the next slot's backward writes over the
+      // gradients (its answer comes with the step's update).
+      if (OpenPush(s) == nullptr) return p.stream_error;
+      p.stream->CloseWrites();
+    }
+    r = *std::move(rj);
+  }
   s.rep.compute_cpu_ms = 1e3 * (kernels::ComputeCpuSeconds() - cpu0);
   s.t2 = Clock::now();
   // Every parameter arrived before backward; the pull is over.
@@ -275,26 +323,31 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
 }
 
 absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
-    const StepOptions& so) {
-  if (options_.simulate_compute_ms > 0) return SimulatedCompute(so);
-  // The micro-batches in order (one without accumulation), each adding to
-  // the gradients (the global denominators make the sum the whole batch's);
-  // only the last one streams its gradients out, the first one waits for
-  // the parameters.
+    const StepOptions& so, size_t j) {
+  // Only the first slot's forward waits for the parameters.
+  StepOptions first = so;
+  if (j > 0) first.before_params = nullptr;
+  if (options_.simulate_compute_ms > 0) return SimulatedCompute(first);
+  // The slot's micro-batches in order (one without accumulation), each
+  // adding to the gradients (the global denominators make the sum the whole
+  // batch's); only the last one streams its gradients out.
   const BertBatchView all = ViewOf(batch_);
   StepResult sum;
   const int64_t b = options_.plan.batch;
   const int64_t micro_batches = options_.plan.accumulation;
+  const int64_t base = static_cast<int64_t>(j) * push_examples();
   for (int64_t m = 0; m < micro_batches; ++m) {
-    StepOptions mo = so;
-    mo.example_offset = so.example_offset + m * b;
+    StepOptions mo = first;
+    // Dropout keys: the example's index in the global batch.
+    mo.example_offset = options_.plan.ExampleOffset(slots_[j]) + m * b;
     mo.accumulate = m > 0;
     if (m > 0) mo.before_params = nullptr;
     if (m + 1 < micro_batches) {
       mo.on_grads_ready = nullptr;
       mo.on_grads_ready_except_rows = nullptr;
     }
-    ASSIGN_OR_RETURN(StepResult r, model_->Step(SliceOf(all, m * b, b), mo));
+    ASSIGN_OR_RETURN(StepResult r,
+                     model_->Step(SliceOf(all, base + m * b, b), mo));
     sum.loss += r.loss;
     sum.mlm_loss += r.mlm_loss;
     sum.nsp_loss += r.nsp_loss;
@@ -333,31 +386,37 @@ absl::StatusOr<StepResult> TrainWorker::SimulatedCompute(
   return StepResult();  // loss 0
 }
 
-absl::Status TrainWorker::CheckLoss(StepState& s, const StepResult& r) {
-  // The loss of this worker's own batch (with global denominators r.loss is
-  // only this worker's share of the global batch's loss).
+absl::Status TrainWorker::CheckLoss(StepState& s, size_t j,
+                                    const StepResult& r) {
+  // The loss of slot j's own batch (with global denominators r.loss is only
+  // the slot's share of the global batch's loss).
+  TrainStepReport& rep = s.pushes[j].rep;
   if (options_.task == BertTask::kPretrain) {
-    s.rep.loss = r.mlm.weighted_nll / (r.mlm.weight + 1e-5) +
-                 r.nsp.weighted_nll / std::max(r.nsp.weight, 1.0);
+    rep.loss = r.mlm.weighted_nll / (r.mlm.weight + 1e-5) +
+               r.nsp.weighted_nll / std::max(r.nsp.weight, 1.0);
   } else {
-    s.rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
+    rep.loss = r.cls.weighted_nll / std::max(r.cls.weight, 1.0);
   }
-  if (!std::isfinite(r.loss) || !std::isfinite(s.rep.loss)) {
+  if (!std::isfinite(r.loss) || !std::isfinite(rep.loss)) {
     // The shards would refuse the gradient anyway; say why here, before the
     // push completes, so nothing of this step is applied.
     return absl::FailedPreconditionError(absl::StrCat(
-        "step ", s.step, ": the loss of worker ", options_.worker,
-        "'s batch is not finite (", s.rep.loss,
+        "step ", s.step, ": the loss of worker ", slots_[j],
+        "'s batch is not finite (", rep.loss,
         "): the parameters or the learning rate diverged (or the initial "
         "weights hold NaN/Inf); nothing of this step was applied"));
   }
-  for (int32_t m : batch_.input_mask) s.rep.tokens += m;
+  const size_t per_slot = batch_.input_mask.size() / slots_.size();
+  for (size_t i = j * per_slot; i < (j + 1) * per_slot; ++i) {
+    rep.tokens += batch_.input_mask[i];
+  }
   return absl::OkStatus();
 }
 
 absl::Status TrainWorker::FinishPush(StepState& s) {
-  RETURN_IF_ERROR(s.stream_error);
-  if (OpenPush(s) == nullptr) return s.stream_error;
+  StepState::SlotPush& p = s.push();  // the last slot's
+  RETURN_IF_ERROR(p.stream_error);
+  if (OpenPush(s) == nullptr) return p.stream_error;
   // The next step's batch, totals and pull (when not started during
   // backward), while the push's last bytes travel; its pull waits on the
   // shards for this step's update.
@@ -375,9 +434,9 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
     s.wait_ms += waited - input;
     mlm_denominator_ = s.next_mlm;
     example_denominator_ = s.next_examples;
-    if (s.next_pull == nullptr) s.stream->SendNextFirst(s.next_first);
+    if (s.next_pull == nullptr) p.stream->SendNextFirst(s.next_first);
   }
-  s.stream->CloseWrites();
+  p.stream->CloseWrites();
   if (s.next) {
     std::swap(batch_, next_batch_);
     if (s.next_pull == nullptr) {
@@ -388,9 +447,9 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
     pull_ = std::move(s.next_pull);
     prepared_step_ = s.step + 1;
   }
-  absl::StatusOr<int64_t> v = s.stream->Finish();
+  absl::StatusOr<int64_t> v = p.stream->Finish();
   if (!v.ok() && v.status().code() == absl::StatusCode::kUnavailable) {
-    v = client_->Push(s.header, grads());  // retried, applied once
+    v = client_->Push(p.header, grads());  // retried, applied once
   }
   if (!v.ok() && v.status().code() == absl::StatusCode::kFailedPrecondition &&
       client_->description(0).backup_workers() > 0) {
@@ -399,6 +458,18 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
   }
   RETURN_IF_ERROR(v.status());
   s.rep.version = *v;
+  // The earlier slots' answers (their writes ended before the next slot's
+  // backward). Their gradients are gone: a push that failed is not sent
+  // again here; the error (UNAVAILABLE: transient) starts the part again at
+  // the shards' step, and what a shard took already is applied once.
+  for (size_t j = 0; j + 1 < s.pushes.size(); ++j) {
+    absl::StatusOr<int64_t> vj = s.pushes[j].stream->Finish();
+    if (!vj.ok()) {
+      return Annotate(vj.status(),
+                      absl::StrCat("push of slot ", slots_[j]));
+    }
+    s.rep.version = std::min(s.rep.version, *vj);
+  }
   return absl::OkStatus();
 }
 
@@ -413,20 +484,20 @@ absl::Status TrainWorker::PushWhole(StepState& s, const StepResult& r) {
         "'s batch is not finite (loss ", r.loss,
         "); nothing of this step was applied"));
   }
-  s.header.set_grad_sq_sum(sq);
+  // (One slot: several always stream, StepSlots.)
+  PushHeader& header = s.push().header;
+  header.set_grad_sq_sum(sq);
   if (before_push_) {
     std::function<absl::Status()> before = std::move(before_push_);
     before_push_ = nullptr;
     RETURN_IF_ERROR(before());
   }
-  ASSIGN_OR_RETURN(s.rep.version, client_->Push(s.header, grads()));
+  ASSIGN_OR_RETURN(s.rep.version, client_->Push(header, grads()));
   return absl::OkStatus();
 }
 
 void TrainWorker::Report(StepState& s) {
   TrainStepReport& rep = s.rep;
-  rep.first_example = s.header.first_example();
-  rep.examples = push_examples();
   // The rate the shards applied to this push's update (they said so in
   // their answer: their plan's rate of that update).
   rep.learning_rate = client_->last_push_learning_rate();
@@ -438,6 +509,24 @@ void TrainWorker::Report(StepState& s) {
   rep.precision = mm_.precision();
   rep.push_ms = Ms(s.t3, s.t4) - (s.wait_ms - s.start_wait_ms) -
                 (s.input_ms - s.start_input_ms);
+  // Each slot's report: the step's timings, its own batch, loss and (of
+  // several slots) compute.
+  for (size_t j = 0; j < s.pushes.size(); ++j) {
+    TrainStepReport& r = s.pushes[j].rep;
+    const double loss = r.loss, compute = r.compute_ms,
+                 cpu = r.compute_cpu_ms;
+    const int tokens = r.tokens;
+    r = rep;
+    r.slot = slots_[j];
+    r.first_example = s.pushes[j].header.first_example();
+    r.examples = push_examples();
+    r.loss = loss;
+    r.tokens = tokens;
+    if (s.pushes.size() > 1) {
+      r.compute_ms = compute;
+      r.compute_cpu_ms = cpu;
+    }
+  }
 }
 
 }  // namespace bertps

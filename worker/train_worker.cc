@@ -35,6 +35,12 @@ double Ms(Clock::time_point a, Clock::time_point b) {
 
 TrainWorker::TrainWorker(const TrainWorkerOptions& options)
     : options_(options),
+      slots_([&] {
+        std::vector<int> v = options.also_workers;
+        v.push_back(options.worker);
+        std::sort(v.begin(), v.end());
+        return v;
+      }()),
       mm_(options.precision),
       prepare_thread_(std::make_unique<SerialThread>("train prepare")) {}
 TrainWorker::~TrainWorker() = default;
@@ -60,7 +66,29 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
         "accumulation must be in [1, 1024], got ", plan.accumulation));
   }
   if (o.data.empty()) return absl::InvalidArgumentError("no training data");
-  if (o.worker == 0) {
+  if (!o.also_workers.empty()) {
+    if (plan.mode != BSP) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a worker computes several slots only under BSP, not ",
+          ConsistencyMode_Name(plan.mode),
+          " (its pushes are updates of their own)"));
+    }
+    std::vector<int> all = o.also_workers;
+    all.push_back(o.worker);
+    std::sort(all.begin(), all.end());
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (all[i] < 0 || all[i] >= plan.replicas ||
+          (i > 0 && all[i] == all[i - 1])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "worker slot ", all[i], " is outside [0, ", plan.replicas,
+            ") or named twice"));
+      }
+    }
+  }
+  const bool worker0 =
+      o.worker == 0 || std::find(o.also_workers.begin(), o.also_workers.end(),
+                                 0) != o.also_workers.end();
+  if (worker0) {
     // Worker 0 writes these at the end of the run: found unwritable now,
     // not after all the training.
     if (IsHfModelDir(o.export_path)) {
@@ -99,6 +127,11 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
     return absl::FailedPreconditionError(absl::StrCat(
         "the shards run ", ConsistencyMode_Name(d.mode()),
         ", this worker's plan ", ConsistencyMode_Name(plan.mode)));
+  }
+  if (!o.also_workers.empty() && d.backup_workers() > 0) {
+    return absl::FailedPreconditionError(
+        "a worker computes several slots only without backup workers (a "
+        "step may end without a slot's push)");
   }
   // The data through its record indices (built once per file, or loaded);
   // sequence and prediction lengths from the first example.
@@ -197,12 +230,16 @@ absl::Status TrainWorker::MemoryError(absl::string_view cause) const {
 }
 
 absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
-  // Worker w's E = B x accumulation examples of global batch `step`, read
-  // where they lie (the stream wraps around at the end of the data: epochs).
-  return ReadExamples(source_.get(),
-                      options_.plan.FirstExample(options_.worker, step),
-                      push_examples(), {options_.task, seq_, preds_},
-                      options_.config, out);
+  // Each slot w's E = B x accumulation examples of global batch `step`,
+  // read where they lie (the stream wraps around at the end of the data:
+  // epochs), in slot order.
+  std::vector<int64_t> firsts;
+  for (int slot : slots_) {
+    firsts.push_back(options_.plan.FirstExample(slot, step));
+  }
+  return ReadExampleRanges(source_.get(), firsts, push_examples(),
+                           {options_.task, seq_, preds_}, options_.config,
+                           out);
 }
 
 absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
@@ -222,15 +259,29 @@ absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
   if (bsp && client_->description(0).backup_workers() == 0) {
     // Global loss denominators, so that the pushes add up to one big
     // batch's gradient.
+    // (Every slot's batch at once: shard 0 answers when all are known.)
     const auto t0 = Clock::now();
-    AnnounceRequest a;
-    a.set_worker(options_.worker);
-    a.set_step(step);
-    double w = 0;
-    for (float x : batch->masked_lm_weights) w += x;
-    a.set_mlm_weight(w);
-    a.set_examples(push_examples());
-    ASSIGN_OR_RETURN(AnnounceResponse totals, client_->Announce(a));
+    std::vector<AnnounceRequest> requests(slots_.size());
+    const size_t per_slot = batch->masked_lm_weights.size() / slots_.size();
+    for (size_t j = 0; j < slots_.size(); ++j) {
+      AnnounceRequest& a = requests[j];
+      a.set_worker(slots_[j]);
+      a.set_step(step);
+      double w = 0;
+      for (size_t i = j * per_slot; i < (j + 1) * per_slot; ++i) {
+        w += batch->masked_lm_weights[i];
+      }
+      a.set_mlm_weight(w);
+      a.set_examples(push_examples());
+    }
+    AnnounceResponse totals;
+    if (requests.size() == 1) {
+      ASSIGN_OR_RETURN(totals, client_->Announce(requests[0]));
+    } else {
+      ASSIGN_OR_RETURN(std::vector<AnnounceResponse> all,
+                       client_->AnnounceAll(requests));
+      totals = all[0];
+    }
     *mlm_denominator = totals.mlm_weight_total() + 1e-5;
     *example_denominator = static_cast<double>(totals.examples_total());
     *wait_ms += Ms(t0, Clock::now());
@@ -253,7 +304,8 @@ absl::Status TrainWorker::Run() {
     applied = stats[0].version();
     start = bsp ? applied : stats[0].worker_clock(worker);
   }
-  const bool checkpoints = worker == 0 && !options_.checkpoint_dir.empty() &&
+  // Slot 0's holder writes the checkpoints and the export.
+  const bool checkpoints = HasSlot(0) && !options_.checkpoint_dir.empty() &&
                            plan.checkpoints;
   // ASP/SSP: the shards hold the tickets at or past each cut until its
   // checkpoint is written (JobPlan::NextCut); worker 0 writes every
@@ -354,13 +406,13 @@ absl::Status TrainWorker::Run() {
       ASSIGN_OR_RETURN(std::optional<std::string> m,
                        client_->CheckpointUnlessPast(
                            options_.checkpoint_dir, version,
-                           unless_pushed ? options_.worker : -1));
+                           unless_pushed ? 0 : -1));
       if (!m.has_value()) {
         if (unless_pushed) {
-          LOG(INFO) << "worker " << options_.worker << " started again at "
-                    << "step " << version << ": its checkpoint is not "
-                    << "written again (a shard is past it or holds this "
-                    << "worker's push of it, pushed after the checkpoint)";
+          LOG(INFO) << "worker 0 started again at step " << version
+                    << ": its checkpoint is not written again (a shard is "
+                    << "past it or holds worker 0's push of it, pushed after "
+                    << "the checkpoint)";
         }
         return absl::OkStatus();
       }
@@ -448,8 +500,13 @@ absl::Status TrainWorker::Run() {
     if (checkpoints && !bsp) {
       RETURN_IF_ERROR(write_cuts_before(plan.Ticket(worker, step)));
     }
-    ASSIGN_OR_RETURN(TrainStepReport rep, Step(step));
-    loss_sum += rep.loss;
+    ASSIGN_OR_RETURN(std::vector<TrainStepReport> reps, StepSlots(step));
+    // The step's timings are in each slot's report (each slot's own
+    // compute); the log sums the first's, with every slot's loss.
+    const TrainStepReport& rep = reps[0];
+    for (const TrainStepReport& r : reps) {
+      loss_sum += r.loss / static_cast<double>(reps.size());
+    }
     ++count;
     sum.pull_ms += rep.pull_ms;
     sum.pull_bytes += rep.pull_bytes;
@@ -482,7 +539,7 @@ absl::Status TrainWorker::Run() {
     // The checkpoint completed (in the background) or written while this
     // step was done.
     RETURN_IF_ERROR(take_finished(/*drain=*/false));
-    report(rep);
+    for (TrainStepReport& r : reps) report(r);  // checkpoints with the first
     if (options_.log && ((step + 1) % options_.log_every == 0 || last)) {
       const double secs =
           std::chrono::duration<double>(Clock::now() - begin).count();
@@ -490,8 +547,11 @@ absl::Status TrainWorker::Run() {
       j["worker"] = options_.worker;
       j["step"] = step + 1;
       j["loss"] = loss_sum / count;
-      j["examples_per_sec"] = (step + 1 - start) * push_examples() / secs;
-      j["tokens_per_sec"] = (step + 1 - start) * push_examples() * seq_ / secs;
+      const int64_t examples =
+          (step + 1 - start) * push_examples() *
+          static_cast<int64_t>(slots_.size());
+      j["examples_per_sec"] = examples / secs;
+      j["tokens_per_sec"] = examples * seq_ / secs;
       j["pull_ms"] = sum.pull_ms / count;
       j["pull_bytes"] = sum.pull_bytes / count;
       j["compute_ms"] = sum.compute_ms / count;
@@ -512,6 +572,7 @@ absl::Status TrainWorker::Run() {
     RETURN_IF_ERROR(write_checkpoint(plan.updates));
     if (start > 0) {
       TrainStepReport rep;
+      rep.slot = options_.worker;
       rep.step = start - 1;
       rep.version = plan.updates;
       report(rep);
@@ -521,7 +582,7 @@ absl::Status TrainWorker::Run() {
   // surfaces an error of one before it).
   RETURN_IF_ERROR(resolve_start());
   RETURN_IF_ERROR(take_finished(/*drain=*/true));
-  if (options_.worker == 0 && !options_.export_path.empty()) {
+  if (HasSlot(0) && !options_.export_path.empty()) {
     // Wait for the last update to be applied everywhere (every mode). The
     // pull names the version, not a step of this worker's: step 0 (SSP
     // would otherwise wait for every worker's clock to reach `updates` -

@@ -35,6 +35,7 @@
 #ifndef BERTPS_WORKER_TRAIN_WORKER_H_
 #define BERTPS_WORKER_TRAIN_WORKER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -76,6 +77,14 @@ struct TrainWorkerOptions {
   // cuts the shards hold at).
   JobPlan plan;
   int worker = 0;
+  // BSP without backup workers: the further slots (worker indices) this
+  // worker computes too, serially on its one model (a train member holding
+  // several slots): each step one pull, then each slot's batch (its
+  // micro-batches, as accumulation does) forward and backward in slot
+  // order, its gradient streamed out as that slot's push before the next
+  // slot's backward, so the shards sum exactly what as many workers push.
+  // The memory of one worker, not of one per slot. Empty: `worker` alone.
+  std::vector<int> also_workers;
   std::vector<std::string> data;  // TFRecord globs
   // Simulated compute (> 0): forward and backward are replaced by a wait of
   // this many milliseconds (a third before the gradients, the rest spread
@@ -131,6 +140,7 @@ struct TrainWorkerOptions {
 };
 
 struct TrainStepReport {
+  int slot = 0;  // the worker slot whose batch this is
   int64_t step = 0;
   int64_t version = 0;  // after the push
   int64_t first_example = 0;  // global stream index of this worker's first
@@ -166,8 +176,12 @@ class TrainWorker {
   // Runs from the shards' current step to this worker's last
   // (plan.WorkerSteps).
   absl::Status Run();
-  // One step (exposed for tests and benchmarks).
+  // One step (exposed for tests and benchmarks): the report of the first
+  // slot; StepSlots: one per slot, in slot order.
   absl::StatusOr<TrainStepReport> Step(int64_t step);
+  absl::StatusOr<std::vector<TrainStepReport>> StepSlots(int64_t step);
+  // The slots this worker computes, ascending (worker and also_workers).
+  const std::vector<int>& slots() const { return slots_; }
   PsClient* client() { return client_.get(); }
   // Null with simulate_compute_ms.
   BertModel<float>* model() { return model_.get(); }
@@ -177,10 +191,15 @@ class TrainWorker {
   // RESOURCE_EXHAUSTED: an allocation failed (`cause`), with what this
   // worker needs and may use (common/memory_limit.h OutOfMemoryError).
   absl::Status MemoryError(absl::string_view cause) const;
+  bool HasSlot(int slot) const {
+    return std::find(slots_.begin(), slots_.end(), slot) != slots_.end();
+  }
+  // The batch of every slot of `step`, one after another.
   absl::Status ReadBatch(int64_t step, io::BertBatch* out);
-  // The step's model computation over batch_: one Step, or with
-  // accumulation one per micro-batch, summed.
-  absl::StatusOr<StepResult> ComputeMicroBatches(const StepOptions& so);
+  // Slot j's (of slots_) model computation over its share of batch_: one
+  // Step, or with accumulation one per micro-batch, summed.
+  absl::StatusOr<StepResult> ComputeMicroBatches(const StepOptions& so,
+                                                 size_t j);
   // The simulated forward and backward (simulate_compute_ms).
   absl::StatusOr<StepResult> SimulatedCompute(const StepOptions& so);
   // The parameters pulled into and the gradients pushed from: the model's,
@@ -194,7 +213,7 @@ class TrainWorker {
   struct StepState;
   absl::Status StartStep(StepState& s);
   absl::StatusOr<StepResult> Compute(StepState& s);
-  absl::Status CheckLoss(StepState& s, const StepResult& r);
+  absl::Status CheckLoss(StepState& s, size_t j, const StepResult& r);
   absl::Status FinishPush(StepState& s);
   absl::Status PushWhole(StepState& s, const StepResult& r);
   void Report(StepState& s);
@@ -215,6 +234,7 @@ class TrainWorker {
                            nullptr);
 
   const TrainWorkerOptions options_;
+  std::vector<int> slots_;  // ascending
   // What the memory plan says this worker needs, and what it may use.
   MemoryNeed memory_need_;
   MemoryLimit memory_limit_;

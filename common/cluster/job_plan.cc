@@ -30,6 +30,7 @@ JobPlan PlanOf(const JobSpec& spec) {
   p.replicas = std::max(1, spec.num_workers());
   p.stages = std::max(1, spec.pipeline().stages());
   p.pushers = p.replicas * p.stages;
+  p.backup_workers = spec.consistency().backup_workers();
   p.batch = std::max<int64_t>(1, spec.batch_size());
   p.accumulation = std::max(1, spec.accumulation_steps());
   p.examples_per_push = p.batch * p.accumulation;

@@ -51,6 +51,7 @@ struct JobPlan {
   // The job's slots, and the shards' workers: every replica's every stage
   // pushes as one.
   int pushers = 1;
+  int backup_workers = 0;    // BSP: a step may end without this many
   int64_t batch = 1;         // examples per micro-batch (batch_size)
   int64_t accumulation = 1;  // micro-batches summed per push
   // Examples per worker per step (one push): batch * accumulation.
@@ -74,6 +75,14 @@ struct JobPlan {
   int SlotOf(int replica, int stage) const { return replica * stages + stage; }
   int ReplicaOf(int slot) const { return slot / stages; }
   int StageOf(int slot) const { return slot % stages; }
+  // Whether a train member holding several slots computes them serially on
+  // one model (TrainWorkerOptions::also_workers): under BSP without backup
+  // workers and pipeline stages, where its slots' pushes add up to one
+  // update whatever their order; it needs the memory of one slot. Else it
+  // runs one part per slot.
+  bool SerialSlots() const {
+    return mode == BSP && backup_workers == 0 && stages == 1;
+  }
 
   // ---- Steps and updates. `worker`: a train worker, or a pipeline's
   // replica (every stage of a replica runs its replica's steps).

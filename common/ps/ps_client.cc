@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_status.h"
 #include "common/handoff.h"
 #include "common/io/half.h"
@@ -206,6 +207,38 @@ absl::StatusOr<AnnounceResponse> PsClient::Announce(
       FromGrpcStatus(stubs_[0]->Announce(&ctx, request, &resp));
   NoteUnavailable(st);
   if (!st.ok()) return Annotate(st, "batch totals from shard 0");
+  return resp;
+}
+
+absl::StatusOr<std::vector<AnnounceResponse>> PsClient::AnnounceAll(
+    const std::vector<AnnounceRequest>& requests) {
+  const size_t n = requests.size();
+  std::vector<grpc::ClientContext> ctx(n);
+  std::vector<std::unique_ptr<ps::CallCanceller::Scope>> tracked;
+  std::vector<AnnounceResponse> resp(n);
+  std::vector<grpc::Status> st(n);
+  absl::BlockingCounter left(static_cast<int>(n));
+  for (size_t i = 0; i < n; ++i) {
+    NewContext(&ctx[i]);
+    tracked.push_back(
+        std::make_unique<ps::CallCanceller::Scope>(canceller_.get(), &ctx[i]));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    stubs_[0]->async()->Announce(&ctx[i], &requests[i], &resp[i],
+                                 [&st, &left, i](grpc::Status s) {
+                                   st[i] = std::move(s);
+                                   left.DecrementCount();
+                                 });
+  }
+  left.Wait();
+  for (size_t i = 0; i < n; ++i) {
+    absl::Status s = FromGrpcStatus(st[i]);
+    NoteUnavailable(s);
+    if (!s.ok()) {
+      return Annotate(s, absl::StrCat("batch totals of worker ",
+                                      requests[i].worker(), " from shard 0"));
+    }
+  }
   return resp;
 }
 

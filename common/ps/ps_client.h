@@ -183,6 +183,11 @@ class PsClient {
   }
 
   absl::StatusOr<AnnounceResponse> Announce(const AnnounceRequest& request);
+  // Several announces (one per worker slot: a member computing several
+  // slots) in flight together, since shard 0 answers none before every
+  // slot's batch is announced; the answers in the requests' order.
+  absl::StatusOr<std::vector<AnnounceResponse>> AnnounceAll(
+      const std::vector<AnnounceRequest>& requests);
   // Checkpoint of `version` on every shard, then the manifest. Returns the
   // manifest path.
   absl::StatusOr<std::string> Checkpoint(const std::string& dir,

@@ -57,6 +57,8 @@ bool Coordinator::FitsLocked(const Member& m, const Job& job,
   const MemoryEstimate& e = job.status.memory();
   if (m.role == PS) return FitsMemory(e.shard_bytes(), m.memory_limit);
   if (m.role == TRAIN) {
+    // Several slots of a job whose slots run serially need one model.
+    if (PlanOf(job.status.spec()).SerialSlots()) parts = 1;
     return FitsMemory(e.worker_bytes() * parts, m.memory_limit);
   }
   return true;

@@ -1,7 +1,9 @@
 // The coordinator places train jobs by the members' memory: a job no
 // registered member could hold is refused with the figures, one that fits
 // only some members waits for those (and says why the others are passed
-// over), and a survivor takes a lost slot over only where both parts fit.
+// over), and a survivor takes a lost slot over only where both parts fit
+// (ASP/SSP: one part per slot; a BSP job's slots run serially on one model,
+// so one part's memory is enough).
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -51,8 +53,10 @@ class MemoryPlacementTest : public ::testing::Test {
     if (!job.empty()) r.set_incarnation(coord_->Get(job)->incarnation());
     return SignedHeartbeat(*coord_, r)->assignment();
   }
-  static JobSpec Spec(int shards, int workers) {
+  static JobSpec Spec(int shards, int workers,
+                      ConsistencyMode mode = BSP) {
     JobSpec s;
+    s.mutable_consistency()->set_mode(mode);
     s.set_task(PRETRAIN);
     s.add_data("data/*.tfrecord");
     s.set_batch_size(10);
@@ -138,17 +142,17 @@ TEST_F(MemoryPlacementTest, WaitsForMembersItFitsAndSaysWhy) {
   EXPECT_EQ(Beat(small).job_id(), "");
 }
 
-// A survivor takes a lost slot over only where its memory holds two parts;
-// otherwise the job waits for a daemon and says why.
+// A survivor of an ASP job takes a lost slot over only where its memory
+// holds two parts; otherwise the job waits for a daemon and says why.
 TEST_F(MemoryPlacementTest, TakeoverNeedsMemoryForBothParts) {
   const std::string p = Join(PS, 8 * kGiB, "127.0.0.1:1");
-  const std::string probe = *coord_->Submit(Spec(1, 2));
+  const std::string probe = *coord_->Submit(Spec(1, 2, ASP));
   const int64_t worker = coord_->Get(probe)->memory().worker_bytes();
   ASSERT_TRUE(coord_->Cancel(probe).ok());
   // Room for one part (and a half), not two.
   const int64_t limit = static_cast<int64_t>(worker * 1.5 / kMemoryHeadroom);
   const std::string w0 = Join(TRAIN, limit), w1 = Join(TRAIN, limit);
-  const std::string id = *coord_->Submit(Spec(1, 2));
+  const std::string id = *coord_->Submit(Spec(1, 2, ASP));
   Beat(p), Beat(p, id), Beat(w0), Beat(w1);
   ASSERT_EQ(coord_->Get(id)->state(), RUNNING);
   for (int i = 0; i < 8; ++i) {  // w1 silent: dead, then takeover is due
@@ -171,6 +175,27 @@ TEST_F(MemoryPlacementTest, TakeoverNeedsMemoryForBothParts) {
       << coord_->Get(id)->waiting();
   const std::string w2 = Join(TRAIN, limit);
   EXPECT_EQ(Beat(w2).index(), 1);
+}
+
+// A BSP job's survivor computes a lost slot beside its own on its one
+// model: the memory of one part is enough.
+TEST_F(MemoryPlacementTest, SerialSlotsNeedTheMemoryOfOnePart) {
+  const std::string p = Join(PS, 8 * kGiB, "127.0.0.1:1");
+  const std::string probe = *coord_->Submit(Spec(1, 2));
+  const int64_t worker = coord_->Get(probe)->memory().worker_bytes();
+  ASSERT_TRUE(coord_->Cancel(probe).ok());
+  const int64_t limit = static_cast<int64_t>(worker * 1.5 / kMemoryHeadroom);
+  const std::string w0 = Join(TRAIN, limit), w1 = Join(TRAIN, limit);
+  const std::string id = *coord_->Submit(Spec(1, 2));
+  Beat(p), Beat(p, id), Beat(w0), Beat(w1);
+  ASSERT_EQ(coord_->Get(id)->state(), RUNNING);
+  int also = 0;
+  for (int i = 0; i < 8 && also == 0; ++i) {  // w1 silent: dead, taken over
+    now_ += absl::Seconds(6);
+    Beat(p, id);
+    also = Beat(w0, id).also_indices_size();
+  }
+  EXPECT_EQ(also, 1) << coord_->Get(id)->waiting();
 }
 
 TEST_F(MemoryPlacementTest, NegativeLimitIsRefusedAtRegister) {
