@@ -4,9 +4,11 @@
 # and grows to 2 and 4; for each, the join's cost (slots moved -> first step
 # with the new members; the new daemons' start -> that step) and the steps
 # per second; then a SIGTERM drain (to exit, to the first step without the
-# daemon, restarts). Medians over `runs`. On one machine every daemon
-# shares its cores, so throughput does not grow with daemons here: the join
-# and drain latencies are the figures.
+# daemon, restarts); then the same job on 8 daemons with fixed membership.
+# Medians over `runs`. On one machine every daemon shares its cores, so
+# throughput does not grow with daemons here: the join and drain latencies,
+# the throughput of few daemons holding many slots against the fixed job
+# (vs_fixed) and the memory of the daemon holding them are the figures.
 #
 #   tools/bench.sh elastic [runs]   (default 3)
 bench_elastic() {
@@ -29,10 +31,15 @@ for i, j in enumerate(runs[0]["joins"]):
     out["joins"].append({"daemons": j["daemons"],
         "slots_move_to_first_step_ms": med(pick("slots_move_to_first_step_ms")),
         "daemon_start_to_first_step_ms": med(pick("daemon_start_to_first_step_ms")),
-        "steps_per_s": med(pick("steps_per_s")), "examples_per_s": med(pick("examples_per_s"))})
+        "steps_per_s": med(pick("steps_per_s")), "examples_per_s": med(pick("examples_per_s")),
+        "first_daemon_rss_mb": med(pick("first_daemon_rss_mb"))})
 for k in ("drain_sigterm_to_exit_ms", "drain_to_first_step_ms"):
     out[k] = med([r[k] for r in runs if r[k] is not None])
 out["restarts"] = sum(r["restarts"] for r in runs)
+for k in ("fixed_steps_per_s", "fixed_examples_per_s"):
+    out[k] = med([r[k] for r in runs])
+for j in out["joins"]:
+    j["vs_fixed"] = round(j["steps_per_s"] / out["fixed_steps_per_s"], 3) if out["fixed_steps_per_s"] else None
 out["join_goal_ms"] = 2000
 out["joins_under_goal"] = all(j["daemon_start_to_first_step_ms"] < 2000 for j in out["joins"][1:])
 print(json.dumps(out))

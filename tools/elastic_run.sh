@@ -5,8 +5,12 @@
 # For each count: the join's cost (the coordinator's membership history:
 # from the slots' move to the first step applied with the new members, and
 # from the new daemons' start to that step) and the steps per second over
-# WINDOW seconds. Then SIGTERM to one daemon: the time to its exit and the
-# time to the first step without it. Prints one JSON line.
+# WINDOW seconds, and the resident memory of the first daemon (which holds
+# the most slots: all of them alone at the start). Then SIGTERM to one
+# daemon: the time to its exit and the time to the first step without it.
+# Last, the same job with fixed membership (SLOTS daemons, no min_workers):
+# its steps per second over WINDOW, beside the elastic ones. Prints one JSON
+# line.
 #
 #   tools/elastic_run.sh BERT_LOCAL COORD SERVER WORKER CTL [SLOTS] [DAEMONS] [WINDOW]
 set -euo pipefail
@@ -47,7 +51,8 @@ print(hit[-1]['first_step_after_ms'], int(hit[-1]['time_ms']) + int(hit[-1]['fir
   from_start=$(( first_step_ms - started ))
   s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)
   rate=$(/usr/bin/python3 -c "print(round(($s1 - $s0) * 1000.0 / ($t1 - $t0), 3))")
-  results+=("{\"daemons\": $want, \"slots_move_to_first_step_ms\": $join_ms, \"daemon_start_to_first_step_ms\": $from_start, \"steps_per_s\": $rate, \"examples_per_s\": $(/usr/bin/python3 -c "print(round($rate * $per_slot * $slots, 1))")}")
+  rss_mb=$(awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/${daemon_pid[1]}/status")
+  results+=("{\"daemons\": $want, \"slots_move_to_first_step_ms\": $join_ms, \"daemon_start_to_first_step_ms\": $from_start, \"steps_per_s\": $rate, \"examples_per_s\": $(/usr/bin/python3 -c "print(round($rate * $per_slot * $slots, 1))"), \"first_daemon_rss_mb\": $rss_mb}")
   echo "daemons $want: first step $join_ms ms after the slots moved ($from_start ms after the daemons started), $rate steps/s" >&2
 done
 # A drain: SIGTERM to the last daemon.
@@ -70,4 +75,17 @@ print(c['first_step_after_ms'] if c.get('cause') == 'left' and int(c.get('first_
 done
 restarts=$(field "$job" 's.get("restarts", 0)')
 "$CTL" cancel "$job" > /dev/null
-echo "{\"bench\": \"elastic\", \"slots\": $slots, \"joins\": [$(IFS=,; echo "${results[*]}")], \"drain_sigterm_to_exit_ms\": $((t_exit - t_term)), \"drain_to_first_step_ms\": ${left_ms:-null}, \"restarts\": $restarts}"
+# The fixed-membership job: one daemon per slot.
+live=$((daemons - 1))
+while [ "$live" -lt "$slots" ]; do
+  live=$((live + 1)); daemons=$((daemons + 1)); start_train_daemons "d$daemons"
+done
+tiny_spec fixed 1000000 "num_workers: $slots" > "$work/fixed.pbtxt"
+job=$("$CTL" submit "$work/fixed.pbtxt")
+for _ in $(seq 1 600); do [ "$(step_now)" -ge 5 ] && break; sleep 0.1; done
+[ "$(step_now)" -ge 5 ] || fail "the fixed job made no progress: $(status_json | head -c 600)"
+s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)
+fixed_rate=$(/usr/bin/python3 -c "print(round(($s1 - $s0) * 1000.0 / ($t1 - $t0), 3))")
+echo "fixed membership ($slots daemons): $fixed_rate steps/s" >&2
+"$CTL" cancel "$job" > /dev/null
+echo "{\"bench\": \"elastic\", \"slots\": $slots, \"joins\": [$(IFS=,; echo "${results[*]}")], \"drain_sigterm_to_exit_ms\": $((t_exit - t_term)), \"drain_to_first_step_ms\": ${left_ms:-null}, \"restarts\": $restarts, \"fixed_steps_per_s\": $fixed_rate, \"fixed_examples_per_s\": $(/usr/bin/python3 -c "print(round($fixed_rate * $per_slot * $slots, 1))")}"
