@@ -64,8 +64,11 @@ std::string Confine(const std::string& glob) {
 void ConfineGlobs(JobSpec* s) {
   for (std::string& d : *s->mutable_data()) d = Confine(d);
   for (std::string& d : *s->mutable_eval()->mutable_data()) d = Confine(d);
-  // The one path the coordinator writes itself: kept in the scratch dir.
+  // The paths the coordinator writes itself (the job's directory and its
+  // TensorBoard files): kept in the scratch dir, never the fuzzer's working
+  // directory.
   if (!s->tensorboard_dir().empty()) s->set_tensorboard_dir(ScratchDir() + "/tb");
+  if (!s->job_dir().empty()) s->set_job_dir(Confine(s->job_dir()));
 }
 
 std::string Resolve(const std::string& id, const std::vector<std::string>& ids) {

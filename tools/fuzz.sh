@@ -79,5 +79,12 @@ for t in "${targets[@]}"; do
     echo "  reproduce: $bin/$t $out/$t-crash-... (or the normal build's bazel-bin/fuzz/$t FILE)"
   fi
 done
+# Nothing a fuzzer wrote lands in the working tree (job directories are
+# confined to each fuzzer's scratch directory).
+stray=$(find . -maxdepth 3 -name .bertps-job -not -path './out/*' -not -path './bazel-*' 2>/dev/null | head -5)
+if [ -n "$stray" ]; then
+  echo "fuzz: job directories written into the working tree: $stray"
+  failed=$((failed + 1))
+fi
 echo "fuzz: ${clean} clean, ${failed} failed"
 [ "$failed" -eq 0 ]
