@@ -292,7 +292,15 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
     const auto c0 = Clock::now();
     const double slot_cpu0 = kernels::ComputeCpuSeconds();
     const double waited0 = s.forward_wait_ms + s.early_pull_ms;
-    absl::StatusOr<StepResult> rj = ComputeMicroBatches(so, j);
+    // The previous slot's push ends its writes once this slot's backward
+    // begins (its forward ran beside them): the gradients are one buffer.
+    StepOptions sj = so;
+    if (j > 0) {
+      sj.before_backward = [&s, j] {
+        if (s.pushes[j - 1].stream) s.pushes[j - 1].stream->CloseWrites();
+      };
+    }
+    absl::StatusOr<StepResult> rj = ComputeMicroBatches(sj, j);
     // A product that could not run (out of memory): nothing of this step
     // is used, and nothing more of it was sent (OpenPush).
     if (mm_.failed()) return MemoryError(mm_.status().message());
@@ -302,12 +310,10 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
     p.rep.compute_ms = Ms(c0, Clock::now()) -
                        (s.forward_wait_ms + s.early_pull_ms - waited0);
     RETURN_IF_ERROR(CheckLoss(s, j, *rj));
-    if (!s.last_slot()) {
-      // Written whole before the next slot's backward writes over the
-      // gradients (its answer comes with the step's update).
-      if (OpenPush(s) == nullptr) return p.stream_error;
-      p.stream->CloseWrites();
-    }
+    // (A slot before the last: its push is open, written whole before the
+    // next slot's backward writes over the gradients, and answered with the
+    // step's update.)
+    if (!s.last_slot() && OpenPush(s) == nullptr) return p.stream_error;
     r = *std::move(rj);
   }
   s.rep.compute_cpu_ms = 1e3 * (kernels::ComputeCpuSeconds() - cpu0);
@@ -341,7 +347,10 @@ absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
     // Dropout keys: the example's index in the global batch.
     mo.example_offset = options_.plan.ExampleOffset(slots_[j]) + m * b;
     mo.accumulate = m > 0;
-    if (m > 0) mo.before_params = nullptr;
+    if (m > 0) {
+      mo.before_params = nullptr;
+      mo.before_backward = nullptr;
+    }
     if (m + 1 < micro_batches) {
       mo.on_grads_ready = nullptr;
       mo.on_grads_ready_except_rows = nullptr;
@@ -446,6 +455,11 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
     }
     pull_ = std::move(s.next_pull);
     prepared_step_ = s.step + 1;
+  }
+  // Every slot's writes end before any answer is waited for (the shards
+  // answer once the step's update is applied, which needs them all).
+  for (size_t j = 0; j + 1 < s.pushes.size(); ++j) {
+    s.pushes[j].stream->CloseWrites();
   }
   absl::StatusOr<int64_t> v = p.stream->Finish();
   if (!v.ok() && v.status().code() == absl::StatusCode::kUnavailable) {

@@ -474,6 +474,7 @@ void BertModel<T>::Backward(const BertBatchView& bt, const StepOptions& o) {
   const ModelTensors<T>& g = f.g;
   auto key = [&](uint32_t site) { return DropoutKey{o.seed, o.step, site}; };
 
+  if (o.before_backward) o.before_backward();
   if (!o.accumulate) std::fill(grads_.begin(), grads_.end(), T(0));
   // d of the last layer output (B*S, H).
   T* dout = f.d_a;

@@ -73,6 +73,11 @@ struct StepOptions {
   // (ParamGroup*): lets a worker start forward while parameters still
   // arrive. A non-OK status ends the step with it.
   std::function<absl::Status(int group)> before_params;
+  // Called once backward begins, before it writes (or zeroes) the
+  // gradients: e.g. a worker computing several slots ends the writes of the
+  // previous slot's push, whose gradients lie in the same buffer, while
+  // this slot's forward ran.
+  std::function<void()> before_backward;
   // Backward adds to the gradients of the previous Step instead of
   // overwriting them: gradient accumulation over micro-batches (with the
   // whole batch's denominators the sum is the whole batch's gradient).
