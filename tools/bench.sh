@@ -60,8 +60,14 @@
 #                                              steady (default: 10 16 bsp)
 #   tools/bench.sh elastic [runs]              an 8-slot elastic job on 1 -> 2 -> 4
 #                                              train daemons and a SIGTERM drain:
-#                                              join and drain latencies
-#                                              (tools/bench_elastic.sh)
+#                                              join and drain latencies,
+#                                              throughput beside 8 fixed
+#                                              daemons (tools/bench_elastic.sh)
+#   tools/bench.sh spot [minutes] [seed]       chaos soak: drains, kills and
+#                                              joins of train and shard
+#                                              daemons at random; bit-equal,
+#                                              ledger, throughput floor
+#                                              (tools/bench_spot.sh; default 20)
 #   tools/bench.sh checkpoint [runs] [models] [MB/s]
 #                                              the step's blocking time at a
 #                                              checkpoint, synchronous vs in
@@ -251,6 +257,7 @@ build_service_bins() {
 # failover: tools/bench_failover.sh
 source "$(dirname "${BASH_SOURCE[0]}")/bench_failover.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_elastic.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/bench_spot.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_checkpoint.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_fidelity.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/bench_spam_precision.sh"
@@ -585,6 +592,7 @@ case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
   failover) bench_failover "${2:-}" ;;
   elastic) bench_elastic "${2:-}" ;;
+  spot) bench_spot "${2:-}" "${3:-}" ;;
   checkpoint) bench_checkpoint "${2:-}" "${3:-}" "${4:-}" ;;
   checkpoint-throughput) bench_checkpoint_throughput "${2:-}" "${3:-}" "${4:-}" ;;
   ps) bench_ps "${2:-}" "${3:-}" ;;
@@ -601,5 +609,5 @@ case "$what" in
   slices) bench_slices "${2:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
   spam-precision) bench_spam_precision ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, checkpoint, checkpoint-throughput, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, spot, checkpoint, checkpoint-throughput, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
 esac
