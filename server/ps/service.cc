@@ -245,6 +245,7 @@ absl::StatusOr<std::shared_ptr<ShardCore>> ShardService::CurrentUnaudited(
 }
 
 void ShardService::Install(std::shared_ptr<ShardCore> core) {
+  const bool replaced = core != nullptr;
   std::shared_ptr<ShardCore> old;
   {
     absl::MutexLock l(&mu_);
@@ -252,10 +253,16 @@ void ShardService::Install(std::shared_ptr<ShardCore> core) {
     core_ = std::move(core);
   }
   // Calls still waiting on the previous install fail now rather than at
-  // their deadline.
+  // their deadline: ABORTED when another install replaced it (a primary
+  // replicating to it is of a stale incarnation and must stop), UNAVAILABLE
+  // when the job left this shard (as a call arriving later finds it: a
+  // primary drops a backup that left, e.g. drained, rather than stopping).
   if (old) {
-    old->Abort(absl::AbortedError(
-        "the job left this shard or was installed again"));
+    old->Abort(replaced ? absl::AbortedError(
+                              "the job was installed again on this shard")
+                        : absl::UnavailableError(
+                              "the job left this shard (its daemon leaves "
+                              "or was told to)"));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -106,6 +107,50 @@ TEST_F(ServiceTest, PullOfAMissingVersionHitsItsDeadline) {
   }
   grpc::Status st = r->Finish();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+// A call waiting on an install that ends is answered at once: UNAVAILABLE
+// when the job left the shard (a primary drops a backup that left, a worker
+// tries again), ABORTED when another install replaced it (a primary
+// replicating to it is of a stale incarnation and stops).
+TEST_F(ServiceTest, CallsWaitingOnAnEndedInstallSayHowItEnded) {
+  auto waiting_pull = [&](grpc::StatusCode* code, std::string* message) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(20));
+    PullRequest req;
+    req.set_min_version(5);
+    auto r = stub_->Pull(&ctx, req);
+    PullResponse msg;
+    while (r->Read(&msg)) {
+    }
+    grpc::Status st = r->Finish();
+    *code = st.error_code();
+    *message = st.error_message();
+  };
+  for (const bool reinstall : {true, false}) {
+    grpc::StatusCode code = grpc::StatusCode::OK;
+    std::string message;
+    std::thread pull([&] { waiting_pull(&code, &message); });
+    absl::SleepFor(absl::Milliseconds(300));  // the pull waits for version 5
+    if (reinstall) {
+      ShardOptions o;
+      o.config = Small();
+      o.wait_timeout = absl::Seconds(5);
+      ASSERT_TRUE(server_->Install(o, {}).ok());
+    } else {
+      server_->Uninstall();
+    }
+    pull.join();
+    if (reinstall) {
+      EXPECT_EQ(code, grpc::StatusCode::ABORTED) << message;
+      EXPECT_NE(message.find("installed again"), std::string::npos) << message;
+    } else {
+      EXPECT_EQ(code, grpc::StatusCode::UNAVAILABLE) << message;
+      EXPECT_NE(message.find("the job left this shard"), std::string::npos)
+          << message;
+    }
+  }
 }
 
 // Rows asked first come first, the rest of their tensor last; the pull is
