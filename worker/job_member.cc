@@ -23,9 +23,13 @@ JobMember::JobMember(const std::string& coordinator, Role role,
 JobMember::~JobMember() { StopParts(); }
 
 bool JobMember::IsTransient(const absl::Status& st) {
+  // CANCELLED here comes from the far end (this member's own stop is its
+  // cancel flag, checked first): e.g. a shard daemon whose server shuts
+  // down as it leaves cancels the calls it was serving.
   return st.code() == absl::StatusCode::kUnavailable ||
          st.code() == absl::StatusCode::kAborted ||
-         st.code() == absl::StatusCode::kDeadlineExceeded;
+         st.code() == absl::StatusCode::kDeadlineExceeded ||
+         st.code() == absl::StatusCode::kCancelled;
 }
 
 void JobMember::StopPart(int slot) {
@@ -133,7 +137,7 @@ void JobMember::StartPartThread(Part& part, const Assignment& a, int slot,
     PartState& state = states_[slot];
     state.finished = true;
     if (st.ok()) return;
-    if (st.code() == absl::StatusCode::kCancelled || *cancel) {
+    if (*cancel) {
       state.cancelled = true;  // not done: stopped (e.g. to go on elsewhere)
       return;
     }
