@@ -6,7 +6,12 @@
 # bit, that of the same job run on 2 train daemons from the start (BSP: the
 # slots, not the daemons, define the result). Once the second daemon holds
 # its slot the first is drained (bertpsctl drain): it leaves and exits 0,
-# and the second daemon computes both slots to the end.
+# and the second daemon computes both slots to the end. Last, a daemon
+# killed during its drain (stopped, told to drain, then kill -9 before it
+# could hand anything back) leaves nothing half-handed: its slot goes to
+# the other daemon once it is found lost, the job SUCCEEDS with no restart
+# and the same bits, and a drain of it afterwards is answered, not an
+# error.
 set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 source "$(dirname "$0")/process_lib.sh"
@@ -85,4 +90,36 @@ PY
 grep -q "membership: 2 member(s) (joined" "$work/elastic.events" || fail "elastic: no membership event"
 expect_same_parameters "$work/fixed.safetensors" "$work/elastic.safetensors" \
   "elastic (1 then 2 daemons) against fixed (2 daemons)"
+stop_all
+
+# Killed during its drain.
+start_coordinator "$COORD" 0 "$work/coordinator-killed.log" --member_timeout_s 2
+start_ps_daemons killed
+start_train_daemons k0 k1
+victim=${pids[-1]}
+tiny_spec killed 200 "num_workers: 2" "min_workers: 1" \
+  "export_path: \"$work/killed.safetensors\"" > "$work/killed.pbtxt"
+job=$("$CTL" submit "$work/killed.pbtxt") || fail "submit killed"
+wait_for_step "$job" 10
+member=""
+for _ in $(seq 1 50); do
+  member=$(sed -n 's/.*registered as member \([^ ]*\) .*/\1/p' "$work/w-k1.log" | head -1)
+  [ -n "$member" ] && break; sleep 0.1
+done
+[ -n "$member" ] || fail "killed: no member id in the daemon's log"
+kill -STOP "$victim"
+"$CTL" drain "$member" > "$work/killed-drain.out" || fail "killed: drain: $(cat "$work/killed-drain.out")"
+kill -9 "$victim"
+timeout 300 "$CTL" watch "$job" > "$work/killed.watch" 2>&1 || fail "killed: $(tail -3 "$work/killed.watch")"
+[ "$(field "$job" 's["state"]')" = SUCCEEDED ] || fail "killed: $(field "$job" 's["state"]')"
+[ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "killed: the job restarted"
+"$CTL" events "$job" > "$work/killed.events"
+grep -q "member $member) stopped answering" "$work/killed.events" \
+  || fail "killed: the drained member was not found lost: $(grep "$member" "$work/killed.events" | tail -3)"
+"$CTL" drain "$member" > "$work/killed-drain2.out" 2>&1 \
+  || grep -q "no member $member" "$work/killed-drain2.out" \
+  || fail "killed: a drain of the lost member: $(cat "$work/killed-drain2.out")"
+echo "killed during its drain: $(grep -m1 "member $member) stopped answering" "$work/killed.events" | cut -c1-140)"
+expect_same_parameters "$work/fixed.safetensors" "$work/killed.safetensors" \
+  "killed during its drain against fixed (2 daemons)"
 echo PASS
