@@ -22,6 +22,11 @@ tiny_model_data "$BERT_LOCAL" > /dev/null
 start_coordinator "$COORD" 0 "$work/coordinator.log"
 start_ps_daemons a
 tiny_spec elastic 1000000 "num_workers: $slots" "min_workers: 1" > "$work/elastic.pbtxt"
+# ELASTIC_MODEL (e.g. mini): a preset instead of the tests' small model, on
+# the same data.
+if [ -n "${ELASTIC_MODEL:-}" ]; then
+  sed -i "s|^model: .*|model: \"$ELASTIC_MODEL\"|" "$work/elastic.pbtxt"
+fi
 per_slot=8  # tiny_spec's batch_size (per slot)
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 status_json() { "$CTL" status "$job" --json; }
@@ -81,6 +86,9 @@ while [ "$live" -lt "$slots" ]; do
   live=$((live + 1)); daemons=$((daemons + 1)); start_train_daemons "d$daemons"
 done
 tiny_spec fixed 1000000 "num_workers: $slots" > "$work/fixed.pbtxt"
+if [ -n "${ELASTIC_MODEL:-}" ]; then
+  sed -i "s|^model: .*|model: \"$ELASTIC_MODEL\"|" "$work/fixed.pbtxt"
+fi
 job=$("$CTL" submit "$work/fixed.pbtxt")
 for _ in $(seq 1 600); do [ "$(step_now)" -ge 5 ] && break; sleep 0.1; done
 [ "$(step_now)" -ge 5 ] || fail "the fixed job made no progress: $(status_json | head -c 600)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One run of tools/bench.sh spot: a chaos soak of an elastic BSP job with
-# replicated shards, real processes over 127.0.0.1 and real BERT-tiny
-# compute (simulated gradients are the same for every slot and step and
-# could not show a slot computed on the wrong data).
+# replicated shards, real processes over 127.0.0.1 and real compute of the
+# process tests' small BERT (tests/process_lib.sh: 2 layers, hidden size
+# 32; simulated gradients are the same for every slot and step and could
+# not show a slot computed on the wrong data).
 #
 # The job: 8 slots (min_workers 2), 2 shard indices with replicas: 2, a
 # checkpoint every 100 steps, exported at its end. Its step count is set so
