@@ -176,6 +176,19 @@ wait_for_step() {
   fail "job $1 did not reach step $2 within 60 s: $(field "$1" 's["state"] + " at step " + str(s.get("progress", {}).get("step", 0)) + " " + s.get("waiting", "") + s.get("reason", "")' 2>&1)"
 }
 
+# wait_for_field JOB EXPR MIN SECONDS WHAT: returns once the integer EXPR
+# of JOB's status (as `field`) is at least MIN; fails naming WHAT and the
+# job's state when it is not within SECONDS.
+wait_for_field() {
+  local v
+  for _ in $(seq 1 $(($4 * 20))); do
+    v=$(field "$1" "int($2)" 2>/dev/null) || v=0
+    [ "${v:-0}" -ge "$3" ] 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "$5 (within $4 s): $("$CTL" status "$1" | grep -E '^(state|replicas|waiting)')"
+}
+
 # expect_same_parameters A B WHAT: the exports A and B (waited for up to
 # 10 s) are equal bit for bit; prints the comparison as WHAT.
 expect_same_parameters() {

@@ -40,12 +40,8 @@ start_ps_daemons e  # idle: the next backup
 
 # 1. A backup drained.
 stop_gently "${ps_daemon_pid[$backup0]}" "shard 0's backup (ps-$backup0)" 35
-for _ in $(seq 1 300); do
-  [ "$(field "$job" 's.get("backups_added", 0)')" -ge 1 ] && break
-  sleep 0.1
-done
-[ "$(field "$job" 's.get("backups_added", 0)')" -ge 1 ] \
-  || fail "the idle daemon did not become shard 0's backup: $("$CTL" status "$job" | grep -E '^(replicas|state)')"
+wait_for_field "$job" 's.get("backups_added", 0)' 1 30 \
+  "the idle daemon did not become shard 0's backup"
 [ "$(field "$job" 's.get("failovers", 0)')" = 0 ] || fail "a backup's drain failed an index over"
 echo "shard 0's backup drained: no failover; $("$CTL" status "$job" | grep -m1 '^replicas' | cut -c1-120)"
 
@@ -53,11 +49,7 @@ echo "shard 0's backup drained: no failover; $("$CTL" status "$job" | grep -m1 '
 before=$(field "$job" 's["progress"]["step"]')
 t0=$(date +%s%N)
 stop_gently "${ps_daemon_pid[$primary1]}" "shard 1's primary (ps-$primary1)" 35
-for _ in $(seq 1 100); do
-  [ "$(field "$job" 's.get("failovers", 0)')" -ge 1 ] && break
-  sleep 0.05
-done
-[ "$(field "$job" 's.get("failovers", 0)')" -ge 1 ] || fail "no failover after the primary's drain"
+wait_for_field "$job" 's.get("failovers", 0)' 1 5 "no failover after the primary's drain"
 echo "shard 1's primary drained: failed over $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGTERM (member timeout 30 s)"
 wait_for_step "$job" $((before + 20))
 timeout 300 "$CTL" watch "$job" > "$work/watch.out" 2>&1 || fail "the job failed: $(tail -3 "$work/watch.out")"

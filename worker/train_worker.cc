@@ -30,17 +30,20 @@ double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+// The slots a worker computes, ascending: its own and also_workers.
+std::vector<int> SlotsOf(const TrainWorkerOptions& o) {
+  std::vector<int> v = o.also_workers;
+  v.push_back(o.worker);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 
 }  // namespace
 
 TrainWorker::TrainWorker(const TrainWorkerOptions& options)
     : options_(options),
-      slots_([&] {
-        std::vector<int> v = options.also_workers;
-        v.push_back(options.worker);
-        std::sort(v.begin(), v.end());
-        return v;
-      }()),
+      slots_(SlotsOf(options)),
       mm_(options.precision),
       prepare_thread_(std::make_unique<SerialThread>("train prepare")) {}
 TrainWorker::~TrainWorker() = default;
@@ -73,9 +76,7 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
           ConsistencyMode_Name(plan.mode),
           " (its pushes are updates of their own)"));
     }
-    std::vector<int> all = o.also_workers;
-    all.push_back(o.worker);
-    std::sort(all.begin(), all.end());
+    const std::vector<int> all = SlotsOf(o);
     for (size_t i = 0; i < all.size(); ++i) {
       if (all[i] < 0 || all[i] >= plan.replicas ||
           (i > 0 && all[i] == all[i - 1])) {
@@ -85,10 +86,7 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
       }
     }
   }
-  const bool worker0 =
-      o.worker == 0 || std::find(o.also_workers.begin(), o.also_workers.end(),
-                                 0) != o.also_workers.end();
-  if (worker0) {
+  if (SlotsOf(o).front() == 0) {  // slot 0's holder: exports, checkpoints
     // Worker 0 writes these at the end of the run: found unwritable now,
     // not after all the training.
     if (IsHfModelDir(o.export_path)) {

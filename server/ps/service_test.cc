@@ -52,6 +52,18 @@ class ServiceTest : public ::testing::Test {
     w->WritesDone();
     return w->Finish();
   }
+  // A pull of version 5 (not there yet) read to its end within `deadline`.
+  grpc::Status PullOfVersion5(std::chrono::milliseconds deadline) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+    PullRequest req;
+    req.set_min_version(5);
+    auto r = stub_->Pull(&ctx, req);
+    PullResponse msg;
+    while (r->Read(&msg)) {
+    }
+    return r->Finish();
+  }
   PushRequest Header(int worker, int64_t step) {
     PushRequest r;
     r.mutable_header()->set_worker(worker);
@@ -97,15 +109,7 @@ TEST_F(ServiceTest, MalformedPushesAreRejectedAndApplyNothing) {
 }
 
 TEST_F(ServiceTest, PullOfAMissingVersionHitsItsDeadline) {
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-  PullRequest req;
-  req.set_min_version(5);
-  auto r = stub_->Pull(&ctx, req);
-  PullResponse msg;
-  while (r->Read(&msg)) {
-  }
-  grpc::Status st = r->Finish();
+  grpc::Status st = PullOfVersion5(std::chrono::milliseconds(200));
   EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
@@ -114,24 +118,9 @@ TEST_F(ServiceTest, PullOfAMissingVersionHitsItsDeadline) {
 // tries again), ABORTED when another install replaced it (a primary
 // replicating to it is of a stale incarnation and stops).
 TEST_F(ServiceTest, CallsWaitingOnAnEndedInstallSayHowItEnded) {
-  auto waiting_pull = [&](grpc::StatusCode* code, std::string* message) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::seconds(20));
-    PullRequest req;
-    req.set_min_version(5);
-    auto r = stub_->Pull(&ctx, req);
-    PullResponse msg;
-    while (r->Read(&msg)) {
-    }
-    grpc::Status st = r->Finish();
-    *code = st.error_code();
-    *message = st.error_message();
-  };
   for (const bool reinstall : {true, false}) {
-    grpc::StatusCode code = grpc::StatusCode::OK;
-    std::string message;
-    std::thread pull([&] { waiting_pull(&code, &message); });
+    grpc::Status st;
+    std::thread pull([&] { st = PullOfVersion5(std::chrono::seconds(20)); });
     absl::SleepFor(absl::Milliseconds(300));  // the pull waits for version 5
     if (reinstall) {
       ShardOptions o;
@@ -142,6 +131,8 @@ TEST_F(ServiceTest, CallsWaitingOnAnEndedInstallSayHowItEnded) {
       server_->Uninstall();
     }
     pull.join();
+    const grpc::StatusCode code = st.error_code();
+    const std::string message = st.error_message();
     if (reinstall) {
       EXPECT_EQ(code, grpc::StatusCode::ABORTED) << message;
       EXPECT_NE(message.find("installed again"), std::string::npos) << message;
