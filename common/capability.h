@@ -120,18 +120,37 @@ class CapabilityVerifier {
 // on each assignment and read by every call it makes.
 class CapabilityHolder {
  public:
+  // The newest capability (what Get() answers unless one is pinned).
   void Set(std::string wire) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
     wire_ = std::move(wire);
   }
   std::string Get() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock l(&mu_);
+    return pinned_.empty() ? wire_ : pinned_;
+  }
+  std::string Latest() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
     return wire_;
+  }
+  // Until Unpin(), Get() answers `wire` (unless one is pinned already):
+  // a train part that gives slots up at its next step boundary still
+  // pushes them in the step in flight, which the newest capability (of
+  // the slots it keeps) no longer allows. The pinned one is a capability
+  // the coordinator issued, naming more slots, and expires as issued.
+  void PinIfUnpinned(std::string wire) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    if (pinned_.empty()) pinned_ = std::move(wire);
+  }
+  void Unpin() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    pinned_.clear();
   }
 
  private:
   mutable absl::Mutex mu_;
   std::string wire_ ABSL_GUARDED_BY(mu_);
+  std::string pinned_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace bertps

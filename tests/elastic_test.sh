@@ -2,7 +2,8 @@
 # An elastic job (docs/jobs.md "Elastic jobs"), real processes over
 # 127.0.0.1: num_workers 2 with min_workers 1 starts on one train daemon,
 # which computes both slots; a second daemon started mid-job takes a slot
-# from it; the job SUCCEEDS with no restart, and its export equals, bit for
+# from it (given up at the first daemon's next step boundary, its part not
+# started again); the job SUCCEEDS with no restart, and its export equals, bit for
 # bit, that of the same job run on 2 train daemons from the start (BSP: the
 # slots, not the daemons, define the result). Once the second daemon holds
 # its slot the first is drained (bertpsctl drain): it leaves and exits 0,
@@ -57,6 +58,12 @@ timeout 300 "$CTL" watch "$job" > "$work/elastic.watch" 2>&1 || fail "elastic: $
 "$CTL" events "$job" > "$work/elastic.events"
 grep -q "elastic" "$work/elastic.events" || fail "elastic: no event says the job runs elastic"
 grep -q "taken back" "$work/elastic.events" || fail "elastic: the second daemon took no slot: $(tail -5 "$work/elastic.events")"
+# The first daemon gave slot 1 up at a step boundary, without starting its
+# part again (worker/slot_feed.h).
+grep -q "slots 0,1 become 0 from the part's next step on (no restart)" "$work/w-e0.log" \
+  || fail "elastic: the first daemon did not give slot 1 up in place: $(grep -E 'become|start' "$work/w-e0.log" | tail -5)"
+grep -q "worker 0: slots 0,1 become 0 at step" "$work/w-e0.log" \
+  || fail "elastic: the first daemon's part did not take the new slots: $(grep -E 'become' "$work/w-e0.log" | tail -5)"
 echo "elastic: $(grep -m1 'computed by member' "$work/elastic.events" | cut -c1-140)"
 echo "elastic: $(grep -m1 'taken back' "$work/elastic.events" | cut -c1-140)"
 # Drained before the end of training (the usual case), the other daemon

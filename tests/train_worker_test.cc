@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/io/bert_example.h"
 #include "common/io/safetensors.h"
 #include "common/io/tfrecord.h"
@@ -666,6 +668,90 @@ TEST_F(Distributed, SlotsComputedSeriallyOnOneModelGiveTheBitsOfOneWorkerEach) {
   }
   EXPECT_EQ(two_reports[1].slot, 2);
   EXPECT_EQ(two_reports[1].loss, one_reports[2].loss);
+}
+
+// Slots taken back from a worker computing several (a daemon joined an
+// elastic job) are given up at its next step boundary through its
+// SlotFeed, without starting again: worker A computes slots 0-3; after its
+// step 3 it is told to keep 0 and 1, and worker B starts with 2 and 3 at
+// the shards' step. A slot may be computed by both for a step (the same
+// bits, applied once); the job ends with the bits of 4 workers, every
+// (slot, step) is reported, and A reports slots 2 and 3 no later than
+// the step after the one it was told in.
+TEST_F(Distributed, SlotsGivenUpAtAStepBoundaryKeepTheBits) {
+  std::vector<TrainStepReport> four_reports;
+  const std::vector<float> four =
+      TrainSlots({{0}, {1}, {2}, {3}}, data(), &four_reports);
+  JobSpec job = TestJob(4, BSP, 2);
+  job.set_accumulation_steps(2);
+  Cluster c = StartCluster(2, ShardOpts(job));
+  absl::Mutex mu;
+  std::vector<TrainStepReport> reports_a, reports_b;
+  bool told = false;
+  auto feed = std::make_shared<SlotFeed>(std::vector<int>{0, 1, 2, 3});
+  std::thread a([&] {
+    TrainWorkerOptions o = WorkerOpts(c, 0, job, data());
+    o.also_workers = {1, 2, 3};
+    o.slot_feed = feed;
+    o.shuffle = true;
+    o.dropout = true;
+    o.on_step = [&](const TrainStepReport& r) {
+      absl::MutexLock l(&mu);
+      reports_a.push_back(r);
+      if (r.step == 3 && r.slot == 3 && !told) {
+        feed->Set({0, 1});
+        told = true;
+      }
+    };
+    auto tw = TrainWorker::Create(o);
+    ASSERT_TRUE(tw.ok()) << tw.status();
+    absl::Status st = (*tw)->Run();
+    ASSERT_TRUE(st.ok()) << "worker 0: " << st;
+  });
+  {
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(&told));
+  }
+  std::thread b([&] {
+    TrainWorkerOptions o = WorkerOpts(c, 2, job, data());
+    o.also_workers = {3};
+    o.shuffle = true;
+    o.dropout = true;
+    o.on_step = [&](const TrainStepReport& r) {
+      absl::MutexLock l(&mu);
+      reports_b.push_back(r);
+    };
+    auto tw = TrainWorker::Create(o);
+    ASSERT_TRUE(tw.ok()) << tw.status();
+    absl::Status st = (*tw)->Run();
+    ASSERT_TRUE(st.ok()) << "worker 2: " << st;
+  });
+  a.join();
+  b.join();
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+  std::vector<float> params(client->layout().total_size());
+  ASSERT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+  EXPECT_TRUE(four == params)
+      << "slots handed over at a step boundary changed the bits";
+  std::set<std::pair<int, int64_t>> seen;
+  int64_t last_a_of_2 = -1;
+  for (const TrainStepReport& r : reports_a) {
+    seen.insert({r.slot, r.step});
+    if (r.slot == 2) last_a_of_2 = std::max(last_a_of_2, r.step);
+  }
+  for (const TrainStepReport& r : reports_b) {
+    EXPECT_TRUE(r.slot == 2 || r.slot == 3) << r.slot;
+    seen.insert({r.slot, r.step});
+  }
+  EXPECT_EQ(seen.size(), 40u);
+  // Told after step 3; step 4 was prepared during step 3 (with 4 slots).
+  EXPECT_GE(last_a_of_2, 3);
+  EXPECT_LE(last_a_of_2, 4);
+  ASSERT_FALSE(reports_b.empty());
+  EXPECT_LE(reports_b.front().step, last_a_of_2 + 1)
+      << "a step without slot 2's push";
 }
 
 // Several slots only where their pushes add up to one update: refused under

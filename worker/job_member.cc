@@ -46,6 +46,7 @@ void JobMember::StopParts() {
   // Every part is told first, then joined: they stop together.
   for (auto& [slot, part] : parts_) *part.cancel = true;
   while (!parts_.empty()) StopPart(parts_.begin()->first);
+  capability_->Unpin();
 }
 
 std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
@@ -100,6 +101,12 @@ void JobMember::Start(const Assignment& assignment, int slot,
   for (const std::string& p : peers) a.add_peers(p);
   Part& part = parts_[slot];
   part.slots = slots;
+  if (slots.size() > 1) {
+    // Its capability was pinned while it gave slots up (none now).
+    capability_->Unpin();
+    part.feed = std::make_shared<SlotFeed>(
+        slots, [cap = capability_] { cap->Unpin(); });
+  }
   part.ps_addresses.assign(a.ps_addresses().begin(), a.ps_addresses().end());
   part.peers.assign(a.peers().begin(), a.peers().end());
   std::atomic<bool>* cancel = part.cancel.get();
@@ -122,7 +129,7 @@ void JobMember::Start(const Assignment& assignment, int slot,
 
 void JobMember::StartPartThread(Part& part, const Assignment& a, int slot,
                                 std::atomic<bool>* cancel) {
-  part.thread = std::thread([this, a, slot, cancel] {
+  part.thread = std::thread([this, a, slot, cancel, feed = part.feed] {
     auto report = [this, job = a.job_id(), slot](const StepReport& r) {
       StepReport s = r;
       if (!s.has_slot()) s.set_slot(slot);  // (a part of several names it)
@@ -132,7 +139,7 @@ void JobMember::StartPartThread(Part& part, const Assignment& a, int slot,
       last_ = s;
       states_[slot].failing_since = absl::InfiniteFuture();  // progress
     };
-    absl::Status st = runner_(a, cancel, report);
+    absl::Status st = runner_(a, cancel, report, feed);
     absl::MutexLock l(&mu_);
     PartState& state = states_[slot];
     state.finished = true;
@@ -273,6 +280,7 @@ bool JobMember::Apply(const Assignment& a) {
     if (!a.job_key().empty()) job_key_ = a.job_key();
     // Before the slots are followed: a slot taken over is pushed for with
     // the capability that names it.
+    previous_capability_ = capability_->Latest();
     if (!a.capability().empty()) capability_->Set(a.capability());
   }
   if (assigned && !a.wait()) FollowSlots(a);
@@ -284,10 +292,35 @@ void JobMember::FollowSlots(const Assignment& a) {
   std::set<int> want(a.also_indices().begin(), a.also_indices().end());
   want.insert(own_);
   if (serial_ && serial_(a)) {
-    // One part computes every slot held, serially on one model; a new set
-    // of slots starts it again with them at the shards' step.
+    // One part (keyed by the own slot) computes every slot held, serially
+    // on one model. Slots taken back from it it gives up at its next step
+    // boundary; any other new set starts it again with them at the shards'
+    // step (a slot added is needed by the step in flight).
     const std::vector<int> slots(want.begin(), want.end());
-    auto it = parts_.find(slots[0]);
+    auto it = parts_.find(own_);
+    if (parts_.size() == 1 && it != parts_.end() &&
+        it->second.slots != slots && it->second.feed != nullptr) {
+      Part& part = it->second;
+      const std::set<int> had(part.slots.begin(), part.slots.end());
+      bool running;
+      {
+        absl::MutexLock l(&mu_);
+        running = !states_[own_].finished;
+      }
+      if (running && had.count(0) == want.count(0) &&
+          std::includes(had.begin(), had.end(), want.begin(), want.end())) {
+        LOG(INFO) << job_ << ": slots " << absl::StrJoin(had, ",")
+                  << " become " << absl::StrJoin(slots, ",")
+                  << " from the part's next step on (no restart)";
+        part.slots = slots;
+        // The step in flight still pushes the slots given up: with the
+        // capability that names them, until the part computes the new set.
+        capability_->PinIfUnpinned(previous_capability_);
+        part.feed->Set(slots);
+        absl::MutexLock l(&mu_);
+        states_[own_].slots = slots;
+      }
+    }
     if (parts_.size() != 1 || it == parts_.end() ||
         it->second.slots != slots) {
       std::set<int> had;
@@ -306,10 +339,10 @@ void JobMember::FollowSlots(const Assignment& a) {
                   << ": the part goes on with them at the shards' step";
       }
       StopParts();
-      Start(a, slots[0], slots);
+      Start(a, own_, slots);
       return;
     }
-    FollowPart(a, slots[0], slots);
+    FollowPart(a, own_, slots);
     return;
   }
   // Slots given to other members: their parts stop.

@@ -17,8 +17,13 @@
 // elastic job with fewer members than slots). Where the job allows it
 // (set_serial: BSP train jobs without backup workers) it runs them as one
 // part computing the slots serially on one model (the part's assignment has
-// every slot: its index and also_indices); when the slots it holds change
-// the part stops and starts again with the new ones at the shards' step.
+// every slot: its index, the member's own slot, and also_indices). Slots
+// taken back from it (for a daemon that joined) it gives up at its next
+// step boundary, told through a SlotFeed, without starting again; a slot
+// added (taken over from a member lost or drained), or slot 0 given or
+// taken (its checkpoint and export duties), stops the part and starts it
+// again with the new set at the shards' step (the step in flight needs the
+// new slot's push).
 // Otherwise it runs one part per slot, each on its own thread with the
 // assignment's index set to that slot, started, retried and stopped alone.
 // Each step report names its slot, and the heartbeat lists the slots whose
@@ -51,16 +56,20 @@
 #include "common/cluster/member.h"
 #include "common/cluster/member_loop.h"
 #include "common/timeouts.h"
+#include "worker/slot_feed.h"
 
 namespace bertps {
 
 class JobMember : private MemberRole {
  public:
   // Runs this member's part of `assignment` until it ends or *cancel is set;
-  // `report` queues a step report for the next heartbeat.
+  // `report` queues a step report for the next heartbeat. A part of several
+  // slots (set_serial) gets `slots`, which says the slots it keeps from its
+  // next step on when slots are taken from it (null for other parts).
   using Runner = std::function<absl::Status(
       const Assignment& assignment, std::atomic<bool>* cancel,
-      const std::function<void(const StepReport&)>& report)>;
+      const std::function<void(const StepReport&)>& report,
+      const std::shared_ptr<SlotFeed>& slots)>;
 
   JobMember(const std::string& coordinator, Role role, std::string address,
             const SecurityConfig& security, Runner runner);
@@ -139,12 +148,15 @@ class JobMember : private MemberRole {
     std::vector<std::string> peers;
     // Told to stop because the addresses changed: started again once ended.
     bool moving = false;
+    // A part of several slots: the slots it keeps from its next step on.
+    std::shared_ptr<SlotFeed> feed;
   };
   // Pipeline stages: the stage addresses of slot's replica (those of
   // Assignment.stage_addresses, else Assignment.peers).
   static std::vector<std::string> PeersOf(const Assignment& a, int slot);
   // Starts (or starts again) the part of `slot` of assignment `a`, which
-  // computes `slots` (empty: `slot` alone; else `slot` is the first).
+  // computes `slots` (empty: `slot` alone; else `slot`, the own slot, is
+  // among them).
   void Start(const Assignment& a, int slot, std::vector<int> slots = {});
   void StopPart(int slot);
   // Starts part.thread running the slot (std::system_error when no thread
@@ -183,6 +195,9 @@ class JobMember : private MemberRole {
   const std::shared_ptr<CapabilityHolder> capability_ =
       std::make_shared<CapabilityHolder>();
   int own_ = -1;               // the member's own slot
+  // The capability before the latest assignment's (pinned while a part
+  // gives slots up: CapabilityHolder::PinIfUnpinned).
+  std::string previous_capability_;
   std::vector<StepReport> sent_;  // the reports of the heartbeat in flight
 
   absl::Mutex mu_;

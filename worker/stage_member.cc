@@ -45,7 +45,8 @@ StageMember::StageMember(const std::string& coordinator, std::string address,
       router_(std::move(router)),
       member_(coordinator, STAGE_ROLE, address_, security,
               [this](const Assignment& a, std::atomic<bool>* cancel,
-                     const std::function<void(const StepReport&)>& report) {
+                     const std::function<void(const StepReport&)>& report,
+                     const std::shared_ptr<SlotFeed>&) {
                 return RunPart(a, cancel, report);
               }) {
   // The coordinator checks that the address this member registers with is

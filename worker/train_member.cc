@@ -21,8 +21,9 @@ TrainMember::TrainMember(const std::string& coordinator,
     : security_(security),
       member_(coordinator, TRAIN, "", security,
               [this](const Assignment& a, std::atomic<bool>* cancel,
-                     const std::function<void(const StepReport&)>& report) {
-                return RunPart(a, cancel, report);
+                     const std::function<void(const StepReport&)>& report,
+                     const std::shared_ptr<SlotFeed>& slots) {
+                return RunPart(a, cancel, report, slots);
               }) {
   member_.set_serial(
       [](const Assignment& a) { return PlanOf(a.spec()).SerialSlots(); });
@@ -30,7 +31,8 @@ TrainMember::TrainMember(const std::string& coordinator,
 
 absl::Status TrainMember::RunPart(
     const Assignment& a, std::atomic<bool>* cancel,
-    const std::function<void(const StepReport&)>& report) {
+    const std::function<void(const StepReport&)>& report,
+    const std::shared_ptr<SlotFeed>& slots) {
   // Before anything is opened: links may have changed since the submit.
   if (absl::Status st = CheckAssignmentPaths(a); !st.ok()) return st;
   std::vector<std::string> ps(a.ps_addresses().begin(), a.ps_addresses().end());
@@ -38,6 +40,7 @@ absl::Status TrainMember::RunPart(
       TrainWorkerOptionsFromSpec(a.spec(), a.index(), ps);
   if (!o.ok()) return o.status();
   o->also_workers.assign(a.also_indices().begin(), a.also_indices().end());
+  o->slot_feed = slots;
   for (const DataFile& f : a.data_files()) {
     o->expected_files.push_back({f.path(), f.bytes(), f.records()});
   }

@@ -11,6 +11,7 @@
 #ifndef BERTPS_WORKER_TRAIN_MEMBER_H_
 #define BERTPS_WORKER_TRAIN_MEMBER_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -52,7 +53,8 @@ class TrainMember {
 
  private:
   absl::Status RunPart(const Assignment& a, std::atomic<bool>* cancel,
-                       const std::function<void(const StepReport&)>& report);
+                       const std::function<void(const StepReport&)>& report,
+                       const std::shared_ptr<SlotFeed>& slots);
 
   const SecurityConfig security_;
   double simulate_compute_ms_ = 0;

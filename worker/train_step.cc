@@ -56,11 +56,12 @@ struct TrainWorker::StepState {
   }
 
   int64_t step = 0;
+  std::vector<int> slots;  // the step's (its batch's), ascending
   bool bsp = false;
   bool overlap = false;  // BSP: push during backward
   bool next = false;     // overlap, and a next step to prepare on the side
   TrainStepReport rep;   // the step's timings
-  // One push per slot (TrainWorker::slots_ order) and the slot computing.
+  // One push per slot (`slots` order) and the slot computing.
   struct SlotPush {
     PushHeader header;
     std::unique_ptr<PsClient::PushStream> stream;
@@ -108,10 +109,10 @@ absl::StatusOr<std::vector<TrainStepReport>> TrainWorker::StepSlots(
   s.bsp = options_.plan.mode == BSP;
   // Several slots always stream their pushes: a whole push waits for the
   // step's update, which needs the next slot's push too.
-  s.overlap = s.bsp && (options_.overlap_push || slots_.size() > 1);
-  s.next = s.overlap && step + 1 < options_.plan.WorkerSteps(options_.worker);
   s.t0 = Clock::now();
   RETURN_IF_ERROR(StartStep(s));
+  s.overlap = s.bsp && (options_.overlap_push || s.slots.size() > 1);
+  s.next = s.overlap && step + 1 < options_.plan.WorkerSteps(options_.worker);
   ASSIGN_OR_RETURN(StepResult r, Compute(s));
   s.t3 = Clock::now();
   RETURN_IF_ERROR(s.overlap ? FinishPush(s) : PushWhole(s, r));
@@ -126,7 +127,7 @@ absl::Status TrainWorker::StartStep(StepState& s) {
   CrashPoint("train_step", s.step + 1, options_.worker);
   if (prepared_step_ != s.step) {
     pull_.reset();
-    RETURN_IF_ERROR(Prepare(s.step, &batch_, &mlm_denominator_,
+    RETURN_IF_ERROR(Prepare(s.step, &batch_, &slots_, &mlm_denominator_,
                             &example_denominator_, &s.wait_ms, &s.input_ms));
     s.start_wait_ms = s.wait_ms;
     s.start_input_ms = s.input_ms;
@@ -135,17 +136,19 @@ absl::Status TrainWorker::StartStep(StepState& s) {
                                params(), &first);
     prepared_step_ = s.step;
   }
-  s.pushes.resize(slots_.size());
-  for (size_t j = 0; j < slots_.size(); ++j) {
+  s.slots = slots_;
+  if (options_.slot_feed != nullptr) options_.slot_feed->Computing(s.slots);
+  s.pushes.resize(s.slots.size());
+  for (size_t j = 0; j < s.slots.size(); ++j) {
     PushHeader& h = s.pushes[j].header;
-    h.set_worker(slots_[j]);
+    h.set_worker(s.slots[j]);
     h.set_step(s.step);
     h.set_examples(push_examples());
     // The examples this slot's batch was read from (ReadBatch): global
     // batch step * N + the slot's share (BSP: worker i's B of global batch
     // `step`; ASP/SSP: update ticket step * N + i). Shard 0 counts them.
     h.set_first_example(j == 0 ? batch_.first_position
-                               : options_.plan.FirstExample(slots_[j], s.step));
+                               : options_.plan.FirstExample(s.slots[j], s.step));
   }
   return absl::OkStatus();
 }
@@ -279,7 +282,8 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
     s.next_prepared = done->get_future();
     const int64_t next_step = s.step + 1;
     prepare_thread_->Post([this, &s, done, next_step] {
-      done->set_value(Prepare(next_step, &next_batch_, &s.next_mlm,
+      done->set_value(Prepare(next_step, &next_batch_, &next_slots_,
+                              &s.next_mlm,
                               &s.next_examples, &s.next_wait_ms,
                               /*input_ms=*/nullptr, &s.next_read_done));
     });
@@ -287,7 +291,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
   s.t1 = Clock::now();
   const double cpu0 = kernels::ComputeCpuSeconds();
   StepResult r;
-  for (size_t j = 0; j < slots_.size(); ++j) {
+  for (size_t j = 0; j < s.slots.size(); ++j) {
     s.current = j;
     const auto c0 = Clock::now();
     const double slot_cpu0 = kernels::ComputeCpuSeconds();
@@ -300,7 +304,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
         if (s.pushes[j - 1].stream) s.pushes[j - 1].stream->CloseWrites();
       };
     }
-    absl::StatusOr<StepResult> rj = ComputeMicroBatches(sj, j);
+    absl::StatusOr<StepResult> rj = ComputeMicroBatches(sj, j, s.slots[j]);
     // A product that could not run (out of memory): nothing of this step
     // is used, and nothing more of it was sent (OpenPush).
     if (mm_.failed()) return MemoryError(mm_.status().message());
@@ -329,7 +333,7 @@ absl::StatusOr<StepResult> TrainWorker::Compute(StepState& s) {
 }
 
 absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
-    const StepOptions& so, size_t j) {
+    const StepOptions& so, size_t j, int slot) {
   // Only the first slot's forward waits for the parameters.
   StepOptions first = so;
   if (j > 0) first.before_params = nullptr;
@@ -345,7 +349,7 @@ absl::StatusOr<StepResult> TrainWorker::ComputeMicroBatches(
   for (int64_t m = 0; m < micro_batches; ++m) {
     StepOptions mo = first;
     // Dropout keys: the example's index in the global batch.
-    mo.example_offset = options_.plan.ExampleOffset(slots_[j]) + m * b;
+    mo.example_offset = options_.plan.ExampleOffset(slot) + m * b;
     mo.accumulate = m > 0;
     if (m > 0) {
       mo.before_params = nullptr;
@@ -410,12 +414,12 @@ absl::Status TrainWorker::CheckLoss(StepState& s, size_t j,
     // The shards would refuse the gradient anyway; say why here, before the
     // push completes, so nothing of this step is applied.
     return absl::FailedPreconditionError(absl::StrCat(
-        "step ", s.step, ": the loss of worker ", slots_[j],
+        "step ", s.step, ": the loss of worker ", s.slots[j],
         "'s batch is not finite (", rep.loss,
         "): the parameters or the learning rate diverged (or the initial "
         "weights hold NaN/Inf); nothing of this step was applied"));
   }
-  const size_t per_slot = batch_.input_mask.size() / slots_.size();
+  const size_t per_slot = batch_.input_mask.size() / s.slots.size();
   for (size_t i = j * per_slot; i < (j + 1) * per_slot; ++i) {
     rep.tokens += batch_.input_mask[i];
   }
@@ -448,6 +452,7 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
   p.stream->CloseWrites();
   if (s.next) {
     std::swap(batch_, next_batch_);
+    std::swap(slots_, next_slots_);
     if (s.next_pull == nullptr) {
       s.next_pull = client_->StartPull(options_.worker, s.step + 1,
                                        s.step + 1, params(),
@@ -480,7 +485,7 @@ absl::Status TrainWorker::FinishPush(StepState& s) {
     absl::StatusOr<int64_t> vj = s.pushes[j].stream->Finish();
     if (!vj.ok()) {
       return Annotate(vj.status(),
-                      absl::StrCat("push of slot ", slots_[j]));
+                      absl::StrCat("push of slot ", s.slots[j]));
     }
     s.rep.version = std::min(s.rep.version, *vj);
   }
@@ -531,7 +536,7 @@ void TrainWorker::Report(StepState& s) {
                  cpu = r.compute_cpu_ms;
     const int tokens = r.tokens;
     r = rep;
-    r.slot = slots_[j];
+    r.slot = s.slots[j];
     r.first_example = s.pushes[j].header.first_example();
     r.examples = push_examples();
     r.loss = loss;

@@ -10,6 +10,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cluster/memory_plan.h"
 #include "common/io/file_util.h"
 #include "common/kernels/threads.h"
@@ -44,6 +45,7 @@ std::vector<int> SlotsOf(const TrainWorkerOptions& o) {
 TrainWorker::TrainWorker(const TrainWorkerOptions& options)
     : options_(options),
       slots_(SlotsOf(options)),
+      read_slots_(slots_),
       mm_(options.precision),
       prepare_thread_(std::make_unique<SerialThread>("train prepare")) {}
 TrainWorker::~TrainWorker() = default;
@@ -69,7 +71,7 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
         "accumulation must be in [1, 1024], got ", plan.accumulation));
   }
   if (o.data.empty()) return absl::InvalidArgumentError("no training data");
-  if (!o.also_workers.empty()) {
+  if (!o.also_workers.empty() || o.slot_feed != nullptr) {
     if (plan.mode != BSP) {
       return absl::InvalidArgumentError(absl::StrCat(
           "a worker computes several slots only under BSP, not ",
@@ -126,7 +128,8 @@ absl::StatusOr<std::unique_ptr<TrainWorker>> TrainWorker::Create(
         "the shards run ", ConsistencyMode_Name(d.mode()),
         ", this worker's plan ", ConsistencyMode_Name(plan.mode)));
   }
-  if (!o.also_workers.empty() && d.backup_workers() > 0) {
+  if ((!o.also_workers.empty() || o.slot_feed != nullptr) &&
+      d.backup_workers() > 0) {
     return absl::FailedPreconditionError(
         "a worker computes several slots only without backup workers (a "
         "step may end without a slot's push)");
@@ -232,21 +235,64 @@ absl::Status TrainWorker::ReadBatch(int64_t step, io::BertBatch* out) {
   // read where they lie (the stream wraps around at the end of the data:
   // epochs), in slot order.
   std::vector<int64_t> firsts;
-  for (int slot : slots_) {
-    firsts.push_back(options_.plan.FirstExample(slot, step));
+  {
+    absl::MutexLock l(&read_mu_);
+    for (int slot : read_slots_) {
+      firsts.push_back(options_.plan.FirstExample(slot, step));
+    }
   }
   return ReadExampleRanges(source_.get(), firsts, push_examples(),
                            {options_.task, seq_, preds_}, options_.config,
                            out);
 }
 
+std::vector<int> TrainWorker::SlotsFor(int64_t step) {
+  std::vector<int> current;
+  {
+    absl::MutexLock l(&read_mu_);
+    current = read_slots_;
+  }
+  if (options_.slot_feed == nullptr) return current;
+  std::vector<int> want = options_.slot_feed->Get();
+  std::sort(want.begin(), want.end());
+  if (want == current) return current;
+  auto has = [](const std::vector<int>& v, int k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  bool valid = has(want, options_.worker) && has(want, 0) == has(current, 0);
+  for (size_t i = 0; i < want.size(); ++i) {
+    valid = valid && want[i] >= 0 && want[i] < options_.plan.replicas &&
+            (i == 0 || want[i] != want[i - 1]);
+  }
+  if (!valid) return current;  // the member starts this part again
+  LOG(INFO) << "worker " << options_.worker << ": slots "
+            << absl::StrJoin(current, ",") << " become "
+            << absl::StrJoin(want, ",") << " at step " << step;
+  // Batches read ahead are of the old slots: read again from this step.
+  const bool prefetching = prefetcher_ != nullptr;
+  prefetcher_.reset();
+  {
+    absl::MutexLock l(&read_mu_);
+    read_slots_ = want;
+  }
+  if (prefetching) {
+    const int64_t steps = options_.plan.WorkerSteps(options_.worker);
+    prefetcher_ = std::make_unique<io::BatchPrefetcher>(
+        [this](int64_t t, io::BertBatch* out) { return ReadBatch(t, out); },
+        options_.prefetch_batches, step, std::max(step, steps));
+  }
+  return want;
+}
+
 absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
+                                  std::vector<int>* slots,
                                   double* mlm_denominator,
                                   double* example_denominator,
                                   double* wait_ms, double* input_ms,
                                   Clock::time_point* read_done) {
   const bool bsp = options_.plan.mode == BSP;
   const auto r0 = Clock::now();
+  *slots = SlotsFor(step);
   RETURN_IF_ERROR(prefetcher_ != nullptr ? prefetcher_->Take(step, batch)
                                          : ReadBatch(step, batch));
   const auto r1 = Clock::now();
@@ -259,11 +305,11 @@ absl::Status TrainWorker::Prepare(int64_t step, io::BertBatch* batch,
     // batch's gradient.
     // (Every slot's batch at once: shard 0 answers when all are known.)
     const auto t0 = Clock::now();
-    std::vector<AnnounceRequest> requests(slots_.size());
-    const size_t per_slot = batch->masked_lm_weights.size() / slots_.size();
-    for (size_t j = 0; j < slots_.size(); ++j) {
+    std::vector<AnnounceRequest> requests(slots->size());
+    const size_t per_slot = batch->masked_lm_weights.size() / slots->size();
+    for (size_t j = 0; j < slots->size(); ++j) {
       AnnounceRequest& a = requests[j];
-      a.set_worker(slots_[j]);
+      a.set_worker((*slots)[j]);
       a.set_step(step);
       double w = 0;
       for (size_t i = j * per_slot; i < (j + 1) * per_slot; ++i) {
@@ -488,6 +534,7 @@ absl::Status TrainWorker::Run() {
                                      /*unless_pushed=*/true));
   }
   auto begin = Clock::now();
+  int64_t examples_done = 0;  // by this worker's slots since `begin`
   double loss_sum = 0;
   int64_t count = 0;
   TrainStepReport sum;
@@ -499,6 +546,7 @@ absl::Status TrainWorker::Run() {
       RETURN_IF_ERROR(write_cuts_before(plan.Ticket(worker, step)));
     }
     ASSIGN_OR_RETURN(std::vector<TrainStepReport> reps, StepSlots(step));
+    examples_done += push_examples() * static_cast<int64_t>(reps.size());
     // The step's timings are in each slot's report (each slot's own
     // compute); the log sums the first's, with every slot's loss.
     const TrainStepReport& rep = reps[0];
@@ -545,9 +593,7 @@ absl::Status TrainWorker::Run() {
       j["worker"] = options_.worker;
       j["step"] = step + 1;
       j["loss"] = loss_sum / count;
-      const int64_t examples =
-          (step + 1 - start) * push_examples() *
-          static_cast<int64_t>(slots_.size());
+      const int64_t examples = examples_done;
       j["examples_per_sec"] = examples / secs;
       j["tokens_per_sec"] = examples * seq_ / secs;
       j["pull_ms"] = sum.pull_ms / count;

@@ -46,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/cluster/job_plan.h"
 #include "common/io/bert_example.h"
 #include "common/io/batch_prefetcher.h"
@@ -57,6 +58,7 @@
 #include "common/serial_thread.h"
 #include "common/tiled_buffer.h"
 #include "common/ps/ps_client.h"
+#include "worker/slot_feed.h"
 
 namespace bertps {
 
@@ -85,6 +87,12 @@ struct TrainWorkerOptions {
   // slot's backward, so the shards sum exactly what as many workers push.
   // The memory of one worker, not of one per slot. Empty: `worker` alone.
   std::vector<int> also_workers;
+  // Optional (the same conditions as also_workers): the slots from the next
+  // step on (worker/slot_feed.h), read as each step is prepared. A set that
+  // keeps `worker`, and slot 0 as held or not held, is taken at that step
+  // (the batches read ahead are read again); another is ignored (the
+  // member starts the part again for it).
+  std::shared_ptr<SlotFeed> slot_feed;
   std::vector<std::string> data;  // TFRecord globs
   // Simulated compute (> 0): forward and backward are replaced by a wait of
   // this many milliseconds (a third before the gradients, the rest spread
@@ -180,7 +188,8 @@ class TrainWorker {
   // slot; StepSlots: one per slot, in slot order.
   absl::StatusOr<TrainStepReport> Step(int64_t step);
   absl::StatusOr<std::vector<TrainStepReport>> StepSlots(int64_t step);
-  // The slots this worker computes, ascending (worker and also_workers).
+  // The slots of the step in hand (or the last one), ascending: worker and
+  // also_workers, then as slot_feed says.
   const std::vector<int>& slots() const { return slots_; }
   PsClient* client() { return client_.get(); }
   // Null with simulate_compute_ms.
@@ -194,12 +203,16 @@ class TrainWorker {
   bool HasSlot(int slot) const {
     return std::find(slots_.begin(), slots_.end(), slot) != slots_.end();
   }
-  // The batch of every slot of `step`, one after another.
+  // The batch of every slot of `step` (read_slots_), one after another.
   absl::Status ReadBatch(int64_t step, io::BertBatch* out);
+  // The slots `step` is prepared with: slot_feed's when it names another
+  // set this worker can take (then read from that step on), else those
+  // read so far. Called where Prepare is (one thread at a time).
+  std::vector<int> SlotsFor(int64_t step);
   // Slot j's (of slots_) model computation over its share of batch_: one
   // Step, or with accumulation one per micro-batch, summed.
   absl::StatusOr<StepResult> ComputeMicroBatches(const StepOptions& so,
-                                                 size_t j);
+                                                 size_t j, int slot);
   // The simulated forward and backward (simulate_compute_ms).
   absl::StatusOr<StepResult> SimulatedCompute(const StepOptions& so);
   // The parameters pulled into and the gradients pushed from: the model's,
@@ -227,14 +240,20 @@ class TrainWorker {
   // The batch of `step`, its announced denominators, and its pull started.
   // input_ms (optional) adds the read's time; read_done (optional) gets
   // when the read ended.
+  // *slots gets the slots the batch is of.
   absl::Status Prepare(int64_t step, io::BertBatch* batch,
+                       std::vector<int>* slots,
                        double* mlm_denominator, double* example_denominator,
                        double* wait_ms, double* input_ms = nullptr,
                        std::chrono::steady_clock::time_point* read_done =
                            nullptr);
 
   const TrainWorkerOptions options_;
-  std::vector<int> slots_;  // ascending
+  // The slots of batch_ and of next_batch_, ascending.
+  std::vector<int> slots_, next_slots_;
+  // The slots ReadBatch reads (the prefetcher's thread reads them).
+  absl::Mutex read_mu_;
+  std::vector<int> read_slots_ ABSL_GUARDED_BY(read_mu_);
   // What the memory plan says this worker needs, and what it may use.
   MemoryNeed memory_need_;
   MemoryLimit memory_limit_;

@@ -319,20 +319,9 @@ void Coordinator::FillSlotsLocked(Job& job) {
       job.slot_free_since[i] = absl::InfiniteFuture();
       continue;
     }
-    if (!job.slots[i].empty()) {
-      // A slot taken over goes to the next idle train member.
-      auto host = members_.find(job.slots[i]);
-      if (host == members_.end() || host->second.index == i) continue;
-      Member* m = idle();
-      if (m == nullptr) continue;
-      Member& h = host->second;
-      h.also.erase(i);
-      assign(*m, i);
-      EventLocked(job, absl::StrCat(slot_name(i), " is member ", m->id,
-                                    " (taken back from member ", h.id,
-                                    ", ", slot_name(h.index), ")"));
-      continue;
-    }
+    // (A slot taken over goes back to an idle daemon below, once the
+    // slots with no holder have one.)
+    if (!job.slots[i].empty()) continue;
     if (Member* m = idle()) {
       assign(*m, i);
       if (job.lost_stages.erase(i) > 0) {
@@ -428,6 +417,40 @@ void Coordinator::FillSlotsLocked(Job& job) {
                                absl::FormatDuration(takeover_after),
                                "; it computes both slots, slower, until one "
                                "does"));
+  }
+  // Daemons still idle take slots back from the members computing several,
+  // the one holding the most first (ties: the lowest own slot), its
+  // highest slot first (slot 0 last: its holder writes the checkpoints and
+  // starts its part again to give them up; others it gives up at its next
+  // step boundary).
+  while (Member* m = idle()) {
+    Member* host = nullptr;
+    int give = -1;
+    for (auto& [id, h] : members_) {
+      if (h.job != job.status.id() || h.role != trainer || h.index < 0) {
+        continue;
+      }
+      int candidate = -1;
+      for (const auto& [k, since] : h.also) {
+        if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
+            job.slot_done[k] || job.slots[k] != h.id) {
+          continue;
+        }
+        candidate = std::max(candidate, k);  // 0 only when alone
+      }
+      if (candidate < 0) continue;
+      if (host == nullptr || h.also.size() > host->also.size() ||
+          (h.also.size() == host->also.size() && h.index < host->index)) {
+        host = &h;
+        give = candidate;
+      }
+    }
+    if (host == nullptr) break;
+    host->also.erase(give);
+    assign(*m, give);
+    EventLocked(job, absl::StrCat(slot_name(give), " is member ", m->id,
+                                  " (taken back from member ", host->id,
+                                  ", ", slot_name(host->index), ")"));
   }
   if (changed) UpdateSlotHoldersLocked(job);
 }

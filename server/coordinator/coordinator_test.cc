@@ -767,6 +767,36 @@ TEST_F(CoordinatorTest, AnElasticJobRunsOnFewerDaemonsThanSlots) {
   EXPECT_EQ(d->job_id(), id);
 }
 
+// A daemon that joins an elastic job takes a slot from the member holding
+// the most (ties: the lowest own slot), its highest slot: 6 slots on 2
+// daemons ({0, 2, 4} and {1, 3, 5}); the third takes 4, the fourth 5 (from
+// the one now holding three), the fifth 2.
+TEST_F(CoordinatorTest, AJoiningDaemonTakesFromTheMemberHoldingTheMost) {
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  JobSpec spec = Spec(1, 6, 20);
+  spec.set_min_workers(2);
+  auto id = *coord_.Submit(spec);
+  Beat(p), Beat(p, id);
+  ASSERT_EQ(coord_.Get(id)->state(), RUNNING);
+  Assignment a0 = Beat(w0), a1 = Beat(w1);
+  ASSERT_EQ(a0.index(), 0);
+  ASSERT_EQ(a0.also_indices_size(), 2);
+  ASSERT_EQ(a1.also_indices_size(), 2);
+  for (int want : {4, 5, 2}) {
+    std::string w = Join(TRAIN);
+    Beat(p, id);
+    Assignment a = Beat(w);
+    EXPECT_EQ(a.job_id(), id);
+    EXPECT_EQ(a.index(), want);
+    EXPECT_EQ(a.also_indices_size(), 0);
+  }
+  const JobStatus st = *coord_.Get(id);
+  for (const SlotHolder& h : st.slots()) EXPECT_FALSE(h.member().empty());
+  EXPECT_EQ(Beat(w0, id).also_indices_size(), 0);
+  EXPECT_EQ(Beat(w1, id).also_indices_size(), 1);
+}
+
 TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
   std::string p = Join(PS, "127.0.0.1:1");
   std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
