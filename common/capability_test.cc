@@ -136,4 +136,19 @@ TEST(CapabilityTest, KeysOfEarlierStartsHoldAndPemKeysLoad) {
 }
 
 }  // namespace
+// A pinned capability is what calls carry until unpinned, while the
+// newest is still recorded; a second pin keeps the first.
+TEST(CapabilityTest, HolderPinsTheCapabilityOfAStepInFlight) {
+  CapabilityHolder h;
+  h.Set("slots 0,1");
+  h.PinIfUnpinned(h.Latest());
+  h.Set("slots 0");
+  EXPECT_EQ(h.Get(), "slots 0,1");
+  EXPECT_EQ(h.Latest(), "slots 0");
+  h.PinIfUnpinned("slots 0");
+  EXPECT_EQ(h.Get(), "slots 0,1");
+  h.Unpin();
+  EXPECT_EQ(h.Get(), "slots 0");
+}
+
 }  // namespace bertps
