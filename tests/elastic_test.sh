@@ -6,8 +6,9 @@
 # started again); the job SUCCEEDS with no restart, and its export equals, bit for
 # bit, that of the same job run on 2 train daemons from the start (BSP: the
 # slots, not the daemons, define the result). Once the second daemon holds
-# its slot the first is drained (bertpsctl drain): it leaves and exits 0,
-# and the second daemon computes both slots to the end. Last, a daemon
+# its slot the first is drained (bertpsctl drain): its slot is handed to the
+# second daemon, it computes it until that one has, then leaves and exits
+# 0, and the second daemon computes both slots to the end. Last, a daemon
 # killed during its drain (stopped, told to drain, then kill -9 before it
 # could hand anything back) leaves nothing half-handed: its slot goes to
 # the other daemon once it is found lost, the job SUCCEEDS with no restart
@@ -66,17 +67,18 @@ grep -q "worker 0: slots 0,1 become 0 at step" "$work/w-e0.log" \
   || fail "elastic: the first daemon's part did not take the new slots: $(grep -E 'become' "$work/w-e0.log" | tail -5)"
 echo "elastic: $(grep -m1 'computed by member' "$work/elastic.events" | cut -c1-140)"
 echo "elastic: $(grep -m1 'taken back' "$work/elastic.events" | cut -c1-140)"
-# Drained before the end of training (the usual case), the other daemon
-# computed worker 0 from then on; drained at the very end, its slot was
-# done already.
-left_at=$(grep -m1 "worker 0 (member $drained) left" "$work/elastic.events" \
+# Drained before the end of training (the usual case), its slot was handed
+# to the other daemon (which took it at a step boundary while the drained
+# one computed it) and it left once that daemon had computed a step of it;
+# drained at the very end, its slot was done already.
+handed_at=$(grep -m1 "worker 0 is handed from member $drained (draining)" "$work/elastic.events" \
             | sed -E 's|.* step ([0-9]+)/.*|\1|')
-if [ -n "$left_at" ] && [ "$left_at" -lt 200 ]; then
-  grep -q "worker 0 is computed by member" "$work/elastic.events" \
-    || fail "elastic: the drained member left at step $left_at and no member computed worker 0: $(tail -5 "$work/elastic.events")"
-  echo "elastic: drained at step $left_at; $(grep 'worker 0 is computed by member' "$work/elastic.events" | tail -1 | cut -c1-120)"
+if [ -n "$handed_at" ] && [ "$handed_at" -lt 200 ]; then
+  grep -q "member $drained handed every slot it held over" "$work/elastic.events" \
+    || fail "elastic: the drained member left before its slot was taken: $(tail -5 "$work/elastic.events")"
+  echo "elastic: drained at step $handed_at; $(grep -m1 "member $drained handed every slot" "$work/elastic.events" | cut -c1-140)"
 else
-  echo "elastic: the drained member left after training (step ${left_at:-?})"
+  echo "elastic: the drained member left after training (step ${handed_at:-?})"
 fi
 # Members over time: the start on 1, the join (with the time to its first
 # step), the drain.

@@ -33,9 +33,12 @@ for i, j in enumerate(runs[0]["joins"]):
         "daemon_start_to_first_step_ms": med(pick("daemon_start_to_first_step_ms")),
         "steps_per_s": med(pick("steps_per_s")), "examples_per_s": med(pick("examples_per_s")),
         "first_daemon_rss_mb": med(pick("first_daemon_rss_mb"))})
-for k in ("drain_sigterm_to_exit_ms", "drain_to_first_step_ms"):
+for k in ("drain_sigterm_to_exit_ms", "drain_to_first_step_ms", "median_step_ms",
+          "drain_longest_step_ms", "step_sample_ms"):
     out[k] = med([r[k] for r in runs if r[k] is not None])
 out["restarts"] = sum(r["restarts"] for r in runs)
+if out["median_step_ms"] and out["drain_longest_step_ms"]:
+    out["drain_longest_vs_median"] = round(out["drain_longest_step_ms"] / out["median_step_ms"], 2)
 for k in ("fixed_steps_per_s", "fixed_examples_per_s"):
     out[k] = med([r[k] for r in runs])
 for j in out["joins"]:

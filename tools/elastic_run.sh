@@ -7,7 +7,9 @@
 # from the new daemons' start to that step) and the steps per second over
 # WINDOW seconds, and the resident memory of the first daemon (which holds
 # the most slots: all of them alone at the start). Then SIGTERM to one
-# daemon: the time to its exit and the time to the first step without it.
+# daemon: the time to its exit, the time to the first step without it, and
+# the job's longest step from the signal to three steps after that against
+# its median step before the signal (sampled: see step_sample_ms).
 # Last, the same job with fixed membership (SLOTS daemons, no min_workers):
 # its steps per second over WINDOW, beside the elastic ones. Prints one JSON
 # line.
@@ -54,6 +56,12 @@ print(hit[-1]['first_step_after_ms'], int(hit[-1]['time_ms']) + int(hit[-1]['fir
   done
   [ -n "$join_ms" ] || fail "no step with $want members: $(status_json | head -c 600)"
   from_start=$(( first_step_ms - started ))
+  if [ "$want" = "${counts##* }" ]; then
+    # The step timeline from here through the drain below (one sample of
+    # the job's step every ~50 ms plus a status call).
+    while :; do echo "$(now_ms) $(step_now)"; sleep 0.05; done > "$work/steps.txt" 2>/dev/null &
+    poller=$!
+  fi
   s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)
   rate=$(/usr/bin/python3 -c "print(round(($s1 - $s0) * 1000.0 / ($t1 - $t0), 3))")
   rss_mb=$(awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/${daemon_pid[1]}/status")
@@ -78,6 +86,33 @@ print(c['first_step_after_ms'] if c.get('cause') == 'left' and int(c.get('first_
   [ -n "$left_ms" ] && break
   sleep 0.1
 done
+# Three more steps, then the drain's longest step against the median step
+# before it (from the sampled timeline: a step's time is the time between
+# the samples where the job's step moved, shared by the steps it moved).
+s_left=$(step_now)
+for _ in $(seq 1 600); do [ "$(step_now)" -ge $((s_left + 3)) ] && break; sleep 0.1; done
+kill "$poller" 2>/dev/null || true; wait "$poller" 2>/dev/null || true
+read -r median_step_ms drain_longest_step_ms sample_ms < <(/usr/bin/python3 - "$work/steps.txt" "$t_term" <<'PY'
+import statistics, sys
+rows = []
+for line in open(sys.argv[1]):
+    p = line.split()
+    if len(p) == 2 and p[1].isdigit():
+        rows.append((int(p[0]), int(p[1])))
+term = int(sys.argv[2])
+moves = [(t, s) for (t, s), (_, s0) in zip(rows[1:], rows) if s > s0]
+steps = []  # (end time, duration of one step)
+for (t0, s0), (t1, s1) in zip(moves, moves[1:]):
+    steps.append((t1, (t1 - t0) / (s1 - s0)))
+before = [d for t, d in steps if t < term]
+after = [d for t, d in steps if t >= term]
+gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:])]
+print(round(statistics.median(before)) if before else "null",
+      round(max(after)) if after else "null",
+      round(statistics.median(gaps)) if gaps else "null")
+PY
+)
+echo "drain: longest step ${drain_longest_step_ms} ms against a median of ${median_step_ms} ms (sampled every ~${sample_ms} ms)" >&2
 restarts=$(field "$job" 's.get("restarts", 0)')
 "$CTL" cancel "$job" > /dev/null
 # The fixed-membership job: one daemon per slot.
@@ -96,4 +131,4 @@ s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)
 fixed_rate=$(/usr/bin/python3 -c "print(round(($s1 - $s0) * 1000.0 / ($t1 - $t0), 3))")
 echo "fixed membership ($slots daemons): $fixed_rate steps/s" >&2
 "$CTL" cancel "$job" > /dev/null
-echo "{\"bench\": \"elastic\", \"slots\": $slots, \"joins\": [$(IFS=,; echo "${results[*]}")], \"drain_sigterm_to_exit_ms\": $((t_exit - t_term)), \"drain_to_first_step_ms\": ${left_ms:-null}, \"restarts\": $restarts, \"fixed_steps_per_s\": $fixed_rate, \"fixed_examples_per_s\": $(/usr/bin/python3 -c "print(round($fixed_rate * $per_slot * $slots, 1))")}"
+echo "{\"bench\": \"elastic\", \"slots\": $slots, \"joins\": [$(IFS=,; echo "${results[*]}")], \"drain_sigterm_to_exit_ms\": $((t_exit - t_term)), \"drain_to_first_step_ms\": ${left_ms:-null}, \"median_step_ms\": $median_step_ms, \"drain_longest_step_ms\": $drain_longest_step_ms, \"step_sample_ms\": $sample_ms, \"restarts\": $restarts, \"fixed_steps_per_s\": $fixed_rate, \"fixed_examples_per_s\": $(/usr/bin/python3 -c "print(round($fixed_rate * $per_slot * $slots, 1))")}"

@@ -2,6 +2,7 @@
 #include "worker/job_member.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <system_error>
 #include <utility>
@@ -47,6 +48,8 @@ void JobMember::StopParts() {
   for (auto& [slot, part] : parts_) *part.cancel = true;
   while (!parts_.empty()) StopPart(parts_.begin()->first);
   capability_->Unpin();
+  absl::MutexLock l(&mu_);
+  live_added_.clear();
 }
 
 std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
@@ -67,6 +70,11 @@ std::vector<std::string> JobMember::PeersOf(const Assignment& a, int slot) {
 void JobMember::Start(const Assignment& assignment, int slot,
                       std::vector<int> slots) {
   if (slots.empty()) slots = {slot};
+  {
+    // A new start computes its slots from the shards' step.
+    absl::MutexLock l(&mu_);
+    for (int k : slots) live_added_.erase(k);
+  }
   // A new start of a part that kept failing keeps when it began failing
   // (transient_limit counts from there until a step is reported).
   PartState fresh;
@@ -137,6 +145,7 @@ void JobMember::StartPartThread(Part& part, const Assignment& a, int slot,
       absl::MutexLock l(&mu_);
       pending_.push_back(s);
       last_ = s;
+      live_added_.erase(s.slot());
       states_[slot].failing_since = absl::InfiniteFuture();  // progress
     };
     absl::Status st = runner_(a, cancel, report, feed);
@@ -185,6 +194,7 @@ void JobMember::Fill(HeartbeatRequest* req) {
   }
   req->set_job_id(job_);
   req->set_incarnation(incarnation_);
+  req->set_draining(draining_);
   for (const StepReport& r : sent_) *req->add_steps() = r;
   std::string error;
   for (const auto& [slot, st] : states) {
@@ -297,29 +307,56 @@ void JobMember::FollowSlots(const Assignment& a) {
     // boundary; any other new set starts it again with them at the shards'
     // step (a slot added is needed by the step in flight).
     const std::vector<int> slots(want.begin(), want.end());
+    const std::set<int> handed(a.handed_indices().begin(),
+                               a.handed_indices().end());
     auto it = parts_.find(own_);
-    if (parts_.size() == 1 && it != parts_.end() &&
+    bool lost_hand_off = false;  // a handed slot's previous holder left
+    {
+      absl::MutexLock l(&mu_);
+      for (int k : live_added_) {
+        if (want.count(k) > 0 && handed.count(k) == 0) lost_hand_off = true;
+      }
+    }
+    if (parts_.size() == 1 && it != parts_.end() && !lost_hand_off &&
         it->second.slots != slots && it->second.feed != nullptr) {
       Part& part = it->second;
       const std::set<int> had(part.slots.begin(), part.slots.end());
+      std::set<int> added, removed;
+      std::set_difference(want.begin(), want.end(), had.begin(), had.end(),
+                          std::inserter(added, added.end()));
+      std::set_difference(had.begin(), had.end(), want.begin(), want.end(),
+                          std::inserter(removed, removed.end()));
       bool running;
       {
         absl::MutexLock l(&mu_);
         running = !states_[own_].finished;
       }
       if (running && had.count(0) == want.count(0) &&
-          std::includes(had.begin(), had.end(), want.begin(), want.end())) {
+          std::includes(handed.begin(), handed.end(), added.begin(),
+                        added.end())) {
         LOG(INFO) << job_ << ": slots " << absl::StrJoin(had, ",")
                   << " become " << absl::StrJoin(slots, ",")
-                  << " from the part's next step on (no restart)";
+                  << " from the part's next step on (no restart"
+                  << (added.empty() ? "" : "; handed over by a member that "
+                                           "drains")
+                  << ")";
         part.slots = slots;
         // The step in flight still pushes the slots given up: with the
         // capability that names them, until the part computes the new set.
-        capability_->PinIfUnpinned(previous_capability_);
+        if (!removed.empty()) capability_->PinIfUnpinned(previous_capability_);
         part.feed->Set(slots);
         absl::MutexLock l(&mu_);
         states_[own_].slots = slots;
+        live_added_.insert(added.begin(), added.end());
       }
+    }
+    if (lost_hand_off) {
+      LOG(INFO) << job_ << ": a slot handed over to this member lost its "
+                << "previous holder before this part computed it: the part "
+                << "starts again at the shards' step";
+      StopParts();
+      Start(a, own_, slots);
+      return;
     }
     if (parts_.size() != 1 || it == parts_.end() ||
         it->second.slots != slots) {

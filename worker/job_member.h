@@ -18,12 +18,14 @@
 // (set_serial: BSP train jobs without backup workers) it runs them as one
 // part computing the slots serially on one model (the part's assignment has
 // every slot: its index, the member's own slot, and also_indices). Slots
-// taken back from it (for a daemon that joined) it gives up at its next
-// step boundary, told through a SlotFeed, without starting again; a slot
-// added (taken over from a member lost or drained), or slot 0 given or
-// taken (its checkpoint and export duties), stops the part and starts it
-// again with the new set at the shards' step (the step in flight needs the
-// new slot's push).
+// taken back from it (for a daemon that joined) it gives up, and slots
+// handed to it by a member that drains (Assignment.handed_indices) it
+// takes, at its next step boundary, told through a SlotFeed, without
+// starting again; a slot added otherwise (taken over from a member lost),
+// a handed one whose previous holder left before this part reported a step
+// of it, or slot 0 given or taken (its checkpoint and export duties),
+// stops the part and starts it again with the new set at the shards' step
+// (the step in flight needs the new slot's push).
 // Otherwise it runs one part per slot, each on its own thread with the
 // assignment's index set to that slot, started, retried and stopped alone.
 // Each step report names its slot, and the heartbeat lists the slots whose
@@ -42,6 +44,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -80,6 +83,15 @@ class JobMember : private MemberRole {
   // makes it stop its parts and wait for the coordinator.
   absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp);
   void Stop() { loop_.Stop(); }
+  // Leave once the work is handed off (SIGTERM): the heartbeats say
+  // `draining`; the parts go on until the coordinator's answer says drain
+  // (at once, or once the job's other members took this one's slots at
+  // their next step boundary), then the member leaves as on Stop(). Any
+  // thread.
+  void Drain() {
+    draining_ = true;
+    urgent_ = true;
+  }
   void ExitWhenJobEnds() { exit_when_job_ends_ = true; }
   void set_transient_limit(absl::Duration d) { transient_limit_ = d; }
   // Called with the job's id and each step report of a part (on the part's
@@ -172,6 +184,7 @@ class JobMember : private MemberRole {
   MemberRun Running() override;
   void GiveUp() override;
   void End(HeartbeatRequest* last) override;
+  bool Urgent() override { return urgent_.exchange(false); }
   // The slots of the current assignment: started, moved, retried.
   void FollowSlots(const Assignment& a);
   // The part keyed `slot` (computing `slots`) of assignment `a`: moved,
@@ -186,6 +199,8 @@ class JobMember : private MemberRole {
   std::function<void(const Assignment&)> on_assignment_;  // likewise
   std::function<bool(const Assignment&)> serial_;         // likewise
   std::atomic<bool> exit_when_job_ends_{false};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> urgent_{false};  // a heartbeat now (Drain)
   absl::Duration transient_limit_ = absl::Minutes(10);
   // Of the heartbeat loop (Run's thread) only.
   std::map<int, Part> parts_;  // by slot
@@ -206,6 +221,9 @@ class JobMember : private MemberRole {
   // A part's failure to reach a shard (UNAVAILABLE), for the next heartbeat.
   std::string unreachable_ ABSL_GUARDED_BY(mu_);
   StepReport last_ ABSL_GUARDED_BY(mu_);
+  // Slots a serial part took at a step boundary from a member that drains
+  // (Assignment.handed_indices), until the part reports a step of them.
+  std::set<int> live_added_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace bertps

@@ -33,6 +33,8 @@ class TrainMember {
     return member_.Run(give_up);
   }
   void Stop() { member_.Stop(); }
+  // SIGTERM: leave once the slots are handed off (JobMember::Drain).
+  void Drain() { member_.Drain(); }
   // Run() returns (OK) once the first job this worker took part in has
   // ended (finished, failed or cancelled): one process per job, as in a
   // Kubernetes Job.

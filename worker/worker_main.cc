@@ -380,7 +380,9 @@ int main(int argc, char** argv) {
       LOG(INFO) << "signal " << sig << ": handing work off and leaving "
                    "(a second signal exits at once)";
       bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
-      member.Stop();
+      // Its slots go to the job's other members at their next step
+      // boundary while it computes them; then the coordinator says leave.
+      member.Drain();
     });
     absl::Status st = member.Run(give_up);
     waiter.detach();

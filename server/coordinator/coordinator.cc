@@ -421,6 +421,9 @@ void Coordinator::RestartLocked(Job& job, const std::string& why) {
   job.shard_key = RandomSecret();
   job.revoked.clear();
   job.lost_stages.clear();  // the new start waits for stage daemons
+  // Every part starts again: a member that drains leaves now (the slots it
+  // handed over are held by the others).
+  job.handing.clear();
   // Every slot computes again from the checkpoint: none is done (a member
   // says so again when its new part ends), and one whose member is gone is
   // free.
@@ -513,7 +516,8 @@ void Coordinator::EventLocked(Job& job, const std::string& message) {
 
 Assignment Coordinator::AssignmentLocked(const Member& m) const {
   Assignment a;
-  if (m.drain_requested) a.set_drain(true);
+  // A member that drains leaves once its hand-offs are over.
+  if (DrainWanted(m) && !HandingLocked(m)) a.set_drain(true);
   if (m.job.empty()) {
     a.set_stop(true);  // idle: leave whatever job the member still runs
     return a;
@@ -540,6 +544,11 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   a.set_index(m.index);
   if (IsTrainer(m.role)) *a.mutable_data_files() = job.status.data_files();
   for (const auto& [k, since] : m.also) a.add_also_indices(k);
+  for (int k : m.handed) {
+    if (m.also.count(k) > 0 && job.handing.count(k) > 0) {
+      a.add_handed_indices(k);
+    }
+  }
   if (IsPool(m.role)) {
     *a.mutable_item() = job.work[m.index].item;
   }

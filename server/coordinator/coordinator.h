@@ -332,6 +332,12 @@ class Coordinator {
     bool draining = false;
     // DrainMember asked it to: its assignments say drain.
     bool drain_requested = false;
+    // A train member that drains: its slots were handed to the job's
+    // other members (StartHandOffLocked), once.
+    bool hand_off_started = false;
+    // Train members: slots of `also` handed over by a member that drains
+    // and not yet reported by this one (Assignment.handed_indices).
+    std::set<int> handed;
     // Pool members: the lease taken back when it was declared lost (job,
     // item): a late result of it is ignored, not refused.
     std::string lost_lease_job;
@@ -374,6 +380,10 @@ class Coordinator {
     // and not taken yet, with what happened to it; one still free after
     // slot_takeover_after restarts the job from its checkpoint.
     std::map<int, std::string> lost_stages;
+    // Slots handed over by a member that drains (slot -> its id), until
+    // their new holder reported a step of them: the drained member computes
+    // them meanwhile and is told to leave once none is left.
+    std::map<int, std::string> handing;
     // (step, slot) reported, for steps >= counted_floor; reports of older
     // steps are repeats of long-finished steps and are ignored.
     std::set<std::pair<int64_t, int>> counted;
@@ -714,6 +724,27 @@ class Coordinator {
       ABSL_LOCKS_EXCLUDED(mu_);
   void RememberDrainedLocked(const Member& m, const std::string& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `m` wants to drain (SIGTERM's heartbeat, or DrainMember).
+  static bool DrainWanted(const Member& m) {
+    return m.draining || m.drain_requested;
+  }
+  // A train member that drains, of a BSP job without backup workers or
+  // stages: its slots go to the job's other members at once (the fewest
+  // held first), handed (Job.handing): it computes them until each new
+  // holder reported a step of them, so none waits for a takeover and no
+  // step is computed again. Once per member; without another member its
+  // slots are freed when it leaves, as on any leave.
+  void StartHandOffLocked(Member& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Member `holder` reported a step of slot k: a hand-off of k is over.
+  void HandedLocked(Job& job, const std::string& holder, int k)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `d` is gone: its hand-offs not yet over end; each new holder that took
+  // such a slot at a step boundary starts its part again (the steps before
+  // it have no push of the slot now).
+  void EndHandOffsLocked(Job& job, const Member& d)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `d` still computes slots it handed over.
+  bool HandingLocked(const Member& d) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static constexpr size_t kDrainedKept = 1024;
   std::map<std::string, DrainMemberResponse> drained_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> drained_order_ ABSL_GUARDED_BY(mu_);

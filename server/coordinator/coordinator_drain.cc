@@ -1,9 +1,13 @@
-// Draining members on request (JobService.DrainMember): the member is told
-// on its next heartbeat (Assignment.drain), leaves, and its work goes to the
-// others at once (coordinator_members.cc's leave path).
+// Draining members on request (JobService.DrainMember) or on their own
+// (HeartbeatRequest.draining, e.g. SIGTERM): the member is told on its next
+// heartbeat (Assignment.drain), leaves, and its work goes to the others at
+// once (coordinator_members.cc's leave path); a train member of a BSP job
+// without backup workers first hands its slots over at the others' next
+// step boundary (StartHandOffLocked).
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster/job_plan.h"
 #include "common/audit.h"
 #include "common/status.h"
 #include "glog/logging.h"
@@ -139,6 +143,97 @@ absl::Status Coordinator::CheckDrainLeavesEnough(
         force));
   }
   return absl::OkStatus();
+}
+
+void Coordinator::StartHandOffLocked(Member& d) {
+  if (d.hand_off_started || d.role != TRAIN || d.job.empty()) return;
+  d.hand_off_started = true;
+  auto jit = jobs_.find(d.job);
+  if (jit == jobs_.end()) return;
+  Job& job = jit->second;
+  if (job.status.state() != RUNNING || job.training_done ||
+      !PlanOf(job.status.spec()).SerialSlots() ||
+      !ShardsReadyLocked(job)) {
+    return;
+  }
+  bool changed = false;
+  for (int k : HeldSlots(d)) {
+    if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
+        job.slots[k] != d.id || job.slot_done[k]) {
+      continue;
+    }
+    Member* host = nullptr;
+    for (auto& [id, h] : members_) {
+      if (id == d.id || DrainWanted(h) || !CanTakeOverLocked(h, job)) continue;
+      if (host == nullptr || h.also.size() < host->also.size() ||
+          (h.also.size() == host->also.size() && h.index < host->index)) {
+        host = &h;
+      }
+    }
+    if (host == nullptr) break;  // freed when it leaves
+    host->also[k] = NowMs();
+    host->handed.insert(k);
+    host->told = false;
+    job.slots[k] = host->id;
+    job.handing[k] = d.id;
+    changed = true;
+    EventLocked(job, absl::StrCat(
+                         "worker ", k, " is handed from member ", d.id,
+                         " (draining) to member ", host->id, " (worker ",
+                         host->index, "): it takes it at its next step "
+                         "boundary, member ", d.id, " computes it until then "
+                         "and leaves once every slot it held is taken"));
+  }
+  if (changed) UpdateSlotHoldersLocked(job);
+}
+
+bool Coordinator::HandingLocked(const Member& d) const {
+  if (d.job.empty()) return false;
+  auto jit = jobs_.find(d.job);
+  if (jit == jobs_.end()) return false;
+  for (const auto& [k, id] : jit->second.handing) {
+    if (id == d.id) return true;
+  }
+  return false;
+}
+
+void Coordinator::HandedLocked(Job& job, const std::string& holder, int k) {
+  auto it = job.handing.find(k);
+  if (it == job.handing.end() || k >= static_cast<int>(job.slots.size()) ||
+      job.slots[k] != holder) {
+    return;
+  }
+  const std::string from = it->second;
+  job.handing.erase(it);
+  auto h = members_.find(holder);
+  if (h != members_.end()) h->second.handed.erase(k);
+  auto d = members_.find(from);
+  if (d == members_.end()) return;
+  d->second.told = false;
+  if (!HandingLocked(d->second)) {
+    EventLocked(job, absl::StrCat("member ", from, " handed every slot it "
+                                  "held over (the last, worker ", k,
+                                  ", to member ", holder, "): it leaves"));
+  }
+}
+
+void Coordinator::EndHandOffsLocked(Job& job, const Member& d) {
+  for (auto it = job.handing.begin(); it != job.handing.end();) {
+    if (it->second != d.id) {
+      ++it;
+      continue;
+    }
+    const int k = it->first;
+    it = job.handing.erase(it);
+    if (k >= static_cast<int>(job.slots.size())) continue;
+    auto h = members_.find(job.slots[k]);
+    if (h == members_.end() || h->second.handed.erase(k) == 0) continue;
+    h->second.told = false;
+    EventLocked(job, absl::StrCat(
+                         "member ", d.id, " left before member ", h->first,
+                         " computed worker ", k, " it handed over: member ",
+                         h->first, " computes it from the shards' step"));
+  }
 }
 
 void Coordinator::RememberDrainedLocked(const Member& m,

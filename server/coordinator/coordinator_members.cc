@@ -460,6 +460,7 @@ absl::StatusOr<HeartbeatResponse> Coordinator::HeartbeatLocked(
   }
   tick();
   Member& me = members_[r.member_id()];
+  if (DrainWanted(me) && !me.hand_off_started) StartHandOffLocked(me);
   if (me.role == PS && !me.job.empty()) {
     Job& job = jobs_[me.job];
     if (me.told && r.job_id() == me.job &&
@@ -555,9 +556,11 @@ void Coordinator::LoseMemberLocked(Member& m, const std::string& how) {
   }
   const int index = m.index;
   const std::vector<int> held = HeldSlots(m);
+  EndHandOffsLocked(job, m);
   if (m.role == TRAIN && job.status.state() == RUNNING) {
     FreeSlotsLocked(job, m, how);
   }
+  m.handed.clear();
   m.job.clear();
   m.index = -1;
   m.also.clear();
@@ -707,6 +710,10 @@ void Coordinator::RecordReportsLocked(Job& job, const Member& m,
   for (const StepReport& s : r.steps()) {
     const int slot = SlotOfLocked(m, s.has_slot() ? s.slot() : m.index);
     if (slot >= 0) RecordLocked(job, slot, s);
+    // A step of a slot handed over: its previous holder may leave.
+    if (slot >= 0 && job.handing.count(slot) > 0) {
+      HandedLocked(job, m.id, slot);
+    }
     // (A report of a checkpoint alone computed nothing: no precision.)
     if (slot >= 0 && job.status.spec().precision() == BF16 &&
         s.precision() != BF16 && s.compute_ms() > 0 &&

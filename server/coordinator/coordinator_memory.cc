@@ -108,8 +108,9 @@ bool Coordinator::IsSurvivor(const Member& m, const Job& job) {
 }
 
 bool Coordinator::CanTakeOverLocked(const Member& m, const Job& job) const {
-  // Its own slot, those it holds already, and one more must fit.
-  return IsSurvivor(m, job) &&
+  // Its own slot, those it holds already, and one more must fit; not a
+  // member that drains.
+  return IsSurvivor(m, job) && !DrainWanted(m) &&
          FitsLocked(m, job, static_cast<int>(m.also.size()) + 2);
 }
 

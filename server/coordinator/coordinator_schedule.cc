@@ -433,7 +433,8 @@ void Coordinator::FillSlotsLocked(Job& job) {
       int candidate = -1;
       for (const auto& [k, since] : h.also) {
         if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
-            job.slot_done[k] || job.slots[k] != h.id) {
+            job.slot_done[k] || job.slots[k] != h.id ||
+            h.handed.count(k) > 0) {
           continue;
         }
         candidate = std::max(candidate, k);  // 0 only when alone

@@ -744,8 +744,9 @@ TEST_F(CoordinatorTest, AnElasticJobRunsOnFewerDaemonsThanSlots) {
     EXPECT_TRUE(h.member() == w0 || h.member() == w1) << h.member();
   }
   EXPECT_EQ(st.restarts(), 0);
-  // w0 is drained: told on its next heartbeat, asked again with no error;
-  // when it leaves, w1 computes every slot. An unknown member: NOT_FOUND.
+  // w0 is drained, asked again with no error: on its next heartbeat its
+  // slots are handed to w1, which takes them at a step boundary; w0 is told
+  // to leave once w1 reported a step of each. An unknown member: NOT_FOUND.
   EXPECT_EQ(coord_.Drain("m-none").status().code(),
             absl::StatusCode::kNotFound);
   absl::StatusOr<DrainMemberResponse> d = coord_.Drain(w0);
@@ -753,8 +754,23 @@ TEST_F(CoordinatorTest, AnElasticJobRunsOnFewerDaemonsThanSlots) {
   EXPECT_EQ(d->job_id(), id);
   EXPECT_FALSE(d->already());
   EXPECT_TRUE(coord_.Drain(w0)->already());
+  Assignment handing = Beat(w0, id);
+  EXPECT_FALSE(handing.drain()) << "told to leave before its slots are taken";
+  EXPECT_EQ(handing.index(), 0);  // it still computes them
+  Assignment taker = Beat(w1, id);
+  EXPECT_FALSE(taker.drain());
+  EXPECT_EQ(taker.also_indices_size(), 3);
+  EXPECT_EQ(taker.handed_indices_size(), 2);  // w0's two slots
+  std::vector<StepReport> reports;
+  for (int k : taker.handed_indices()) {
+    StepReport r = Report(3, k, 4, 10, 2.0);
+    r.set_slot(k);
+    reports.push_back(r);
+  }
+  Beat(w1, id, {reports[0]});
+  EXPECT_FALSE(Beat(w0, id).drain()) << "one slot is not taken yet";
+  EXPECT_EQ(Beat(w1, id, {reports[1]}).handed_indices_size(), 0);
   EXPECT_TRUE(Beat(w0, id).drain());
-  EXPECT_FALSE(Beat(w1, id).drain());
   leave.set_member_id(w0);
   ASSERT_TRUE(SignedHeartbeat(coord_, leave).ok());
   st = *coord_.Get(id);
@@ -795,6 +811,66 @@ TEST_F(CoordinatorTest, AJoiningDaemonTakesFromTheMemberHoldingTheMost) {
   for (const SlotHolder& h : st.slots()) EXPECT_FALSE(h.member().empty());
   EXPECT_EQ(Beat(w0, id).also_indices_size(), 0);
   EXPECT_EQ(Beat(w1, id).also_indices_size(), 1);
+}
+
+// A train member that drains (its heartbeat says so, as on SIGTERM) and is
+// killed before its slots were taken: the member they were handed to is
+// told they are no longer handed (its part starts again at the shards'
+// step); the job never restarts. A member of an ASP job (no serial slots)
+// is told to leave at once.
+TEST_F(CoordinatorTest, AHandOffEndsWhenTheDrainedMemberIsLost) {
+  // ASP: no hand-off, told to leave at once.
+  std::string q = Join(PS, "127.0.0.1:2");
+  std::string v0 = Join(TRAIN), v1 = Join(TRAIN);
+  JobSpec asp = Spec(1, 2, 20);
+  asp.mutable_consistency()->set_mode(ASP);
+  asp.set_min_workers(1);
+  auto aid = *coord_.Submit(asp);
+  for (int i = 0; i < 3; ++i) Beat(q), Beat(q, aid), Beat(v0), Beat(v1);
+  ASSERT_EQ(coord_.Get(aid)->state(), RUNNING) << coord_.Get(aid)->waiting();
+  HeartbeatRequest r;
+  r.set_draining(true);
+  r.set_member_id(v0);
+  r.set_job_id(aid);
+  r.set_incarnation(coord_.Get(aid)->incarnation());
+  Assignment told = SignedHeartbeat(coord_, r)->assignment();
+  EXPECT_TRUE(told.drain()) << told.DebugString();
+
+  std::string p = Join(PS, "127.0.0.1:1");
+  std::string w0 = Join(TRAIN), w1 = Join(TRAIN);
+  JobSpec spec = Spec(1, 2, 20);
+  spec.set_min_workers(1);
+  auto id = *coord_.Submit(spec);
+  Beat(p), Beat(p, id);
+  ASSERT_EQ(coord_.Get(id)->state(), RUNNING);
+  Assignment a0 = Beat(w0, id), a1 = Beat(w1, id);
+  const std::string& drained = a0.index() == 1 ? w0 : w1;
+  const std::string& taker = a0.index() == 1 ? w1 : w0;
+  r.set_member_id(drained);
+  r.set_job_id(id);
+  r.set_incarnation(coord_.Get(id)->incarnation());
+  r.set_draining(true);
+  EXPECT_FALSE(SignedHeartbeat(coord_, r)->assignment().drain());
+  Assignment t = Beat(taker, id);
+  ASSERT_EQ(t.handed_indices_size(), 1);
+  EXPECT_EQ(t.handed_indices(0), 1);
+  EXPECT_NE(JobEventsText(coord_, id).find("worker 1 is handed from member " +
+                                           drained + " (draining)"),
+            std::string::npos)
+      << JobEventsText(coord_, id);
+  for (int i = 0; i < 4; ++i) {  // the drained member is lost
+    now_ += absl::Seconds(4);
+    Beat(p, id);
+    t = Beat(taker, id);
+  }
+  EXPECT_EQ(t.also_indices_size(), 1);
+  EXPECT_EQ(t.handed_indices_size(), 0);
+  EXPECT_NE(JobEventsText(coord_, id).find("left before member " + taker +
+                                           " computed worker 1"),
+            std::string::npos)
+      << JobEventsText(coord_, id);
+  EXPECT_EQ(coord_.Get(id)->restarts(), 0);
+
 }
 
 TEST_F(CoordinatorTest, SurvivorTakesOverALostSlotUntilADaemonComes) {
