@@ -754,6 +754,84 @@ TEST_F(Distributed, SlotsGivenUpAtAStepBoundaryKeepTheBits) {
       << "a step without slot 2's push";
 }
 
+// Slots handed over by a worker that drains are taken at a step boundary
+// through the taker's SlotFeed, without starting again: worker A computes
+// slots 0 and 1, worker B slots 2 and 3; after B's step 3, A is told to
+// compute all four; B goes on until A reported a step of slots 2 and 3,
+// then stops (cancelled, as a drained member's part is). The job ends with
+// the bits of 4 workers and every (slot, step) reported.
+TEST_F(Distributed, SlotsHandedOverAtAStepBoundaryKeepTheBits) {
+  std::vector<TrainStepReport> four_reports;
+  const std::vector<float> four =
+      TrainSlots({{0}, {1}, {2}, {3}}, data(), &four_reports);
+  JobSpec job = TestJob(4, BSP, 2);
+  job.set_accumulation_steps(2);
+  Cluster c = StartCluster(2, ShardOpts(job));
+  absl::Mutex mu;
+  std::set<std::pair<int, int64_t>> seen;
+  std::set<int> taken;  // slots 2 and 3 as A reported them
+  bool told = false;
+  int64_t a_first_of_2 = -1;
+  auto feed = std::make_shared<SlotFeed>(std::vector<int>{0, 1});
+  std::atomic<bool> cancel_b{false};
+  std::thread b([&] {
+    TrainWorkerOptions o = WorkerOpts(c, 2, job, data());
+    o.also_workers = {3};
+    o.shuffle = true;
+    o.dropout = true;
+    o.cancel = &cancel_b;
+    o.on_step = [&](const TrainStepReport& r) {
+      absl::MutexLock l(&mu);
+      seen.insert({r.slot, r.step});
+      if (r.step == 3 && r.slot == 3 && !told) {
+        feed->Set({0, 1, 2, 3});
+        told = true;
+      }
+    };
+    auto tw = TrainWorker::Create(o);
+    ASSERT_TRUE(tw.ok()) << tw.status();
+    absl::Status st = (*tw)->Run();
+    EXPECT_TRUE(st.ok() || absl::IsCancelled(st)) << "worker 2: " << st;
+  });
+  std::thread a([&] {
+    TrainWorkerOptions o = WorkerOpts(c, 0, job, data());
+    o.also_workers = {1};
+    o.slot_feed = feed;
+    o.shuffle = true;
+    o.dropout = true;
+    o.on_step = [&](const TrainStepReport& r) {
+      absl::MutexLock l(&mu);
+      seen.insert({r.slot, r.step});
+      if (r.slot == 2 && a_first_of_2 < 0) a_first_of_2 = r.step;
+      if (r.slot >= 2) taken.insert(r.slot);
+    };
+    auto tw = TrainWorker::Create(o);
+    ASSERT_TRUE(tw.ok()) << tw.status();
+    absl::Status st = (*tw)->Run();
+    ASSERT_TRUE(st.ok()) << "worker 0: " << st;
+  });
+  {
+    absl::MutexLock l(&mu);
+    auto both = [&taken]() { return taken.size() == 2; };
+    mu.Await(absl::Condition(&both));
+  }
+  cancel_b = true;
+  b.join();
+  a.join();
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+  std::vector<float> params(client->layout().total_size());
+  ASSERT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+  EXPECT_TRUE(four == params)
+      << "slots handed over at a step boundary changed the bits";
+  EXPECT_EQ(seen.size(), 40u);
+  // Told after B's step 3: A's step 4 was prepared during its step 3 (and
+  // its step 5 may have been, during its step 4, as B's report came).
+  EXPECT_GE(a_first_of_2, 4);
+  EXPECT_LE(a_first_of_2, 6);
+}
+
 // Several slots only where their pushes add up to one update: refused under
 // ASP/SSP and with a slot outside the job or named twice.
 TEST_F(Distributed, SeveralSlotsAreRefusedWhereTheyCannotBeSerial) {

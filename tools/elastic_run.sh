@@ -9,7 +9,8 @@
 # the most slots: all of them alone at the start). Then SIGTERM to one
 # daemon: the time to its exit, the time to the first step without it, and
 # the job's longest step from the signal to three steps after that against
-# its median step before the signal (sampled: see step_sample_ms).
+# its median step before the signal (from the shard's applied version,
+# sampled every step_sample_ms).
 # Last, the same job with fixed membership (SLOTS daemons, no min_workers):
 # its steps per second over WINDOW, beside the elastic ones. Prints one JSON
 # line.
@@ -22,6 +23,7 @@ source "$(dirname "$0")/../tests/process_lib.sh"
 init_work elastic_run
 tiny_model_data "$BERT_LOCAL" > /dev/null
 start_coordinator "$COORD" 0 "$work/coordinator.log"
+ps_daemon_flags=(--metrics_port 0)  # the shard's version, for step times
 start_ps_daemons a
 tiny_spec elastic 1000000 "num_workers: $slots" "min_workers: 1" > "$work/elastic.pbtxt"
 # ELASTIC_MODEL (e.g. mini): a preset instead of the tests' small model, on
@@ -57,9 +59,18 @@ print(hit[-1]['first_step_after_ms'], int(hit[-1]['time_ms']) + int(hit[-1]['fir
   [ -n "$join_ms" ] || fail "no step with $want members: $(status_json | head -c 600)"
   from_start=$(( first_step_ms - started ))
   if [ "$want" = "${counts##* }" ]; then
-    # The step timeline from here through the drain below (one sample of
-    # the job's step every ~50 ms plus a status call).
-    while :; do echo "$(now_ms) $(step_now)"; sleep 0.05; done > "$work/steps.txt" 2>/dev/null &
+    # The step timeline from here through the drain below: the shard's
+    # applied version from its metrics, sampled every ~10 ms.
+    mport=""
+    for _ in $(seq 1 100); do
+      mport=$(sed -n 's/.*metrics on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/ps-a.log" | head -1)
+      [ -n "$mport" ] && break; sleep 0.05
+    done
+    [ -n "$mport" ] || fail "no metrics port in the shard's log"
+    while :; do
+      v=$(curl -s "http://127.0.0.1:$mport/metrics" | awk '/^bertps_shard_version/ {if ($2 > m) m = $2} END {print m + 0}')
+      echo "$(now_ms) ${v%.*}"; sleep 0.01
+    done > "$work/steps.txt" 2>/dev/null &
     poller=$!
   fi
   s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)

@@ -109,7 +109,7 @@ void JobMember::Start(const Assignment& assignment, int slot,
   for (const std::string& p : peers) a.add_peers(p);
   Part& part = parts_[slot];
   part.slots = slots;
-  if (slots.size() > 1) {
+  if (serial_ && serial_(assignment)) {
     // Its capability was pinned while it gave slots up (none now).
     capability_->Unpin();
     part.feed = std::make_shared<SlotFeed>(

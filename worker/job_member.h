@@ -160,7 +160,8 @@ class JobMember : private MemberRole {
     std::vector<std::string> peers;
     // Told to stop because the addresses changed: started again once ended.
     bool moving = false;
-    // A part of several slots: the slots it keeps from its next step on.
+    // A part computing its slots serially (set_serial): the slots it
+    // computes from its next step on.
     std::shared_ptr<SlotFeed> feed;
   };
   // Pipeline stages: the stage addresses of slot's replica (those of
