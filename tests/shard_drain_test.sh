@@ -8,6 +8,10 @@
 #  2. SIGTERM to shard 1's primary: it exits 0; its backup is promoted at
 #     once (a failover, found from the leave, not from missed heartbeats),
 #     with no restart.
+#  3. An unreplicated job (replicas 1) and an idle shard daemon: SIGTERM to
+#     shard 1's primary; the idle daemon joins as its backup, the primary
+#     leaves once it caught up, and the index fails over to it: no restart,
+#     the same bits.
 # The job SUCCEEDS, its incarnation unchanged, with parameters equal, bit
 # for bit, to the same job run with no fault and no replicas.
 set -euo pipefail
@@ -63,4 +67,29 @@ clean=$("$CTL" submit "$work/clean.pbtxt") || fail "submit clean"
 timeout 300 "$CTL" watch "$clean" > "$work/watch-clean.out" 2>&1 || fail "the clean job failed"
 expect_same_parameters "$work/replicated.safetensors" "$work/clean.safetensors" \
   "after a backup's and a primary's drain vs the same job without faults or replicas"
+
+# 3. A primary with no backup drained (replicas 1): an idle shard daemon
+# joins as its backup (a snapshot, then the steps since), then the index
+# fails over to it as the primary leaves; no restart.
+start_ps_daemons f  # idle: the backup that takes the index over
+spec handoff 1 "$work/handoff.safetensors" > "$work/handoff.pbtxt"
+handoff=$("$CTL" submit "$work/handoff.pbtxt") || fail "submit handoff"
+wait_for_step "$handoff" 20
+victim=""
+for s in a b c d e f; do
+  grep -q "serving shard 1 of job $handoff" "$work/ps-$s.log" 2>/dev/null && victim=$s
+done
+[ -n "$victim" ] || fail "no daemon serves shard 1 of the unreplicated job"
+stop_gently "${ps_daemon_pid[$victim]}" "shard 1's primary without a backup (ps-$victim)" 35
+[ "$(field "$handoff" 's.get("failovers", 0)')" = 1 ] \
+  || fail "the primary left before its index failed over: $("$CTL" events "$handoff" | tail -5)"
+timeout 300 "$CTL" watch "$handoff" > "$work/watch-handoff.out" 2>&1 || fail "the handoff job failed: $(tail -3 "$work/watch-handoff.out")"
+[ "$(field "$handoff" 's["state"]')" = SUCCEEDED ] || fail "the handoff job: $(field "$handoff" 's["state"]')"
+[ "$(field "$handoff" 's.get("restarts", 0)')" = 0 ] || fail "the handoff job was restarted"
+"$CTL" events "$handoff" > "$work/handoff.events"
+grep -q "joins as a backup .* the primary drains" "$work/handoff.events" \
+  || fail "no backup joined for the draining primary: $(tail -5 "$work/handoff.events")"
+echo "unreplicated primary drained: $(grep -m1 'failed over' "$work/handoff.events" | cut -c1-160)"
+expect_same_parameters "$work/handoff.safetensors" "$work/clean.safetensors" \
+  "after an unreplicated primary's drain (a backup joined for it) vs the same job without faults"
 echo PASS

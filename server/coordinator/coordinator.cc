@@ -565,12 +565,14 @@ Assignment Coordinator::AssignmentLocked(const Member& m) const {
   }
   for (const std::string& s : job.status.ps_addresses()) a.add_ps_addresses(s);
   if (!IsPool(m.role)) AddCapabilityLocked(job, m, &a);
-  if (job.status.spec().replicas() > 1) {
-    int64_t layout = 1;
+  {
+    // Replicated jobs: 1 + the terms; others: the terms (a primary handed
+    // its index to a joined backup as it drained), 0 until then.
+    int64_t layout = job.status.spec().replicas() > 1 ? 1 : 0;
     for (int64_t t : job.terms) layout += t;
-    a.set_ps_layout(layout);
+    if (layout > 0) a.set_ps_layout(layout);
   }
-  if (m.role == PS && job.status.spec().replicas() > 1) {
+  if (m.role == PS && Replicated(job)) {
     a.set_backup(m.backup);
     a.set_joining(m.joining);
     for (int64_t t : job.terms) a.add_ps_terms(t);

@@ -743,8 +743,13 @@ class Coordinator {
   // it have no push of the slot now).
   void EndHandOffsLocked(Job& job, const Member& d)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `d` still computes slots it handed over.
+  // Whether `d` still computes slots it handed over, or (a shard primary
+  // of an index with no backup) waits for a backup joining to take its
+  // index over.
   bool HandingLocked(const Member& d) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the job's shards have, or had, backups: replicas > 1, or a
+  // backup joined for a primary that drains (their assignments say so).
+  static bool Replicated(const Job& job);
   static constexpr size_t kDrainedKept = 1024;
   std::map<std::string, DrainMemberResponse> drained_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> drained_order_ ABSL_GUARDED_BY(mu_);

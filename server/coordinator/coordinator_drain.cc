@@ -136,10 +136,18 @@ absl::Status Coordinator::CheckDrainLeavesEnough(
   if (m.role == PS && !m.backup && m.index >= 0 &&
       m.index < static_cast<int>(job.backups.size()) &&
       job.backups[m.index].empty()) {
+    // An idle shard daemon joins as its backup and takes the index over.
+    for (const auto& [id, o] : members_) {
+      if (MayTakeWorkLocked(o) && o.job.empty() && o.role == PS &&
+          FitsLocked(o, job) && !DaemonHoldsIndexLocked(job, m.index, o)) {
+        return absl::OkStatus();
+      }
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "member ", m.id, " is the primary of shard ", m.index, " of job ",
-        m.job, " and has no backup: draining it restarts the job from its "
-        "checkpoint",
+        m.job, " and has no backup, and no idle shard daemon can join as "
+        "one: draining it restarts the job from its checkpoint (start a "
+        "shard daemon to have its index handed over instead)",
         force));
   }
   return absl::OkStatus();
@@ -191,6 +199,16 @@ bool Coordinator::HandingLocked(const Member& d) const {
   if (d.job.empty()) return false;
   auto jit = jobs_.find(d.job);
   if (jit == jobs_.end()) return false;
+  const Job& job = jit->second;
+  if (d.role == PS) {
+    // A primary with no backup yet while one joins: it leaves once that
+    // one caught up (then the index fails over to it, no restart).
+    const int i = d.index;
+    return !d.backup && job.status.state() == RUNNING && i >= 0 &&
+           i < static_cast<int>(job.backups.size()) &&
+           i < static_cast<int>(job.joining.size()) &&
+           job.backups[i].empty() && !job.joining[i].empty();
+  }
   for (const auto& [k, id] : jit->second.handing) {
     if (id == d.id) return true;
   }

@@ -101,10 +101,23 @@ bool Coordinator::DaemonHoldsIndexLocked(const Job& job, int index,
   return false;
 }
 
+bool Coordinator::Replicated(const Job& job) {
+  if (job.status.spec().replicas() > 1) return true;
+  for (const auto* list : {&job.backups, &job.joining}) {
+    for (const auto& ids : *list) {
+      if (!ids.empty()) return true;
+    }
+  }
+  for (int64_t t : job.terms) {
+    if (t > 0) return true;
+  }
+  return false;
+}
+
 void Coordinator::UpdateShardReplicasLocked(Job& job) {
   auto* out = job.status.mutable_shards();
   out->Clear();
-  if (job.status.spec().replicas() <= 1) return;
+  if (!Replicated(job)) return;
   for (size_t i = 0; i < job.shards.size(); ++i) {
     ShardReplicas* r = out->Add();
     r->set_shard(static_cast<int>(i));
@@ -132,7 +145,7 @@ bool Coordinator::TakeShardReportLocked(Job& job, Member& m,
                                         const HeartbeatRequest& r) {
   if (m.applied != r.applied_version()) {
     m.applied = r.applied_version();
-    if (job.status.spec().replicas() > 1) UpdateShardReplicasLocked(job);
+    if (Replicated(job)) UpdateShardReplicasLocked(job);
   }
   // The ledger of shard 0's primary (its backups hold the same).
   if (m.index == 0 && !m.backup && !r.example_ledger().empty()) {
@@ -291,8 +304,8 @@ void Coordinator::EndJoinsLocked(Job& job, int index, const std::string& why) {
 
 void Coordinator::AddBackupsLocked(Job& job) {
   const JobSpec& spec = job.status.spec();
-  const int want = spec.replicas() - 1;
-  if (want <= 0 || job.status.state() != RUNNING || job.training_done ||
+  const int replicas_want = spec.replicas() - 1;
+  if (job.status.state() != RUNNING || job.training_done ||
       !ShardsReadyLocked(job)) {
     return;
   }
@@ -306,6 +319,9 @@ void Coordinator::AddBackupsLocked(Job& job) {
     if (p == members_.end() || !p->second.alive) {
       continue;
     }
+    // A primary that drains with no backup: one joins to take its index
+    // over (it leaves once that one caught up: HandingLocked).
+    const int want = std::max(replicas_want, DrainWanted(p->second) ? 1 : 0);
     while (static_cast<int>(job.backups[i].size() + job.joining[i].size()) <
            want) {
       Member* idle = nullptr;
@@ -333,7 +349,11 @@ void Coordinator::AddBackupsLocked(Job& job) {
                            "shard ", i, ": member ", idle->id, " at ",
                            idle->address, " joins as a backup (a snapshot "
                            "from its primary, member ", p->second.id,
-                           ", then the steps since; the job goes on)"));
+                           ", then the steps since; the job goes on)",
+                           replicas_want <= 0
+                               ? "; the primary drains: it hands the index "
+                                 "over once the backup caught up"
+                               : ""));
     }
   }
   if (changed) UpdateShardReplicasLocked(job);

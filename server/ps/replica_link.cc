@@ -179,9 +179,10 @@ std::vector<std::string> GrpcReplicaLink::TakeDropped() {
 void GrpcReplicaLink::WaitForNews(absl::Duration timeout) {
   absl::MutexLock l(&mu_);
   auto news = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !dropped_.empty() || !joined_.empty();
+    return !dropped_.empty() || !joined_.empty() || poked_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&news), timeout);
+  poked_ = false;
 }
 
 std::vector<std::string> GrpcReplicaLink::TakeJoined() {

@@ -61,8 +61,13 @@ class GrpcReplicaLink : public ReplicaLink {
   // The joining backups that caught up since the last call.
   std::vector<std::string> TakeJoined();
   // Returns once a backup was dropped or a joiner caught up (not yet taken),
-  // or after `timeout`: its daemon tells the coordinator at once.
+  // Poke() was called since the last return, or after `timeout`: its daemon
+  // tells the coordinator at once.
   void WaitForNews(absl::Duration timeout);
+  void Poke() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    poked_ = true;
+  }
   // What its calls name (the installed core's job and keys).
   void SetScope(PeerScope scope) ABSL_LOCKS_EXCLUDED(scope_mu_) {
     absl::MutexLock l(&scope_mu_);
@@ -134,6 +139,7 @@ class GrpcReplicaLink : public ReplicaLink {
   std::vector<std::shared_ptr<Joiner>> ended_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> dropped_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> joined_ ABSL_GUARDED_BY(mu_);
+  bool poked_ ABSL_GUARDED_BY(mu_) = false;  // Poke(), not yet waited
 };
 
 }  // namespace ps

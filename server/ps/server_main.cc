@@ -304,7 +304,9 @@ int ServeSlices(const std::string& coordinator, int slices,
     LOG(INFO) << "signal " << sig << ": shutting down "
                  "(a second signal exits at once)";
     bertps::ExitOnSecondSignalOr(bertps::DrainGraceFromFlags());
-    for (auto& m : members) m->Stop();
+    // Each slice leaves once the coordinator says so: at once, or for a
+    // primary without a backup once an idle shard daemon joined as one.
+    for (auto& m : members) m->Drain();
   });
   for (auto& s : servers) s->Wait();
   for (auto& t : loops) t.join();

@@ -73,9 +73,16 @@ absl::Status ShardMember::Run(absl::Duration give_up) {
   return loop_.Run();
 }
 
+void ShardMember::Drain() {
+  draining_ = true;
+  drain_news_ = true;
+  server_->replica_link().Poke();  // the heartbeat now, not after a wait
+}
+
 void ShardMember::Fill(HeartbeatRequest* req) {
   req->set_job_id(job_);
   req->set_incarnation(incarnation_);
+  req->set_draining(draining_);
   req->set_error(error_);
   if (!job_.empty()) {
     if (ShardCore* core = server_->core()) {

@@ -35,6 +35,11 @@ class ShardMember : private MemberRole {
   // makes it uninstall its shard and wait for the coordinator.
   absl::Status Run(absl::Duration give_up = kCoordinatorGiveUp);
   void Stop() { loop_.Stop(); }
+  // SIGTERM: leave once the coordinator says so (its heartbeats say
+  // `draining`): at once, or, for the primary of an index with no backup,
+  // once an idle shard daemon joined as its backup (which then takes the
+  // index over, as after a failover, without a restart). Any thread.
+  void Drain();
   // ShardOptions.update_threads of the jobs it installs.
   void set_update_threads(int n) { update_threads_ = n; }
   // ShardOptions.update_nice of the jobs it installs.
@@ -62,7 +67,7 @@ class ShardMember : private MemberRole {
   MemberRun Running() override;
   void GiveUp() override;
   void End(HeartbeatRequest* last) override;
-  bool Urgent() override { return urgent_; }
+  bool Urgent() override { return urgent_ || drain_news_.exchange(false); }
   void Wait(absl::Duration interval,
             const std::function<void(absl::Duration)>& sleep) override;
 
@@ -77,6 +82,8 @@ class ShardMember : private MemberRole {
   io::FileSystem* fs_ = nullptr;
   std::string error_;        // for the next heartbeat (fails the job)
   bool urgent_ = false;      // installed: say so at once
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> drain_news_{false};  // Drain(): a heartbeat now
   // Of the installed job: its shards' addresses and this primary's backups,
   // as last applied (a change is applied on the next heartbeat).
   std::vector<std::string> peers_;
