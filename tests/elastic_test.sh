@@ -6,9 +6,10 @@
 # started again); the job SUCCEEDS with no restart, and its export equals, bit for
 # bit, that of the same job run on 2 train daemons from the start (BSP: the
 # slots, not the daemons, define the result). Once the second daemon holds
-# its slot the first is drained (bertpsctl drain): its slot is handed to the
-# second daemon, it computes it until that one has, then leaves and exits
-# 0, and the second daemon computes both slots to the end. Last, a daemon
+# its slot it is drained (bertpsctl drain): its slot is handed back to the
+# first daemon (taken at its next step boundary, no restart), it computes
+# it until that one has, then leaves and exits 0, and the first daemon
+# computes both slots to the end. Last, a daemon
 # killed during its drain (stopped, told to drain, then kill -9 before it
 # could hand anything back) leaves nothing half-handed: its slot goes to
 # the other daemon once it is found lost, the job SUCCEEDS with no restart
@@ -40,20 +41,21 @@ job=$("$CTL" submit "$work/elastic.pbtxt") || fail "submit elastic"
 wait_for_step "$job" 10
 [ "$(field "$job" 's["state"]')" = RUNNING ] || fail "elastic: not running on one daemon"
 start_train_daemons e1
-first_daemon=${pids[-2]}
-# Once the second daemon holds a slot, the first is drained: it hands its
-# slot back, leaves and exits 0; the second computes both.
+second_daemon=${pids[-1]}
+# Once the second daemon holds slot 1 it is drained: it hands the slot back
+# to the first (taken at its next step boundary, no restart), leaves and
+# exits 0; the first computes both.
 for _ in $(seq 1 300); do
   grep -q "taken back" <("$CTL" events "$job" 2>/dev/null) && break
   sleep 0.1
 done
-drained=$(field "$job" '[h["member"] for h in s["slots"] if h.get("slot", 0) == 0][0]')
+drained=$(field "$job" '[h["member"] for h in s["slots"] if h.get("slot", 0) == 1][0]')
 "$CTL" drain "$drained" > "$work/drain.out" || fail "drain: $(cat "$work/drain.out")"
 echo "drain: $(cat "$work/drain.out")"
 "$CTL" drain "$drained" > /dev/null || fail "a second drain of the same member failed"
-for _ in $(seq 1 100); do kill -0 "$first_daemon" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$first_daemon" 2>/dev/null; then fail "the drained daemon did not exit"; fi
-wait "$first_daemon" || fail "the drained daemon exited $?"
+for _ in $(seq 1 100); do kill -0 "$second_daemon" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$second_daemon" 2>/dev/null; then fail "the drained daemon did not exit"; fi
+wait "$second_daemon" || fail "the drained daemon exited $?"
 timeout 300 "$CTL" watch "$job" > "$work/elastic.watch" 2>&1 || fail "elastic: $(tail -3 "$work/elastic.watch")"
 [ "$(field "$job" 's.get("restarts", 0)')" = 0 ] || fail "elastic: the job restarted"
 "$CTL" events "$job" > "$work/elastic.events"
@@ -68,14 +70,16 @@ grep -q "worker 0: slots 0,1 become 0 at step" "$work/w-e0.log" \
 echo "elastic: $(grep -m1 'computed by member' "$work/elastic.events" | cut -c1-140)"
 echo "elastic: $(grep -m1 'taken back' "$work/elastic.events" | cut -c1-140)"
 # Drained before the end of training (the usual case), its slot was handed
-# to the other daemon (which took it at a step boundary while the drained
-# one computed it) and it left once that daemon had computed a step of it;
-# drained at the very end, its slot was done already.
-handed_at=$(grep -m1 "worker 0 is handed from member $drained (draining)" "$work/elastic.events" \
+# to the first daemon (which took it at a step boundary, without starting
+# again, while the drained one computed it) and it left once that daemon
+# had computed a step of it; drained at the very end, its slot was done.
+handed_at=$(grep -m1 "worker 1 is handed from member $drained (draining)" "$work/elastic.events" \
             | sed -E 's|.* step ([0-9]+)/.*|\1|')
 if [ -n "$handed_at" ] && [ "$handed_at" -lt 200 ]; then
   grep -q "member $drained handed every slot it held over" "$work/elastic.events" \
     || fail "elastic: the drained member left before its slot was taken: $(tail -5 "$work/elastic.events")"
+  grep -q "slots 0 become 0,1 from the part's next step on (no restart; handed over by a member that drains)" "$work/w-e0.log" \
+    || fail "elastic: the first daemon did not take the handed slot in place: $(grep -E 'become|start' "$work/w-e0.log" | tail -5)"
   echo "elastic: drained at step $handed_at; $(grep -m1 "member $drained handed every slot" "$work/elastic.events" | cut -c1-140)"
 else
   echo "elastic: the drained member left after training (step ${handed_at:-?})"

@@ -729,11 +729,12 @@ class Coordinator {
     return m.draining || m.drain_requested;
   }
   // A train member that drains, of a BSP job without backup workers or
-  // stages: its slots go to the job's other members at once (the fewest
-  // held first), handed (Job.handing): it computes them until each new
-  // holder reported a step of them, so none waits for a takeover and no
-  // step is computed again. Once per member; without another member its
-  // slots are freed when it leaves, as on any leave.
+  // stages: its slots but slot 0 go to the job's other members at once (the
+  // fewest held first), handed (Job.handing): it computes them until each
+  // new holder reported a step of them, so none waits for a takeover and no
+  // step is computed again. Once per member; slot 0 (its holder writes the
+  // checkpoints: never two at once), and every slot without another member,
+  // are freed when it leaves, as on any leave.
   void StartHandOffLocked(Member& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Member `holder` reported a step of slot k: a hand-off of k is over.
   void HandedLocked(Job& job, const std::string& holder, int k)

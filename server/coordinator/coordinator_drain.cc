@@ -166,7 +166,10 @@ void Coordinator::StartHandOffLocked(Member& d) {
   }
   bool changed = false;
   for (int k : HeldSlots(d)) {
-    if (k < 0 || k >= static_cast<int>(job.slots.size()) ||
+    // Slot 0 is not handed: its holder writes the checkpoints and the
+    // export, which two members must not write at once; it is freed when
+    // the member leaves, as on any leave.
+    if (k <= 0 || k >= static_cast<int>(job.slots.size()) ||
         job.slots[k] != d.id || job.slot_done[k]) {
       continue;
     }

@@ -40,10 +40,10 @@ TEST(CoordinatorDrain, ADrainThatLeavesTheJobShortNeedsForce) {
   t.Beat(c, job);
   d = t.c->Drain(a, admin, /*force=*/false);
   ASSERT_TRUE(d.ok()) << d.status();
-  // Accepted: its slots are handed to the others, which take them at their
-  // next step boundary; it computes them until then (told to leave later).
-  EXPECT_FALSE(t.Beat(a, job).drain());
-  EXPECT_NE(JobEventsText(*t.c, job).find("is handed from member " + a),
+  // Accepted: it holds slot 0 alone (its slot 2 went to c), which is not
+  // handed (the checkpoints' writer): told to leave at once.
+  EXPECT_TRUE(t.Beat(a, job).drain());
+  EXPECT_EQ(JobEventsText(*t.c, job).find("is handed from member " + a),
             std::string::npos)
       << JobEventsText(*t.c, job);
   // With a drained, b would leave c alone: refused, then forced.
