@@ -63,6 +63,11 @@
 #                                              join and drain latencies,
 #                                              throughput beside 8 fixed
 #                                              daemons (tools/bench_elastic.sh)
+#   tools/bench.sh primary-drain [runs] [model]
+#                                              SIGTERM to a replicated job's
+#                                              shard primary: its exit, the
+#                                              job's longest step against
+#                                              its median (tools/bench_elastic.sh)
 #   tools/bench.sh spot [minutes] [seed]       chaos soak: drains, kills and
 #                                              joins of train and shard
 #                                              daemons at random; bit-equal,
@@ -592,6 +597,7 @@ case "$what" in
   model) bench_model "${2:-}" "${3:-}" ;;
   failover) bench_failover "${2:-}" ;;
   elastic) bench_elastic "${2:-}" ;;
+  primary-drain) bench_primary_drain "${2:-}" "${3:-}" ;;
   spot) bench_spot "${2:-}" "${3:-}" ;;
   checkpoint) bench_checkpoint "${2:-}" "${3:-}" "${4:-}" ;;
   checkpoint-throughput) bench_checkpoint_throughput "${2:-}" "${3:-}" "${4:-}" ;;
@@ -609,5 +615,5 @@ case "$what" in
   slices) bench_slices "${2:-}" ;;
   fidelity) bench_fidelity "${2:-}" "${3:-}" "${4:-}" ;;
   spam-precision) bench_spam_precision ;;
-  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, spot, checkpoint, checkpoint-throughput, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
+  *) echo "unknown benchmark '$what' (model, ps, pipeline, preprocess, input, scale, soak, failover, elastic, primary-drain, spot, checkpoint, checkpoint-throughput, replicas, slices, fidelity, spam-precision)" >&2; exit 2 ;;
 esac

@@ -48,3 +48,32 @@ out["joins_under_goal"] = all(j["daemon_start_to_first_step_ms"] < 2000 for j in
 print(json.dumps(out))
 PY
 }
+
+# tools/bench.sh primary-drain [runs] [model] (tools/primary_drain_run.sh):
+# a replicated BSP job (2 shards x replicas 2, 2 train daemons; model: the
+# process tests' small BERT, or a preset such as mini) gets SIGTERM to shard
+# 1's primary: the daemon's exit, the job's longest step from the signal to
+# five steps after it against its median step before, and the
+# restarts (0). Medians over `runs` (default 3).
+bench_primary_drain() {
+  local runs="${1:-3}" model="${2:-}"
+  build_service_bins
+  local logs=()
+  for r in $(seq 1 "$runs"); do
+    TEST_TMPDIR="$out_dir/primary-drain-$r" bash tools/primary_drain_run.sh "${service_bins[@]}" 2 "$model" \
+        > "$out_dir/primary-drain-$r.log" 2> "$out_dir/primary-drain-$r.err" \
+      || { tail -5 "$out_dir/primary-drain-$r.err"; exit 1; }
+    logs+=("$out_dir/primary-drain-$r.log")
+  done
+  /usr/bin/python3 - "${logs[@]}" <<'PY' | tee "$out_dir/primary-drain.jsonl"
+import json, statistics, sys
+runs = [json.loads(open(p).read().strip().splitlines()[-1]) for p in sys.argv[1:]]
+out = {"bench": "primary-drain", "runs": len(runs), "model": runs[0]["model"]}
+for k in ("sigterm_to_exit_ms", "median_step_ms", "longest_step_ms", "longest_vs_median", "step_sample_ms"):
+    v = [r[k] for r in runs if r[k] is not None]
+    out[k] = statistics.median(v) if v else None
+    out[k + "_range"] = [min(v), max(v)] if v else None
+out["restarts"] = sum(r["restarts"] for r in runs)
+print(json.dumps(out))
+PY
+}

@@ -23,7 +23,7 @@ source "$(dirname "$0")/../tests/process_lib.sh"
 init_work elastic_run
 tiny_model_data "$BERT_LOCAL" > /dev/null
 start_coordinator "$COORD" 0 "$work/coordinator.log"
-ps_daemon_flags=(--metrics_port 0)  # the shard's version, for step times
+ps_daemon_flags=(--metrics_port 0 --metrics_refresh_ms 10)  # the shard's version, for step times
 start_ps_daemons a
 tiny_spec elastic 1000000 "num_workers: $slots" "min_workers: 1" > "$work/elastic.pbtxt"
 # ELASTIC_MODEL (e.g. mini): a preset instead of the tests' small model, on

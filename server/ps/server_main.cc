@@ -59,6 +59,10 @@ ABSL_FLAG(std::string, address_file, "",
           "comma-separated.");
 ABSL_FLAG(int, metrics_port, -1,
           "Prometheus metrics port (0: any free port, -1: off).");
+ABSL_FLAG(int, metrics_refresh_ms, 1000,
+          "How often the shard's gauges (version, gradient norm, learning "
+          "rate, counters) are refreshed for the metrics port, in ms "
+          "[10, 60000] (benchmarks that time steps from the version use 10).");
 ABSL_FLAG(int, port, 0, "Port (0: any free port; printed at start).");
 ABSL_FLAG(int, shard, 0, "This shard's index.");
 ABSL_FLAG(int, num_shards, 1, "Number of shards.");
@@ -224,7 +228,9 @@ std::thread StartMetrics(const std::vector<bertps::ps::ShardServer*>& servers,
   }
   std::vector<std::string> labels;
   for (size_t k = 0; k < servers.size(); ++k) labels.push_back(slice(k));
-  return std::thread([servers, labels, done, metrics] {
+  const absl::Duration refresh = absl::Milliseconds(
+      std::clamp(absl::GetFlag(FLAGS_metrics_refresh_ms), 10, 60000));
+  return std::thread([servers, labels, done, metrics, refresh] {
     while (!done->load()) {
       for (size_t k = 0; k < servers.size(); ++k) {
         if (std::shared_ptr<bertps::ps::ShardCore> core =
@@ -233,7 +239,7 @@ std::thread StartMetrics(const std::vector<bertps::ps::ShardServer*>& servers,
                           labels[k]);
         }
       }
-      absl::SleepFor(absl::Seconds(1));
+      absl::SleepFor(refresh);
     }
   });
 }
