@@ -48,6 +48,7 @@ expect_refused num_shards "$SERVER" --num_shards 0
 expect_refused workers "$SERVER" --workers -1
 expect_refused backup_workers "$SERVER" --workers 2 --backup_workers 2
 expect_refused update_threads "$SERVER" --update_threads 0
+expect_refused metrics_refresh_ms "$SERVER" --metrics_refresh_ms 5
 expect_refused update_nice "$SERVER" --update_nice 40
 expect_refused lr "$SERVER" --lr nan
 expect_refused staleness "$SERVER" --staleness -1

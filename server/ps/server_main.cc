@@ -348,6 +348,8 @@ int main(int argc, char** argv) {
       .Range("backup_workers", absl::GetFlag(FLAGS_backup_workers), 0,
              std::max(workers - 1, 0))
       .Range("update_threads", absl::GetFlag(FLAGS_update_threads), 1, 256)
+      .Range("metrics_refresh_ms", absl::GetFlag(FLAGS_metrics_refresh_ms), 10,
+             60000)
       .Range("update_nice", absl::GetFlag(FLAGS_update_nice), 0, 19)
       .Range("staleness", absl::GetFlag(FLAGS_staleness), 0, 1000000)
       .RealRange("lr", absl::GetFlag(FLAGS_lr), 0, 1e6)
