@@ -593,6 +593,17 @@ TEST_F(Distributed, ExportsAHuggingFaceDirectory) {
   EXPECT_TRUE(std::ifstream(o.export_path + "/tokenizer_config.json").good());
 }
 
+// The shards' parameters at version 10 (the tests' last), and the version
+// the pull answered.
+std::vector<float> FinalParams(const Cluster& c, int64_t* version) {
+  PsClientOptions po;
+  po.addresses = c.addresses;
+  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
+  std::vector<float> params(client->layout().total_size());
+  *version = *client->Pull(0, 10, 10, params.data());
+  return params;
+}
+
 // Runs a 4-slot BSP job (batch 2, accumulation 2, dropout and shuffling
 // on) on one worker per group of `groups`, each computing its group's
 // slots; returns the final parameters. `reports`: the reports of the group
@@ -622,11 +633,9 @@ std::vector<float> TrainSlots(const std::vector<std::vector<int>>& groups,
     });
   }
   for (auto& t : threads) t.join();
-  PsClientOptions po;
-  po.addresses = c.addresses;
-  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
-  std::vector<float> params(client->layout().total_size());
-  EXPECT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+  int64_t version = 0;
+  std::vector<float> params = FinalParams(c, &version);
+  EXPECT_EQ(version, 10);
   return params;
 }
 
@@ -728,11 +737,9 @@ TEST_F(Distributed, SlotsGivenUpAtAStepBoundaryKeepTheBits) {
   });
   a.join();
   b.join();
-  PsClientOptions po;
-  po.addresses = c.addresses;
-  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
-  std::vector<float> params(client->layout().total_size());
-  ASSERT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+  int64_t version = 0;
+  const std::vector<float> params = FinalParams(c, &version);
+  ASSERT_EQ(version, 10);
   EXPECT_TRUE(four == params)
       << "slots handed over at a step boundary changed the bits";
   std::set<std::pair<int, int64_t>> seen;
@@ -818,11 +825,9 @@ TEST_F(Distributed, SlotsHandedOverAtAStepBoundaryKeepTheBits) {
   cancel_b = true;
   b.join();
   a.join();
-  PsClientOptions po;
-  po.addresses = c.addresses;
-  auto client = *PsClient::Connect(po, SmallConfig(), BertTask::kPretrain);
-  std::vector<float> params(client->layout().total_size());
-  ASSERT_EQ(*client->Pull(0, 10, 10, params.data()), 10);
+  int64_t version = 0;
+  const std::vector<float> params = FinalParams(c, &version);
+  ASSERT_EQ(version, 10);
   EXPECT_TRUE(four == params)
       << "slots handed over at a step boundary changed the bits";
   EXPECT_EQ(seen.size(), 40u);

@@ -20,6 +20,7 @@ set -euo pipefail
 BERT_LOCAL="$1"; COORD="$2"; SERVER="$3"; WORKER="$4"; CTL="$5"
 slots="${6:-8}"; counts="${7:-1 2 4}"; window="${8:-8}"
 source "$(dirname "$0")/../tests/process_lib.sh"
+source "$(dirname "$0")/step_timeline.sh"
 init_work elastic_run
 tiny_model_data "$BERT_LOCAL" > /dev/null
 start_coordinator "$COORD" 0 "$work/coordinator.log"
@@ -59,19 +60,8 @@ print(hit[-1]['first_step_after_ms'], int(hit[-1]['time_ms']) + int(hit[-1]['fir
   [ -n "$join_ms" ] || fail "no step with $want members: $(status_json | head -c 600)"
   from_start=$(( first_step_ms - started ))
   if [ "$want" = "${counts##* }" ]; then
-    # The step timeline from here through the drain below: the shard's
-    # applied version from its metrics, sampled every ~10 ms.
-    mport=""
-    for _ in $(seq 1 100); do
-      mport=$(sed -n 's/.*metrics on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/ps-a.log" | head -1)
-      [ -n "$mport" ] && break; sleep 0.05
-    done
-    [ -n "$mport" ] || fail "no metrics port in the shard's log"
-    while :; do
-      v=$(curl -s "http://127.0.0.1:$mport/metrics" | awk '/^bertps_shard_version/ {if ($2 > m) m = $2} END {print m + 0}')
-      echo "$(now_ms) ${v%.*}"; sleep 0.01
-    done > "$work/steps.txt" 2>/dev/null &
-    poller=$!
+    # The step timeline from here through the drain below.
+    start_step_timeline "$work/ps-a.log" "$work/steps.txt"
   fi
   s0=$(step_now); t0=$(now_ms); sleep "$window"; s1=$(step_now); t1=$(now_ms)
   rate=$(/usr/bin/python3 -c "print(round(($s1 - $s0) * 1000.0 / ($t1 - $t0), 3))")
@@ -98,31 +88,11 @@ print(c['first_step_after_ms'] if c.get('cause') == 'left' and int(c.get('first_
   sleep 0.1
 done
 # Three more steps, then the drain's longest step against the median step
-# before it (from the sampled timeline: a step's time is the time between
-# the samples where the job's step moved, shared by the steps it moved).
+# before it (tools/step_timeline.sh).
 s_left=$(step_now)
 for _ in $(seq 1 600); do [ "$(step_now)" -ge $((s_left + 3)) ] && break; sleep 0.1; done
-kill "$poller" 2>/dev/null || true; wait "$poller" 2>/dev/null || true
-read -r median_step_ms drain_longest_step_ms sample_ms < <(/usr/bin/python3 - "$work/steps.txt" "$t_term" <<'PY'
-import statistics, sys
-rows = []
-for line in open(sys.argv[1]):
-    p = line.split()
-    if len(p) == 2 and p[1].isdigit():
-        rows.append((int(p[0]), int(p[1])))
-term = int(sys.argv[2])
-moves = [(t, s) for (t, s), (_, s0) in zip(rows[1:], rows) if s > s0]
-steps = []  # (end time, duration of one step)
-for (t0, s0), (t1, s1) in zip(moves, moves[1:]):
-    steps.append((t1, (t1 - t0) / (s1 - s0)))
-before = [d for t, d in steps if t < term]
-after = [d for t, d in steps if t >= term]
-gaps = [b[0] - a[0] for a, b in zip(rows, rows[1:])]
-print(round(statistics.median(before)) if before else "null",
-      round(max(after)) if after else "null",
-      round(statistics.median(gaps)) if gaps else "null")
-PY
-)
+stop_step_timeline
+read -r median_step_ms drain_longest_step_ms sample_ms < <(step_timeline_stats "$work/steps.txt" "$t_term")
 echo "drain: longest step ${drain_longest_step_ms} ms against a median of ${median_step_ms} ms (sampled every ~${sample_ms} ms)" >&2
 restarts=$(field "$job" 's.get("restarts", 0)')
 "$CTL" cancel "$job" > /dev/null
